@@ -1,0 +1,45 @@
+"""Input checks shared by every variant: each error names the argument, its value and what is allowed."""
+
+from __future__ import annotations
+
+import torch
+
+
+def check_inputs(spec, q, k, v, causal: bool) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name}.shape={tuple(t.shape)} (allowed: 4-D (batch, heads, seq_len, head_dim))")
+        if not t.is_floating_point():
+            raise ValueError(f"{name}.dtype={t.dtype} (allowed: a floating dtype)")
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal={causal!r} (allowed: True or False)")
+    if k.shape != v.shape:
+        raise ValueError(f"v.shape={tuple(v.shape)} (allowed: equal to k.shape={tuple(k.shape)})")
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        raise ValueError(f"dtypes q={q.dtype}, k={k.dtype}, v={v.dtype} (allowed: all equal)")
+    if q.device != k.device or q.device != v.device:
+        raise ValueError(f"devices q={q.device}, k={k.device}, v={v.device} (allowed: all equal)")
+    b, h, n_q, d = q.shape
+    if k.shape[0] != b:
+        raise ValueError(f"k.shape[0]={k.shape[0]} (allowed: the batch of q, {b})")
+    if k.shape[3] != d:
+        raise ValueError(f"k.shape[3]={k.shape[3]} (allowed: the head_dim of q, {d})")
+    if min(q.shape) == 0 or min(k.shape) == 0:
+        raise ValueError(f"q.shape={tuple(q.shape)}, k.shape={tuple(k.shape)} (allowed: no empty dimension)")
+    n_k = k.shape[2]
+    if n_q != n_k:
+        if not spec.decode:
+            raise ValueError(f"q seq_len={n_q}, k seq_len={n_k} (allowed: equal, self-attention)")
+        if causal or n_q > n_k:
+            raise ValueError(
+                f"q seq_len={n_q}, k seq_len={n_k} (allowed: q shorter than k only for non-causal decode)"
+            )
+    h_kv = k.shape[1]
+    if spec.kv_heads == "equal" and h_kv != h:
+        raise ValueError(f"k.shape[1]={h_kv} (allowed: num_heads of q, {h}; use mqa or gqa for fewer)")
+    if spec.kv_heads == "one" and h_kv != 1:
+        raise ValueError(f"k.shape[1]={h_kv} (allowed: 1, multi-query attention shares one K/V head)")
+    if spec.kv_heads == "divides" and h % h_kv:
+        raise ValueError(f"k.shape[1]={h_kv} (allowed: a divisor of num_heads={h})")

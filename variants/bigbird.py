@@ -1,0 +1,77 @@
+"""BigBird (Zaheer et al. 2020): the union of a sliding window, global tokens and random keys.
+
+Claim: P ≈ n·(2w+1) + 2ng − g² + n·r, exponent 1 in n for fixed w, g, r.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from variants.global_tokens import TOKENS, global_tokens
+from variants.masks import or_masks
+from variants.native import band_plan, full_rows, gather_part, keys_part, merge
+from variants.pattern import native_impl, pattern_variant, rows
+from variants.random_keys import KEYS, SEED, draw, random_pattern
+from variants.registry import Param
+from variants.sliding_window import window
+
+WINDOW = Param("window", 64, "one-sided reach w of the window", minimum=0)
+
+
+def bigbird(n: int, params: dict):
+    return or_masks(window(n, params), global_tokens(n, params), random_pattern(n, params))
+
+
+def extra_sets(n: int, causal: bool, params: dict):
+    """Global and random keys not already in the window (the window holds the diagonal)."""
+    i = rows(n)[:, None]
+    w, g = params["window"], params["tokens"]
+    globals_ = torch.arange(g)[None, :]
+    global_valid = (i - globals_) > w  # j < g <= i for rows that are not global, so only j < i − w
+    if causal:
+        global_valid = global_valid & (globals_ <= i)
+    idx = draw(n, params["keys"], params["seed"])
+    random_valid = ((idx - i).abs() > w) & (idx >= g)
+    if causal:
+        random_valid = random_valid & (idx <= i)
+    return global_valid, idx, random_valid
+
+
+def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
+    i, w, g = rows(n), params["window"], params["tokens"]
+    band = torch.minimum(i + w if not causal else i, torch.full_like(i, n - 1)) - (i - w).clamp(min=0) + 1
+    global_valid, _, random_valid = extra_sets(n, causal, params)
+    others = band + global_valid.sum(1) + random_valid.sum(1)
+    global_row = i + 1 if causal else torch.full_like(i, n)
+    return torch.where(i < g, global_row, others)
+
+
+def plan(n: int, causal: bool, params: dict, device):
+    global_valid, idx, random_valid = extra_sets(n, causal, params)
+    return (
+        band_plan(n, params["window"], causal, device), params["tokens"], causal,
+        global_valid.to(device), idx.to(device), random_valid.to(device),
+    )
+
+
+def run(q, k, v, p):
+    band, g, causal, global_valid, idx, random_valid = p
+    out = merge([
+        band.part(q, k, v, need_lse=True),
+        keys_part(q, k, v, keys=torch.arange(g, device=q.device), valid=global_valid, need_lse=True),
+        gather_part(q, k, v, idx=idx, valid=random_valid, need_lse=True),
+    ])
+    out[:, :, :g] = full_rows(q, k, v, rows=g, causal=causal)
+    return out
+
+
+SPEC = pattern_variant(
+    name="bigbird",
+    doc=__doc__,
+    source="Zaheer et al. 2020, Big Bird: Transformers for Longer Sequences",
+    params=(WINDOW, TOKENS, KEYS, SEED),
+    predicate=bigbird,
+    row_counts=row_counts,
+    exponent=lambda explicit: 1.0,
+    native=native_impl(plan=plan, run=run, cost="O(n·(w + g + r)·d): a band, global keys, gathered random keys"),
+)

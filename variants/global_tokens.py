@@ -1,0 +1,53 @@
+"""Global tokens (Longformer, Beltagy et al. 2020): the first g tokens attend to and are seen by all.
+
+Allowed: i < g or j < g or i == j. Claim: P ≈ 2ng − g² + n, exponent 1 in n for fixed g.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from variants.masks import named
+from variants.native import full_rows
+from variants.pattern import native_impl, pattern_variant, rows
+from variants.registry import Param
+
+TOKENS = Param("tokens", 16, "global tokens g: the first g positions", minimum=0, maximum=lambda n: n)
+
+
+def global_tokens(n: int, params: dict):
+    g = params["tokens"]
+    return named(lambda b, h, q_idx, kv_idx: (q_idx < g) | (kv_idx < g) | (q_idx == kv_idx), f"global({g})")
+
+
+def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
+    i, g = rows(n), params["tokens"]
+    global_row = i + 1 if causal else torch.full_like(i, n)
+    return torch.where(i < g, global_row, torch.full_like(i, g + 1))
+
+
+def run(q, k, v, plan):
+    """Rows i >= g score g global keys and themselves: O(n·g·d); rows i < g are full rows."""
+    g, causal = plan
+    scores = torch.cat([q @ k[:, :, :g].transpose(-1, -2), (q * k).sum(-1, keepdim=True)], dim=-1)
+    probs = (scores * q.shape[-1] ** -0.5).softmax(dim=-1)  # (B, H, n, g + 1)
+    out = probs[..., :g] @ v[:, :, :g] + probs[..., g:] * v  # (B, H, n, d)
+    # Rows i < g see every key (their own key is among the global ones): computed apart.
+    out[:, :, :g] = full_rows(q, k, v, rows=g, causal=causal)
+    return out
+
+
+SPEC = pattern_variant(
+    name="global",
+    doc=__doc__,
+    source="Beltagy et al. 2020, Longformer (global attention)",
+    params=(TOKENS,),
+    predicate=global_tokens,
+    row_counts=row_counts,
+    exponent=lambda explicit: 1.0,
+    native=native_impl(
+        plan=lambda n, causal, p, device: (p["tokens"], causal),
+        run=run,
+        cost="O(n·g·d): g global keys per row, g full rows",
+    ),
+)

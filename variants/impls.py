@@ -1,0 +1,233 @@
+"""Implementations shared by many variants: the dense reference, SDPA, FlexAttention, xformers.
+
+Each `*_impl` returns an `Impl` whose `prepare` does all setup (mask, block mask, compile) and
+returns the zero-argument closure that is timed, with its setup costs beside it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import time
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from variants.masks import MaskMod, dense_mask
+from variants.registry import Impl, Prepared, Problem
+
+REDUCED = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def repeat_kv(k: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(B, H_kv, n, d) -> (B, H, n, d): query head h reads KV head floor(h·H_kv/H)."""
+    return k if k.shape[1] == num_heads else k.repeat_interleave(num_heads // k.shape[1], dim=1)
+
+
+def dense_attention(q, k, v, mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+    """softmax(QKᵀ/√d + mask)V with the (n_q, n_k) scores materialized: the O(n²) reference."""
+    k, v = repeat_kv(k, q.shape[1]), repeat_kv(v, q.shape[1])
+    scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # (B, H, n_q, n_k)
+    if causal:
+        n_q, n_k = scores.shape[-2:]
+        mask = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(dim=-1) @ v  # (B, H, n_q, d)
+
+
+def _timed(fn: Callable, *args, **kwargs):
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+MaskFor = Callable[[int, bool, dict], MaskMod]  # (n, causal, params) -> predicate
+
+
+def dense_impl(mask_for: MaskFor | None) -> Impl:
+    """The masked reference; `mask_for=None` means full attention (causal via tril)."""
+
+    def prepare(q, k, v, *, causal, params):
+        if mask_for is None:
+            return Prepared(lambda: dense_attention(q, k, v, causal=causal))
+        mask, mask_s = _timed(dense_mask, mask_for(k.shape[-2], causal, params), k.shape[-2], device=q.device)
+        return Prepared(lambda: dense_attention(q, k, v, mask=mask), {"mask_s": mask_s})
+
+    return Impl("dense", prepare, cost="O(n²) time and memory: materializes the n×n scores")
+
+
+def sdpa_impl(mask_for: MaskFor | None) -> Impl:
+    """torch's fused kernel; a sparse pattern goes in as a dense boolean mask (O(n²))."""
+
+    def prepare(q, k, v, *, causal, params):
+        gqa = k.shape[1] != q.shape[1]
+        if mask_for is None:
+            return Prepared(
+                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+            )
+        mask, mask_s = _timed(dense_mask, mask_for(k.shape[-2], causal, params), k.shape[-2], device=q.device)
+        return Prepared(
+            lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa),
+            {"mask_s": mask_s},
+        )
+
+    cost = "O(n²) time; full: fused kernel, no n×n scores" if mask_for is None else (
+        "O(n²) time and memory: the pattern is a dense n×n boolean mask"
+    )
+    return Impl("sdpa", prepare, cost=cost)
+
+
+# ---------------------------------------------------------------------------- FlexAttention
+@functools.cache
+def _compiled_flex():
+    import torch._dynamo.config as dynamo_config
+    from torch.nn.attention.flex_attention import flex_attention
+
+    # NB: each new shape or mask recompiles; past dynamo's default limit (8) it would silently
+    # fall back to the slow eager path, so a sweep raises the limit.
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(dynamo_config, name):
+            setattr(dynamo_config, name, max(getattr(dynamo_config, name), 4096))
+    return torch.compile(flex_attention, dynamic=False)
+
+
+_BLOCK_MASKS: dict = {}
+
+
+def _block_mask(key, mask_mod, n_q: int, n_k: int, device):
+    """Block masks are cached by pattern: the same mask_mod object also keeps compiles cached."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    if key not in _BLOCK_MASKS:
+        _BLOCK_MASKS[key] = create_block_mask(mask_mod, None, None, n_q, n_k, device=device)
+    return _BLOCK_MASKS[key]
+
+
+def _flex_reasons(problem: Problem) -> list[str]:
+    try:
+        import torch.nn.attention.flex_attention  # noqa: F401
+    except ImportError as err:  # pragma: no cover - depends on the torch build
+        return [f"FlexAttention unavailable: {err}"]
+    return []
+
+
+def flex_impl(mask_for: MaskFor | None, name: str) -> Impl:
+    """FlexAttention with a block mask built from the variant's predicate, compiled and cached."""
+
+    def prepare(q, k, v, *, causal, params, warmup: bool = True):
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        if mask_for is None and not causal:
+            block_mask, mask_s = None, 0.0
+        else:
+            from variants.masks import causal_mod
+
+            key = (name, n_q, n_k, causal, tuple(sorted(params.items())), str(q.device))
+            mod = causal_mod if mask_for is None else mask_for(n_k, causal, params)
+            block_mask, mask_s = _timed(_block_mask, key, mod, n_q, n_k, q.device)
+        flex = _compiled_flex()
+        gqa = k.shape[1] != q.shape[1]
+
+        def run():
+            return flex(q, k, v, block_mask=block_mask, enable_gqa=gqa)
+
+        setup = {"block_mask_s": mask_s}
+        if warmup:  # compile here, outside the call that is timed
+            _, setup["first_call_s"] = _timed(run)
+        return Prepared(run, setup)
+
+    return Impl(
+        "flex", prepare,
+        cost="block-sparse: O(n²) for full, O(visited blocks · 128² · d) for a pattern",
+        dtypes=REDUCED,  # NB: FlexAttention on CPU rejects float64 when it compiles
+        extra_reasons=_flex_reasons,
+    )
+
+
+# ---------------------------------------------------------------------------- xformers
+@functools.cache
+def _xformers():
+    """Import xformers quietly (it warns at import when its C++/CUDA extensions do not load)."""
+    logger = logging.getLogger("xformers")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        import xformers.ops.fmha as fmha
+    finally:
+        logger.setLevel(level)
+    return fmha
+
+
+def _xformers_reasons(problem: Problem) -> list[str]:
+    """xformers' own reasons, from every forward op's `not_supported_reasons`."""
+    try:
+        fmha = _xformers()
+    except Exception as err:  # ImportError, or an extension that fails on import
+        return [f"xformers not importable: {type(err).__name__}: {err}"]
+    h, h_kv = problem.num_heads, problem.kv_heads
+    shape = (problem.batch, 8, h_kv, h // h_kv, problem.head_dim)
+    if problem.device == "cuda" and not torch.cuda.is_available():
+        return ["device=cuda: torch.cuda.is_available() is False on this machine"]
+    q = torch.empty(shape, device=problem.device, dtype=problem.dtype)
+    inp = fmha.Inputs(query=q, key=q, value=q)
+    per_op = {op.NAME: op.not_supported_reasons(inp) for op in fmha.ALL_FW_OPS}
+    if any(not r for r in per_op.values()):
+        return []
+    common = set.intersection(*(set(r) for r in per_op.values()))
+    out = [f"xformers, all {len(per_op)} forward ops: {r}" for r in sorted(common)]
+    for op, reasons in per_op.items():
+        rest = [r for r in reasons if r not in common]
+        if rest:
+            out.append(f"xformers {op}: {'; '.join(rest)}")
+    return out
+
+
+def xformers_impl(bias_for: Callable[[int, bool, dict], object | None]) -> Impl:
+    """memory_efficient_attention with an attn_bias class (never a dense bias tensor).
+
+    `bias_for(n, causal, params)` returns the attn_bias object (or None for no bias).
+    GQA/MQA go in as 5-D (B, n, G, H/G, d) inputs with K/V expanded (a view, no copy).
+    """
+
+    def prepare(q, k, v, *, causal, params):
+        fmha = _xformers()
+        b, h, n_q, d = q.shape
+        h_kv, n_k = k.shape[1], k.shape[2]
+        bias = bias_for(n_k, causal, params)
+        # (B, H, n, d) -> (B, n, G, H/G, d), K/V broadcast over the H/G query heads of a group
+        q5 = q.transpose(1, 2).reshape(b, n_q, h_kv, h // h_kv, d)
+        k5 = k.transpose(1, 2)[:, :, :, None, :].expand(b, n_k, h_kv, h // h_kv, d)
+        v5 = v.transpose(1, 2)[:, :, :, None, :].expand(b, n_k, h_kv, h // h_kv, d)
+
+        def run():
+            out = fmha.memory_efficient_attention(q5, k5, v5, attn_bias=bias)
+            return out.reshape(b, n_q, h, d).transpose(1, 2)
+
+        return Prepared(run)
+
+    return Impl(
+        "xformers", prepare, cost="fused kernel; local windows skip masked blocks",
+        # NB: devices and dtypes are left to xformers' own op table, so its reasons reach the user.
+        extra_reasons=_xformers_reasons,
+    )
+
+
+def xformers_bias(kind: str) -> Callable[[int, bool, dict], object | None]:
+    """The attn_bias for `full` ('full') or `sliding_window` ('window')."""
+
+    def bias_for(n, causal, params):
+        ab = _xformers().attn_bias
+        if kind == "window":
+            w = params["window"]
+            if causal:
+                return ab.LowerTriangularFromBottomRightLocalAttentionMask(w + 1)
+            return ab.LocalAttentionFromBottomRightMask(window_left=w, window_right=w)
+        return ab.LowerTriangularFromBottomRightMask() if causal else None
+
+    return bias_for
+
+
+def scale_of(q: torch.Tensor) -> float:
+    return 1.0 / math.sqrt(q.shape[-1])

@@ -1,0 +1,73 @@
+"""Mask predicates in FlexAttention's form, their combinators, and pictures of them.
+
+A predicate takes (b, h, q_idx, kv_idx) tensors and returns a bool tensor; the same predicate
+builds the dense reference mask (by broadcasting) and the FlexAttention block mask (by vmap).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+MaskMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def named(fn: MaskMod, name: str) -> MaskMod:
+    fn.__name__ = name
+    return fn
+
+
+def and_masks(*mods: MaskMod) -> MaskMod:
+    def mask_mod(b, h, q_idx, kv_idx):
+        out = mods[0](b, h, q_idx, kv_idx)
+        for mod in mods[1:]:
+            out = out & mod(b, h, q_idx, kv_idx)
+        return out
+
+    return named(mask_mod, " & ".join(m.__name__ for m in mods))
+
+
+def or_masks(*mods: MaskMod) -> MaskMod:
+    def mask_mod(b, h, q_idx, kv_idx):
+        out = mods[0](b, h, q_idx, kv_idx)
+        for mod in mods[1:]:
+            out = out | mod(b, h, q_idx, kv_idx)
+        return out
+
+    return named(mask_mod, " | ".join(m.__name__ for m in mods))
+
+
+def causal_mod(b, h, q_idx, kv_idx):
+    return kv_idx <= q_idx
+
+
+def with_causal(mod: MaskMod, causal: bool) -> MaskMod:
+    """CLAIMS.md: causal always additionally requires j <= i."""
+    return and_masks(mod, causal_mod) if causal else mod
+
+
+def dense_mask(mod: MaskMod, seq_len: int, *, device: str | torch.device = "cpu") -> torch.Tensor:
+    """Evaluate a predicate on every (i, j): a (n, n) bool tensor. O(n²) by construction."""
+    i = torch.arange(seq_len, device=device)
+    zero = torch.zeros((), dtype=torch.long, device=device)
+    out = mod(zero, zero, i[:, None], i[None, :])
+    return out.expand(seq_len, seq_len).to(torch.bool)
+
+
+def show(mask: torch.Tensor, max_size: int = 48) -> str:
+    """A text picture of a mask (every mask can show itself), subsampled past `max_size`."""
+    n = mask.shape[0]
+    step = max(1, -(-n // max_size))
+    rows = []
+    for i in range(0, n, step):
+        block = mask[i : i + step]
+        rows.append("".join("█" if block[:, j : j + step].any() else "·" for j in range(0, n, step)))
+    return "\n".join(rows)
+
+
+def causal_clip(lo: torch.Tensor, hi: torch.Tensor, i: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Size of the key interval [lo, hi] per row, clipped to j <= i when causal."""
+    if causal:
+        hi = torch.minimum(hi, i)
+    return (hi - lo + 1).clamp(min=0)

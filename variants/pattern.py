@@ -1,0 +1,81 @@
+"""Score-based sparse patterns: one predicate, one pair count, and the standard implementations.
+
+A pattern module declares its predicate (attention-gym style), its pairs per row (the formula of
+CLAIMS.md, evaluated row by row so it can be checked against the mask), its claimed exponent and
+its `native` implementation; `pattern_variant` turns that into a registered `VariantSpec`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+from variants.impls import dense_impl, flex_impl, sdpa_impl
+from variants.masks import MaskMod, with_causal
+from variants.registry import Impl, Param, Prepared, VariantSpec, register
+from variants.theory import Theory, score_theory
+
+
+def pattern_theory(exponent: Callable[[frozenset[str]], float], note: str = "") -> Callable[..., Theory]:
+    """Theory of a pattern: P summed from its row counts, 4·B·H·P·d FLOPs, its claimed exponent."""
+
+    def theory_fn(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes,
+                  params, explicit, spec):
+        pairs = int(spec.row_counts_fn(seq_len, causal, params).sum())
+        return score_theory(
+            pairs=pairs, batch=batch, num_heads=num_heads, num_kv_heads=num_kv_heads,
+            seq_len=seq_len, head_dim=head_dim, dtype_bytes=dtype_bytes,
+            exponent_n=exponent(explicit), note=note,
+        )
+
+    return theory_fn
+
+
+def native_impl(plan: Callable, run: Callable, cost: str) -> Impl:
+    """A `native` implementation: `plan(n, causal, params, device)` is setup, `run(q, k, v, plan)` is timed."""
+
+    def prepare(q, k, v, *, causal, params):
+        start = time.perf_counter()
+        layout = plan(q.shape[-2], causal, params, q.device)
+        setup = {"plan_s": time.perf_counter() - start}
+        return Prepared(lambda: run(q, k, v, layout), setup)
+
+    return Impl("native", prepare, cost=cost)
+
+
+def pattern_variant(
+    *,
+    name: str,
+    doc: str,
+    source: str,
+    params: tuple[Param, ...],
+    predicate: Callable[[int, dict], MaskMod],
+    row_counts: Callable[[int, bool, dict], torch.Tensor],
+    exponent: Callable[[frozenset[str]], float],
+    native: Impl | None,
+    extra_impls: tuple[Impl, ...] = (),
+    note: str = "",
+    check: Callable[[int, dict], None] | None = None,
+) -> VariantSpec:
+    """Register a score-based pattern with dense, sdpa, flex, native and any extra impls."""
+
+    def mask_for(n: int, causal: bool, p: dict) -> MaskMod:
+        return with_causal(predicate(n, p), causal)
+
+    impls = [dense_impl(mask_for), sdpa_impl(mask_for), flex_impl(mask_for, name), *extra_impls]
+    if native is not None:
+        impls.append(native)
+    return register(
+        VariantSpec(
+            name=name, family="sparse", summary=doc.strip().splitlines()[0], source=source,
+            params=params, theory_fn=pattern_theory(exponent, note), impls={i.name: i for i in impls},
+            mask_fn=mask_for, row_counts_fn=row_counts, check_fn=check,
+        )
+    )
+
+
+def rows(seq_len: int) -> torch.Tensor:
+    """Query positions 0..n-1 as int64, for per-row pair formulas."""
+    return torch.arange(seq_len, dtype=torch.long)

@@ -1,0 +1,291 @@
+"""The registry: what a variant declares (parameters, theory, implementations) and how it is found.
+
+A variant is data: a frozen `VariantSpec`. Capability is data too (xformers' `ops/fmha` style):
+each `Impl` lists the devices and dtypes it runs on, and `VariantSpec.reasons` turns a problem into
+the human-readable reasons it cannot run; an empty list means it can.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+
+from variants.theory import Theory
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One variant parameter: its default (or a rule deriving it from n) and its allowed range."""
+
+    name: str
+    default: int | float | None
+    doc: str
+    minimum: int | float = 0
+    maximum: Callable[[int], int] | None = None  # n -> largest allowed value, where it depends on n
+    kind: type = int
+    derive: Callable[[int], int] | None = None  # n -> default, for defaults such as ceil(sqrt(n))
+
+    def default_for(self, seq_len: int) -> int | float | None:
+        return self.derive(seq_len) if self.derive is not None else self.default
+
+    def describe_default(self) -> str:
+        return self.doc.split(";")[0] if self.derive is not None else repr(self.default)
+
+
+def sqrt_n(seq_len: int) -> int:
+    """The Sparse Transformer's default stride/block: ceil(sqrt(n))."""
+    return max(1, math.isqrt(seq_len - 1) + 1) if seq_len > 1 else 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What a capability check needs to know about one call (no tensors)."""
+
+    device: str = "cpu"
+    dtype: torch.dtype = torch.float32
+    batch: int = 1
+    num_heads: int = 8
+    num_kv_heads: int | None = None
+    seq_len: int = 1024
+    head_dim: int = 64
+    causal: bool = False
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
+
+
+class Prepared:
+    """A zero-argument closure that runs one implementation on fixed inputs (the timed call).
+
+    `setup_s` holds named setup costs (mask construction, compile) measured while preparing,
+    kept apart from the call that is timed.
+    """
+
+    def __init__(self, fn: Callable[[], torch.Tensor], setup_s: Mapping[str, float] | None = None):
+        self.fn = fn
+        self.setup_s = dict(setup_s or {})
+
+    def __call__(self) -> torch.Tensor:
+        return self.fn()
+
+
+# prepare(q, k, v, causal=..., params=...) -> Prepared
+PrepareFn = Callable[..., Prepared]
+
+
+@dataclass(frozen=True)
+class Impl:
+    """One way to compute a variant; `cost` states the implementation's own complexity."""
+
+    name: str
+    prepare: PrepareFn
+    cost: str
+    devices: tuple[str, ...] = DEVICES
+    dtypes: tuple[torch.dtype, ...] = FLOAT_DTYPES
+    supports_causal: bool = True
+    # Library-specific checks beyond the table above (an import that fails, xformers' own reasons).
+    extra_reasons: Callable[[Problem], list[str]] | None = None
+
+    def reasons(self, problem: Problem) -> list[str]:
+        out = []
+        if problem.device not in self.devices:
+            out.append(f"device={problem.device} (supported: {', '.join(self.devices)})")
+        elif problem.device == "cuda" and not torch.cuda.is_available():
+            out.append("device=cuda: torch.cuda.is_available() is False on this machine")
+        if problem.dtype not in self.dtypes:
+            allowed = ", ".join(str(d).removeprefix("torch.") for d in self.dtypes)
+            out.append(f"dtype={str(problem.dtype).removeprefix('torch.')} (supported: {allowed})")
+        if problem.causal and not self.supports_causal:
+            out.append("causal=True (this implementation is non-causal only)")
+        if not out and self.extra_reasons is not None:
+            out.extend(self.extra_reasons(problem))
+        return out
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """Everything the suite knows about one attention variant."""
+
+    name: str
+    family: str  # "sparse", "linear", "shared_kv", "classic"
+    summary: str
+    source: str
+    params: tuple[Param, ...]
+    theory_fn: Callable[..., Theory]
+    impls: Mapping[str, Impl]
+    kv_heads: str = "equal"  # "equal" (H_kv == H), "one" (MQA), "divides" (GQA)
+    mask_fn: Callable[..., Callable] | None = None  # (n, causal, params) -> mask_mod predicate
+    row_counts_fn: Callable[..., torch.Tensor] | None = None  # allowed keys per query row
+    decode: bool = False  # queries may be fewer than keys (aligned to the end), non-causal only
+    check_fn: Callable[[int, dict], None] | None = None  # limits between parameters
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+    # ----------------------------------------------------------------- parameters
+    def resolve(self, seq_len: int, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Fill defaults and validate; raise ValueError naming the parameter, value and range."""
+        known = {p.name: p for p in self.params}
+        for key in params:
+            if key not in known:
+                allowed = ", ".join(known) or "none"
+                raise ValueError(f"{self.name}: unknown parameter {key!r} (allowed: {allowed})")
+        out: dict[str, Any] = {}
+        for p in self.params:
+            value = params.get(p.name)
+            if value is None:
+                value = p.default_for(seq_len)
+                if value is None:  # taken from the inputs (gqa groups)
+                    out[p.name] = None
+                    continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                p.kind is int and not float(value).is_integer()
+            ):
+                raise ValueError(
+                    f"{self.name}: parameter {p.name}={value!r} must be {p.kind.__name__}"
+                )
+            value = p.kind(value)
+            upper = p.maximum(seq_len) if p.maximum is not None else None
+            if value < p.minimum or (upper is not None and value > upper):
+                allowed = f">= {p.minimum}" if upper is None else f"{p.minimum}..{upper} for n={seq_len}"
+                raise ValueError(f"{self.name}: parameter {p.name}={value!r} out of range (allowed: {allowed})")
+            out[p.name] = value
+        if self.check_fn is not None:
+            self.check_fn(seq_len, out)
+        return out
+
+    def explicit(self, params: Mapping[str, Any]) -> frozenset[str]:
+        """Names of parameters the caller fixed (a fixed block changes the fixed pattern's claim)."""
+        return frozenset(k for k, v in params.items() if v is not None)
+
+    # ----------------------------------------------------------------- capability
+    def reasons(self, impl: str, **problem: Any) -> list[str]:
+        """Why `impl` cannot run this problem here; an empty list means it can."""
+        return self._impl(impl).reasons(Problem(**problem))
+
+    def supported(self, impl: str, **problem: Any) -> bool:
+        return not self.reasons(impl, **problem)
+
+    def _impl(self, impl: str) -> Impl:
+        if impl not in self.impls:
+            raise ValueError(f"{self.name}: unknown impl {impl!r} (available: {', '.join(self.impls)})")
+        return self.impls[impl]
+
+    # ----------------------------------------------------------------- computing
+    def prepare(self, q, k, v, *, impl: str, causal: bool = False, **params: Any) -> Prepared:
+        """Validate, do every setup step, and return the zero-argument closure to time."""
+        from variants._checks import check_inputs
+
+        implementation = self._impl(impl)
+        check_inputs(self, q, k, v, causal)
+        resolved = self.resolve(k.shape[-2], params)
+        problem = Problem(
+            device=q.device.type, dtype=q.dtype, batch=q.shape[0], num_heads=q.shape[1],
+            num_kv_heads=k.shape[1], seq_len=k.shape[-2], head_dim=q.shape[-1], causal=causal,
+        )
+        why = implementation.reasons(problem)
+        if why:
+            raise RuntimeError(f"{self.name}/{impl} cannot run here: {'; '.join(why)}")
+        return implementation.prepare(q, k, v, causal=causal, params=resolved)
+
+    def attention(self, q, k, v, *, impl: str, causal: bool = False, **params: Any) -> torch.Tensor:
+        """Attention output (B, H, n, d) for q (B, H, n, d) and k, v (B, H_kv, n, d)."""
+        return self.prepare(q, k, v, impl=impl, causal=causal, **params)()
+
+    # ----------------------------------------------------------------- patterns and theory
+    def mask_mod(self, seq_len: int, *, causal: bool = False, **params: Any) -> Callable:
+        """The allowed-pair predicate (b, h, q_idx, kv_idx) -> bool, as FlexAttention takes it."""
+        if self.mask_fn is None:
+            raise ValueError(f"{self.name} is not a score-based pattern: it has no mask")
+        resolved = self.resolve(seq_len, params)
+        return self.mask_fn(seq_len, causal, resolved)
+
+    def mask(self, seq_len: int, *, causal: bool = False, device: str = "cpu", **params: Any) -> torch.Tensor:
+        """The dense boolean (n, n) pattern, for checks and pictures at small n."""
+        from variants.masks import dense_mask
+
+        _check_seq_len(seq_len)
+        return dense_mask(self.mask_mod(seq_len, causal=causal, **params), seq_len, device=device)
+
+    def row_counts(self, seq_len: int, *, causal: bool = False, **params: Any) -> torch.Tensor:
+        """Allowed keys per query row, from the pattern's formula (never from the mask)."""
+        if self.row_counts_fn is None:
+            raise ValueError(f"{self.name} has no pair count: it is not a score-based pattern")
+        _check_seq_len(seq_len)
+        return self.row_counts_fn(seq_len, causal, self.resolve(seq_len, params))
+
+    def theory(
+        self,
+        *,
+        seq_len: int,
+        batch: int = 1,
+        num_heads: int = 8,
+        num_kv_heads: int | None = None,
+        head_dim: int = 64,
+        causal: bool = False,
+        dtype_bytes: int = 4,
+        **params: Any,
+    ) -> Theory:
+        """Pairs, forward FLOPs and the claimed exponents for one shape, per CLAIMS.md."""
+        _check_seq_len(seq_len)
+        for field_name, value in (("batch", batch), ("num_heads", num_heads), ("head_dim", head_dim)):
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{field_name}={value!r} must be a positive int")
+        resolved = self.resolve(seq_len, params)
+        kv = _kv_heads_for(self, num_heads, num_kv_heads, resolved)
+        return self.theory_fn(
+            seq_len=seq_len, batch=batch, num_heads=num_heads, num_kv_heads=kv, head_dim=head_dim,
+            causal=causal, dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params),
+            spec=self,
+        )
+
+
+def _check_seq_len(seq_len: int) -> None:
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
+        raise ValueError(f"seq_len={seq_len!r} must be a positive int")
+
+
+def _kv_heads_for(spec: VariantSpec, num_heads: int, num_kv_heads: int | None, params) -> int:
+    if spec.kv_heads == "one":
+        if num_kv_heads not in (None, 1):
+            raise ValueError(f"{spec.name}: num_kv_heads={num_kv_heads} (allowed: 1)")
+        return 1
+    if spec.kv_heads == "divides":
+        kv = num_kv_heads if num_kv_heads is not None else params.get("groups")
+        if kv is None:
+            raise ValueError(f"{spec.name}: give num_kv_heads or groups")
+        if num_heads % kv:
+            raise ValueError(f"{spec.name}: num_kv_heads={kv} must divide num_heads={num_heads}")
+        return kv
+    if num_kv_heads not in (None, num_heads):
+        raise ValueError(f"{spec.name}: num_kv_heads={num_kv_heads} (allowed: equal to num_heads={num_heads})")
+    return num_heads
+
+
+_REGISTRY: dict[str, VariantSpec] = {}
+
+
+def register(spec: VariantSpec) -> VariantSpec:
+    """Add a variant; a second variant with the same name is an error, not an override."""
+    if spec.name in _REGISTRY:
+        raise ValueError(f"variant {spec.name!r} is already registered")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def names() -> list[str]:
+    """Registered variant names, in registration order."""
+    return list(_REGISTRY)
+
+
+def get(name: str) -> VariantSpec:
+    """The spec of `name`; an unknown name raises ValueError listing the known ones."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown variant {name!r} (known: {', '.join(_REGISTRY)})") from None

@@ -1,0 +1,40 @@
+"""What the literature claims for one shape: pairs, FLOPs, bytes and exponents (CLAIMS.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# NB: softmax is counted as 5 operations per allowed pair (max, subtract, exp, sum, divide).
+# It is reported apart from `flops`, as CLAIMS.md asks; only the convention is ours.
+SOFTMAX_OPS_PER_PAIR = 5
+
+
+@dataclass(frozen=True)
+class Theory:
+    """The analytic cost of one forward call; `flops` follows CLAIMS.md exactly."""
+
+    flops: int
+    claimed_exponent_n: float
+    pairs: int | None = None  # allowed (i, j) per batch and head
+    claimed_exponent_d: float | None = None
+    extra_flops: dict[str, int] = field(default_factory=dict)  # named terms apart from `flops`
+    kv_bytes: int | None = None  # bytes of K and V together
+    note: str = ""
+
+    @property
+    def total_flops(self) -> int:
+        return self.flops + sum(self.extra_flops.values())
+
+
+def score_theory(*, pairs: int, batch: int, num_heads: int, num_kv_heads: int, seq_len: int,
+                 head_dim: int, dtype_bytes: int, exponent_n: float, note: str = "") -> Theory:
+    """Score-based attention: 4·B·H·P·d forward FLOPs, softmax as a separate term."""
+    return Theory(
+        flops=4 * batch * num_heads * pairs * head_dim,
+        claimed_exponent_n=exponent_n,
+        claimed_exponent_d=1.0,
+        pairs=pairs,
+        extra_flops={"softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * pairs},
+        kv_bytes=2 * batch * num_kv_heads * seq_len * head_dim * dtype_bytes,
+        note=note,
+    )
