@@ -12,6 +12,6 @@ from variants.registry import Impl, Param, Prepared, Problem, VariantSpec, get, 
 from variants.theory import Theory
 
 # Importing a variant module registers it; the order here is the order `names()` lists.
-from variants import full, sliding_window, global_tokens, random_keys, strided, fixed, bigbird  # noqa: E402,F401  isort: skip
+from variants import full, sliding_window, global_tokens, random_keys, strided, fixed, bigbird, linear, performer, shared_kv, classic  # noqa: E402,F401  isort: skip
 
 __all__ = ["Impl", "Param", "Prepared", "Problem", "Theory", "VariantSpec", "get", "names", "register"]

@@ -256,7 +256,10 @@ def _kv_heads_for(spec: VariantSpec, num_heads: int, num_kv_heads: int | None, p
             raise ValueError(f"{spec.name}: num_kv_heads={num_kv_heads} (allowed: 1)")
         return 1
     if spec.kv_heads == "divides":
-        kv = num_kv_heads if num_kv_heads is not None else params.get("groups")
+        groups = params.get("groups")
+        if None not in (groups, num_kv_heads) and groups != num_kv_heads:
+            raise ValueError(f"{spec.name}: groups={groups} and num_kv_heads={num_kv_heads} (allowed: equal)")
+        kv = num_kv_heads if num_kv_heads is not None else groups
         if kv is None:
             raise ValueError(f"{spec.name}: give num_kv_heads or groups")
         if num_heads % kv:

@@ -1,0 +1,222 @@
+"""Forms from the classic literature, as modules with learned (seeded) weights.
+
+- `mha_fused` / `mha_per_head` (Vaswani et al. 2017): the same multi-head attention, with one
+  projection for all heads or a separate Linear per head. Claim: same FLOPs, fused is faster.
+- `additive` (Bahdanau et al. 2015): score = vᵀ tanh(W_q q + W_k k): O(n²·d_a) time, and O(n²·d_a)
+  memory when broadcast.
+- `multiplicative` (Luong et al. 2015, "general"): score = qᵀ W k: O(n²·d) plus one d×d projection.
+
+Through `spec.attention(q, k, v)`, the H heads of q, k and v are read as the D = H·d features of the
+query, key and value streams (B, n, D); the output comes back split into heads, (B, H, n, d).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from variants.impls import dense_attention
+from variants.registry import Impl, Param, Prepared, VariantSpec, register
+from variants.theory import SOFTMAX_OPS_PER_PAIR, Theory
+
+SEED = Param("seed", 0, "seed of the weights", minimum=0)
+ATTN_DIM = Param("attn_dim", 64, "width d_a of the additive scoring layer", minimum=1)
+
+
+@functools.lru_cache(maxsize=32)
+def weights(shape: tuple[int, ...], count: int, seed: int) -> tuple[torch.Tensor, ...]:
+    """`count` float64 CPU tensors ~ N(0, 1/fan_in), the same for a seed on every device."""
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(shape, generator=gen, dtype=torch.float64) / shape[-1] ** 0.5 for _ in range(count))
+
+
+def to_streams(x: torch.Tensor) -> torch.Tensor:
+    b, h, n, d = x.shape
+    return x.transpose(1, 2).reshape(b, n, h * d)  # (B, H, n, d) -> (B, n, D)
+
+
+def to_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    b, n, dim = x.shape
+    return x.view(b, n, heads, dim // heads).transpose(1, 2)  # (B, n, D) -> (B, H, n, d)
+
+
+# ----------------------------------------------------------------------------- multi-head
+class FusedMHA(nn.Module):
+    """One D×D projection per stream for all heads, split logically into (B, H, n, d)."""
+
+    def __init__(self, dim: int, heads: int, seed: int = 0, **factory):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim, bias=False, **factory) for _ in range(4))
+        with torch.no_grad():
+            for layer, w in zip((self.q, self.k, self.v, self.o), weights((dim, dim), 4, seed)):
+                layer.weight.copy_(w)
+
+    def forward(self, xq, xk, xv, causal: bool = False):
+        q, k, v = (to_heads(p(x), self.heads) for p, x in ((self.q, xq), (self.k, xk), (self.v, xv)))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # (B, H, n, d)
+        return self.o(to_streams(out))  # (B, n, D)
+
+
+class PerHeadMHA(nn.Module):
+    """A separate D×d Linear per head and stream, heads attended one by one, then concatenated."""
+
+    def __init__(self, dim: int, heads: int, seed: int = 0, **factory):
+        super().__init__()
+        d = dim // heads
+        wq, wk, wv, wo = weights((dim, dim), 4, seed)  # the fused weights, cut into heads
+        self.heads = nn.ModuleList()
+        for h in range(heads):
+            head = nn.ModuleDict({s: nn.Linear(dim, d, bias=False, **factory) for s in "qkv"})
+            with torch.no_grad():
+                for s, w in zip("qkv", (wq, wk, wv)):
+                    head[s].weight.copy_(w[h * d : (h + 1) * d])
+            self.heads.append(head)
+        self.o = nn.Linear(dim, dim, bias=False, **factory)
+        with torch.no_grad():
+            self.o.weight.copy_(wo)
+
+    def forward(self, xq, xk, xv, causal: bool = False):
+        outs = []
+        for head in self.heads:
+            q, k, v = head["q"](xq), head["k"](xk), head["v"](xv)  # (B, n, d) each
+            outs.append(F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        return self.o(torch.cat(outs, dim=-1))  # (B, n, D)
+
+
+def mha_reference(q, k, v, causal: bool, seed: int) -> torch.Tensor:
+    """The explicit form: projections by einsum, n×n scores materialized."""
+    h, dim = q.shape[1], q.shape[1] * q.shape[3]
+    wq, wk, wv, wo = (w.to(q.device, q.dtype) for w in weights((dim, dim), 4, seed))
+    qh, kh, vh = (to_heads(to_streams(x) @ w.T, h) for x, w in ((q, wq), (k, wk), (v, wv)))
+    return to_heads(to_streams(dense_attention(qh, kh, vh, causal=causal)) @ wo.T, h)
+
+
+def module_impl(cls) -> Impl:
+    def prepare(q, k, v, *, causal, params):
+        start = time.perf_counter()
+        module = cls(q.shape[1] * q.shape[3], q.shape[1], params["seed"], device=q.device, dtype=q.dtype)
+        xq, xk, xv = to_streams(q), to_streams(k), to_streams(v)
+        setup = {"weights_s": time.perf_counter() - start}
+        return Prepared(lambda: to_heads(module(xq, xk, xv, causal), q.shape[1]), setup)
+
+    cost = "O(n²·d + n·D²): 4 D×D matmuls" if cls is FusedMHA else "O(n²·d + n·D²): 3H D×d matmuls and H attention calls"
+    return Impl("native", prepare, cost=cost)
+
+
+def reference_impl(fn, cost: str) -> Impl:
+    def prepare(q, k, v, *, causal, params):
+        return Prepared(lambda: fn(q, k, v, causal, **params))
+
+    return Impl("dense", prepare, cost=cost)
+
+
+def pairs(n: int, causal: bool) -> int:
+    return n * (n + 1) // 2 if causal else n * n
+
+
+def mha_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
+    p, dim = pairs(seq_len, causal), num_heads * head_dim
+    return Theory(
+        flops=4 * batch * num_heads * p * head_dim, claimed_exponent_n=2.0, claimed_exponent_d=1.0, pairs=p,
+        extra_flops={"projections": 4 * 2 * batch * seq_len * dim * dim,
+                     "softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * p},
+        note="same FLOPs fused or per head; the claim is that fused is faster",
+    )
+
+
+# ----------------------------------------------------------------------------- additive
+def additive_scores(qp: torch.Tensor, kp: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """vᵀ tanh(q' + k') for every pair, broadcast: a (B, H, rows, n, d_a) tensor."""
+    return torch.tanh(qp[:, :, :, None, :] + kp[:, :, None, :, :]) @ w  # (B, H, rows, n)
+
+
+def additive(q, k, v, causal: bool, attn_dim: int, seed: int, chunk: int | None = None) -> torch.Tensor:
+    """Bahdanau scoring; `chunk` rows at a time bounds memory to O(chunk·n·d_a) (time stays O(n²·d_a))."""
+    d, n = q.shape[-1], q.shape[-2]
+    wq, wk = (w.to(q.device, q.dtype) for w in weights((d, attn_dim), 2, seed))
+    (w,) = (x.to(q.device, q.dtype) for x in weights((attn_dim,), 1, seed + 1))
+    qp, kp = q @ wq, k @ wk  # (B, H, n, d_a)
+    outs = []
+    for start in range(0, n, chunk or n):
+        rows = slice(start, min(start + (chunk or n), n))
+        scores = additive_scores(qp[:, :, rows], kp, w)  # (B, H, C, n)
+        if causal:
+            i = torch.arange(rows.start, rows.stop, device=q.device)[:, None]
+            scores = scores.masked_fill(torch.arange(n, device=q.device)[None, :] > i, float("-inf"))
+        outs.append(scores.softmax(dim=-1) @ v)
+    return torch.cat(outs, dim=2)
+
+
+def additive_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
+    p, da, bh = pairs(seq_len, causal), params["attn_dim"], batch * num_heads
+    return Theory(
+        flops=bh * p * (3 * da + 2 * head_dim), claimed_exponent_n=2.0, pairs=p,
+        extra_flops={"projections": 2 * 2 * bh * seq_len * head_dim * da, "tanh": bh * p * da,
+                     "softmax": SOFTMAX_OPS_PER_PAIR * bh * p},
+        note="per pair: d_a adds and a d_a dot product with v; memory O(n²·d_a) when broadcast",
+    )
+
+
+# ----------------------------------------------------------------------------- multiplicative
+def multiplicative(q, k, v, causal: bool, seed: int) -> torch.Tensor:
+    """Luong 'general' scores qᵀ W k, unscaled as in the paper, with the n×n scores materialized."""
+    (w,) = (x.to(q.device, q.dtype) for x in weights((q.shape[-1], q.shape[-1]), 1, seed))
+    scores = (q @ w) @ k.transpose(-1, -2)  # (B, H, n, n)
+    if causal:
+        scores = scores.masked_fill(~torch.ones_like(scores, dtype=torch.bool).tril(), float("-inf"))
+    return scores.softmax(dim=-1) @ v
+
+
+def multiplicative_sdpa() -> Impl:
+    def prepare(q, k, v, *, causal, params):
+        (w,) = (x.to(q.device, q.dtype) for x in weights((q.shape[-1], q.shape[-1]), 1, params["seed"]))
+        return Prepared(lambda: F.scaled_dot_product_attention(q @ w, k, v, is_causal=causal, scale=1.0))
+
+    return Impl("sdpa", prepare, cost="O(n²·d + n·d²): qW once, then the fused kernel")
+
+
+def multiplicative_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
+    p, bh = pairs(seq_len, causal), batch * num_heads
+    return Theory(
+        flops=4 * bh * p * head_dim, claimed_exponent_n=2.0, claimed_exponent_d=1.0, pairs=p,
+        extra_flops={"projections": 2 * bh * seq_len * head_dim * head_dim, "softmax": SOFTMAX_OPS_PER_PAIR * bh * p},
+    )
+
+
+def additive_native() -> Impl:
+    def prepare(q, k, v, *, causal, params):
+        # about 8 MiB of scores per chunk: memory O(chunk·n·d_a), independent of n² for long inputs
+        per_row = q.shape[0] * q.shape[1] * q.shape[2] * params["attn_dim"] * q.element_size()
+        chunk = max(1, (8 << 20) // per_row)
+        return Prepared(lambda: additive(q, k, v, causal, chunk=chunk, **params))
+
+    return Impl("native", prepare, cost="O(n²·d_a) time, O(chunk·n·d_a) memory: query rows in chunks")
+
+
+def classic(name, summary, source, params, theory_fn, impls) -> VariantSpec:
+    return register(VariantSpec(
+        name=name, family="classic", summary=summary, source=source, params=params,
+        theory_fn=theory_fn, impls={i.name: i for i in impls},
+    ))
+
+
+MHA_DENSE = reference_impl(
+    lambda q, k, v, causal, seed: mha_reference(q, k, v, causal, seed), "O(n²·d + n·D²): explicit einsum form"
+)
+classic("mha_fused", "Multi-head attention with one projection for all heads.",
+        "Vaswani et al. 2017, Attention Is All You Need", (SEED,), mha_theory, (MHA_DENSE, module_impl(FusedMHA)))
+classic("mha_per_head", "Multi-head attention with a separate Linear per head, concatenated.",
+        "Vaswani et al. 2017, Attention Is All You Need", (SEED,), mha_theory, (MHA_DENSE, module_impl(PerHeadMHA)))
+classic("additive", "Additive (Bahdanau) attention: score = vᵀ tanh(W_q q + W_k k).",
+        "Bahdanau et al. 2015, Neural Machine Translation by Jointly Learning to Align and Translate",
+        (ATTN_DIM, SEED), additive_theory,
+        (reference_impl(additive, "O(n²·d_a) time and memory: all pairs broadcast at once"), additive_native()))
+classic("multiplicative", "Multiplicative (Luong 'general') attention: score = qᵀ W k.",
+        "Luong et al. 2015, Effective Approaches to Attention-based Neural Machine Translation",
+        (SEED,), multiplicative_theory,
+        (reference_impl(multiplicative, "O(n²·d + n·d²): n×n scores materialized"), multiplicative_sdpa()))

@@ -1,0 +1,71 @@
+"""Shared keys and values: MQA (Shazeer 2019) and GQA (Ainslie et al. 2023).
+
+Query head h reads KV head ⌊h·G/H⌋. Claim: the FLOPs of `full`; KV bytes 2·B·H_kv·n·d·bytes shrink
+H/H_kv times, so decode (one query against a cache of n) gets faster as H_kv falls.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from variants import full
+from variants.impls import dense_impl, flex_impl, sdpa_impl, xformers_bias, xformers_impl
+from variants.pattern import pattern_theory
+from variants.registry import Impl, Param, Prepared, VariantSpec, register
+
+GROUPS = Param("groups", None, "KV heads G (H divisible by G); default: taken from the shape of k", minimum=1)
+
+
+def grouped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Fold the H/G query heads of a group into rows: one matmul per group, K/V never repeated."""
+    b, h, n_q, d = q.shape
+    g, n_k = k.shape[1], k.shape[2]
+    qg = q.reshape(b, g, (h // g) * n_q, d)  # heads of a group are adjacent: h = group·(H/G) + j
+    scores = (qg @ k.transpose(-1, -2)).mul_(d**-0.5)  # (B, G, (H/G)·n_q, n_k)
+    if causal:
+        allowed = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)
+        scores.view(b, g, h // g, n_q, n_k).masked_fill_(~allowed, float("-inf"))
+    return (scores.softmax(dim=-1) @ v).view(b, h, n_q, d)  # (B, H, n_q, d)
+
+
+def native_grouped() -> Impl:
+    def prepare(q, k, v, *, causal, params):
+        return Prepared(lambda: grouped(q, k, v, causal))
+
+    return Impl("native", prepare, cost="O(n²·d) like full; reads H_kv K/V heads, never a repeated copy")
+
+
+def with_group_check(impl: Impl) -> Impl:
+    """gqa's `groups`, when given, must agree with the KV heads of k."""
+
+    def prepare(q, k, v, *, causal, params):
+        if params.get("groups") not in (None, k.shape[1]):
+            raise ValueError(f"gqa: parameter groups={params['groups']} (allowed: k.shape[1]={k.shape[1]})")
+        return impl.prepare(q, k, v, causal=causal, params=params)
+
+    return Impl(impl.name, prepare, impl.cost, impl.devices, impl.dtypes, impl.supports_causal, impl.extra_reasons)
+
+
+def shared_kv_variant(name: str, kv_heads: str, params: tuple[Param, ...], summary: str, source: str) -> VariantSpec:
+    impls = [
+        dense_impl(None), sdpa_impl(None), flex_impl(None, name),
+        xformers_impl(xformers_bias("full")), native_grouped(),
+    ]
+    return register(
+        VariantSpec(
+            name=name, family="shared_kv", summary=summary, source=source, params=params,
+            theory_fn=pattern_theory(lambda explicit: 2.0), kv_heads=kv_heads,
+            impls={i.name: with_group_check(i) for i in impls},
+            mask_fn=full.SPEC.mask_fn, row_counts_fn=full.row_counts, decode=True,
+        )
+    )
+
+
+MQA = shared_kv_variant(
+    "mqa", "one", (), "Multi-query attention: all query heads share one K/V head.",
+    "Shazeer 2019, Fast Transformer Decoding: One Write-Head is All You Need",
+)
+GQA = shared_kv_variant(
+    "gqa", "divides", (GROUPS,), "Grouped-query attention: G K/V heads, each shared by H/G query heads.",
+    "Ainslie et al. 2023, GQA: Training Generalized Multi-Query Transformer Models",
+)
