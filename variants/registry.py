@@ -143,6 +143,8 @@ class VariantSpec:
                 if value is None:  # taken from the inputs (gqa groups)
                     out[p.name] = None
                     continue
+                if p.maximum is not None:  # a default means "at most": 16 tokens, or n if fewer
+                    value = min(value, p.maximum(seq_len))
             if isinstance(value, bool) or not isinstance(value, (int, float)) or (
                 p.kind is int and not float(value).is_integer()
             ):
@@ -261,7 +263,7 @@ def _kv_heads_for(spec: VariantSpec, num_heads: int, num_kv_heads: int | None, p
             raise ValueError(f"{spec.name}: groups={groups} and num_kv_heads={num_kv_heads} (allowed: equal)")
         kv = num_kv_heads if num_kv_heads is not None else groups
         if kv is None:
-            raise ValueError(f"{spec.name}: give num_kv_heads or groups")
+            raise ValueError(f"{spec.name}: num_kv_heads=None and groups=None (allowed: give either, a divisor of num_heads)")
         if num_heads % kv:
             raise ValueError(f"{spec.name}: num_kv_heads={kv} must divide num_heads={num_heads}")
         return kv

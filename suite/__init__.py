@@ -1,0 +1,1 @@
+"""The benchmark and complexity-analysis suite built on the `variants` registry."""

@@ -1,0 +1,55 @@
+"""A native path realizes its claim in memory: no tensor in it grows faster than the claimed exponent.
+
+Every op's outputs are recorded (setup and call) under a TorchDispatchMode, at n and 16n. A
+linear-in-n path must keep its largest tensor within ~16×, an n^1.5 one within ~64×, where an
+n×n tensor would grow 256×. Sizes are counted, not timed: the check is exact and quiet.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+import variants
+from conftest import inputs, theory
+
+
+class LargestTensor(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.numel = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self.numel = max(self.numel, t.numel())
+        return out
+
+
+def largest(spec, impl, seq_len, **params):
+    q, k, v = inputs(spec, batch=1, heads=1, head_dim=4, seq_len=seq_len, dtype=torch.float32)
+    with LargestTensor() as probe:
+        spec.prepare(q, k, v, impl=impl, **params)()
+    return probe.numel
+
+
+SUB_QUADRATIC = [n for n in variants.names() if theory(variants.get(n), seq_len=1024).claimed_exponent_n < 2]
+
+
+@pytest.mark.parametrize("name", SUB_QUADRATIC)
+def test_native_memory_grows_as_claimed(name):
+    spec = variants.get(name)
+    small, big = 512, 8192  # 16×
+    exponent = theory(spec, seq_len=big).claimed_exponent_n
+    growth = largest(spec, "native", big) / largest(spec, "native", small)
+    assert growth <= 16**exponent * 1.3, f"{name}/native: largest tensor grew {growth:.1f}× for 16× n"
+
+
+def test_the_probe_sees_a_quadratic_path():
+    """The instrument can fail: the dense reference of the window grows 256× for 16× n."""
+    spec = variants.get("sliding_window")
+    growth = largest(spec, "dense", 8192) / largest(spec, "dense", 512)
+    assert growth >= 200
