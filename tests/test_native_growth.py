@@ -25,7 +25,9 @@ class LargestTensor(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
-                self.numel = max(self.numel, t.numel())
+                # a sparse tensor holds its values, not its logical n×n size
+                stored = t.numel() if t.layout == torch.strided else t.values().numel()
+                self.numel = max(self.numel, stored)
         return out
 
 

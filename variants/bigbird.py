@@ -9,7 +9,7 @@ import torch
 
 from variants.global_tokens import TOKENS, global_tokens
 from variants.masks import or_masks
-from variants.native import band_plan, full_rows, gather_part, keys_part, merge
+from variants.native import band_plan, full_rows, keys_part, merge, row_keys
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.random_keys import KEYS, SEED, draw, random_pattern
 from variants.registry import Param
@@ -46,20 +46,20 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     return torch.where(i < g, global_row, others)
 
 
-def plan(n: int, causal: bool, params: dict, device):
+def plan(n: int, causal: bool, params: dict, like):
     global_valid, idx, random_valid = extra_sets(n, causal, params)
     return (
-        band_plan(n, params["window"], causal, device), params["tokens"], causal,
-        global_valid.to(device), idx.to(device), random_valid.to(device),
+        band_plan(n, params["window"], causal, like), params["tokens"], causal,
+        global_valid.to(like.device), row_keys(idx, random_valid, like),
     )
 
 
 def run(q, k, v, p):
-    band, g, causal, global_valid, idx, random_valid = p
+    band, g, causal, global_valid, random_rows = p
     out = merge([
         band.part(q, k, v, need_lse=True),
         keys_part(q, k, v, keys=torch.arange(g, device=q.device), valid=global_valid, need_lse=True),
-        gather_part(q, k, v, idx=idx, valid=random_valid, need_lse=True),
+        random_rows.part(q, k, v, need_lse=True),
     ])
     out[:, :, :g] = full_rows(q, k, v, rows=g, causal=causal)
     return out
@@ -73,5 +73,5 @@ SPEC = pattern_variant(
     predicate=bigbird,
     row_counts=row_counts,
     exponent=lambda explicit: 1.0,
-    native=native_impl(plan=plan, run=run, cost="O(n·(w + g + r)·d): a band, global keys, gathered random keys"),
+    native=native_impl(plan=plan, run=run, cost="O(n·(w + g + r)·d): a band, global keys, sampled random keys"),
 )

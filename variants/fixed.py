@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from variants.masks import named
-from variants.native import band_mask, band_part, keys_part, merge
+from variants.native import band_bias, band_part, keys_part, merge
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param, sqrt_n
 
@@ -46,9 +46,10 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     return (end - start) + total - own
 
 
-def plan(n: int, causal: bool, params: dict, device):
+def plan(n: int, causal: bool, params: dict, like):
     l, c = params["block"], params["summary"]
-    own_block = band_mask(n, l, 0, 0, (lambda i, j: j <= i) if causal else (lambda i, j: j >= 0), device)
+    own_block = band_bias(n, l, 0, 0, (lambda i, j: j <= i) if causal else (lambda i, j: j >= 0), like)
+    device = like.device
     j = torch.arange(n, device=device)
     keys = j[j % l >= l - c]  # (s,) summary positions, s ≈ c·n/l
     i = torch.arange(n, device=device)[:, None]
@@ -61,7 +62,7 @@ def plan(n: int, causal: bool, params: dict, device):
 def run(q, k, v, p):
     l, own_block, keys, valid = p
     return merge([
-        band_part(q, k, v, block=l, left=0, right=0, mask=own_block, need_lse=True),
+        band_part(q, k, v, block=l, left=0, right=0, bias=own_block, need_lse=True),
         keys_part(q, k, v, keys=keys, valid=valid, need_lse=True),
     ])
 

@@ -46,7 +46,7 @@ SPEC = pattern_variant(
     row_counts=row_counts,
     exponent=lambda explicit: 1.0,
     native=native_impl(
-        plan=lambda n, causal, p, device: (p["tokens"], causal),
+        plan=lambda n, causal, p, like: (p["tokens"], causal),
         run=run,
         cost="O(n·g·d): g global keys per row, g full rows",
     ),

@@ -29,13 +29,20 @@ class Partial:
 def softmax_part(scores: torch.Tensor, apply_v: Callable[[torch.Tensor], torch.Tensor], need_lse: bool):
     """Softmax over the last dim of `scores` (masked with -inf), then `apply_v(probs)`.
 
-    Rows with no allowed key get out = 0 and lse = -inf, so `merge` gives them no weight.
+    With `need_lse`, scores are exponentiated in place (they are not used again) and the fix-ups
+    for rows with no allowed key (out = 0, lse = -inf: `merge` gives them no weight) touch only
+    per-row tensors, never the scores again.
     """
-    lse = torch.logsumexp(scores, dim=-1) if need_lse else None
-    probs = torch.softmax(scores, dim=-1)
-    if need_lse:
-        probs = probs.nan_to_num_(0.0)  # empty rows: softmax of all -inf is NaN
-    return apply_v(probs), lse
+    if not need_lse:
+        return apply_v(torch.softmax(scores, dim=-1)), None
+    if scores.shape[-1] == 0:  # an empty key set (fixed with summary=0, random with keys=0)
+        return apply_v(scores), torch.full(scores.shape[:-1], NEG_INF, dtype=scores.dtype, device=scores.device)
+    top = scores.amax(dim=-1, keepdim=True)
+    top.masked_fill_(top == NEG_INF, 0.0)  # empty rows: exp(-inf - 0) = 0 rather than NaN
+    probs = scores.sub_(top).exp_()
+    total = probs.sum(dim=-1, keepdim=True)
+    out = apply_v(probs).div_(total).masked_fill_(total == 0, 0.0)
+    return out, (total.log_() + top).squeeze(-1)
 
 
 def merge(parts: list[Partial]) -> torch.Tensor:
@@ -51,61 +58,67 @@ def merge(parts: list[Partial]) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------- band of blocks
-def band_mask(
+def band_bias(
     seq_len: int, block: int, left: int, right: int,
-    allowed: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], device,
+    allowed: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], like: torch.Tensor,
 ) -> torch.Tensor:
-    """Which scores of the blocked layout are real: (nb, block, span) bool, O(n · span).
+    """Additive mask of the blocked layout: (nb, block, span), 0 where allowed, -inf elsewhere.
 
-    Query block t covers positions t·block + a; its keys are blocks t-left .. t+right.
+    Query block t covers positions t·block + a; its columns are keys (t − left)·block + c.
+    O(n · span): built once in setup.
     """
     nb = -(-seq_len // block)
     span = (left + right + 1) * block
+    device = like.device
     t = torch.arange(nb, device=device)[:, None, None]
     i = t * block + torch.arange(block, device=device)[None, :, None]  # (nb, block, 1)
     j = (t - left) * block + torch.arange(span, device=device)[None, None, :]  # (nb, 1, span)
     keep = (j >= 0) & (j < seq_len) & allowed(i, j)
-    return keep | ((i >= seq_len) & (j == i))  # padded query rows keep one key: no NaN
+    return torch.zeros(keep.shape, dtype=like.dtype, device=device).masked_fill_(~keep, NEG_INF)
 
 
-def band_part(q, k, v, *, block: int, left: int, right: int, mask: torch.Tensor, need_lse: bool) -> Partial:
+def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor, need_lse: bool) -> Partial:
     """Each query block attends to `left` blocks before and `right` after its own.
 
-    Time O(n · span · d), memory O(n · span): linear in n for a fixed band.
+    One query block at a time against a plain slice of K and V (clipped at the ends, with the
+    matching columns of the bias): no padding, no copies, one fused baddbmm for scores, scale and
+    mask, and a working set of a few blocks whatever n is. Time O(n · span · d).
     """
     b, h, n, d = q.shape
-    nb = mask.shape[0]
-    pad = nb * block - n
-    qb = F.pad(q, (0, 0, 0, pad)).view(b, h, nb, block, d)
-    kp = F.pad(k, (0, 0, left * block, pad + right * block))  # (B, H, (nb+left+right)·block, d)
-    vp = F.pad(v, (0, 0, left * block, pad + right * block))
-    span = (left + right + 1) * block
-    # Key windows overlap: window t starts at t·block. A strided view, copied once by matmul.
-    stride = kp.stride()
-    kw = kp.as_strided((b, h, nb, span, d), (stride[0], stride[1], block * stride[2], stride[2], stride[3]))
-    vw = vp.as_strided((b, h, nb, span, d), (stride[0], stride[1], block * stride[2], stride[2], stride[3]))
-    scores = (qb @ kw.transpose(-1, -2)).mul_(d**-0.5)  # (B, H, nb, block, span)
-    scores.masked_fill_(~mask, NEG_INF)
-    out, lse = softmax_part(scores, lambda p: p @ vw, need_lse)  # (B, H, nb, block, d)
-    out = out.reshape(b, h, nb * block, d)[:, :, :n]
-    return Partial(out, None if lse is None else lse.reshape(b, h, nb * block)[:, :, :n])
+    nb = bias.shape[0]
+    q3, k3, v3 = (x.reshape(b * h, x.shape[2], d) for x in (q, k, v))  # a view for contiguous inputs
+    out = torch.empty_like(q3)
+    lse = torch.empty(b * h, n, dtype=q.dtype, device=q.device) if need_lse else None
+    for t in range(nb):
+        r0, r1 = t * block, min((t + 1) * block, n)  # query rows of this block
+        first = (t - left) * block  # key position of the bias's column 0
+        k0, k1 = max(first, 0), min((t + 1 + right) * block, n)  # keys that exist
+        scores = torch.baddbmm(  # (B·H, rows, keys) = bias + scale · q kᵀ
+            bias[t, : r1 - r0, k0 - first : k1 - first], q3[:, r0:r1], k3[:, k0:k1].transpose(1, 2),
+            alpha=d**-0.5,
+        )
+        o, l = softmax_part(scores, lambda p: p @ v3[:, k0:k1], need_lse)
+        out[:, r0:r1] = o
+        if need_lse:
+            lse[:, r0:r1] = l
+    return Partial(out.view(b, h, n, d), lse.view(b, h, n) if need_lse else None)
 
 
 @dataclass(frozen=True)
 class BandPlan:
-    """The blocked layout of one band, built once in setup: block size, reach in blocks, mask."""
+    """The blocked layout of one band, built once in setup: block size, reach in blocks, bias."""
 
     block: int
     left: int
     right: int
-    mask: torch.Tensor  # (nb, block, span) bool
+    bias: torch.Tensor  # (nb, block, span)
 
     def part(self, q, k, v, need_lse: bool) -> Partial:
         return band_part(q, k, v, block=self.block, left=self.left, right=self.right,
-                         mask=self.mask, need_lse=need_lse)
+                         bias=self.bias, need_lse=need_lse)
 
 
-def band_plan(seq_len: int, reach: int, causal: bool, device) -> BandPlan:
+def band_plan(seq_len: int, reach: int, causal: bool, like: torch.Tensor) -> BandPlan:
     """Plan for the sliding window |i - j| <= reach (and j <= i when causal)."""
     block = _band_block(reach)
     left = -(-reach // block)
@@ -115,13 +128,13 @@ def band_plan(seq_len: int, reach: int, causal: bool, device) -> BandPlan:
         ok = (i - j).abs() <= reach
         return ok & (j <= i) if causal else ok
 
-    return BandPlan(block, left, right, band_mask(seq_len, block, left, right, allowed, device))
+    return BandPlan(block, left, right, band_bias(seq_len, block, left, right, allowed, like))
 
 
 def _band_block(reach: int) -> int:
-    # A block as wide as the reach wastes a third of a window's work at most; small reaches are
-    # grouped up to 64 rows so that the batched matmuls stay large enough to be efficient.
-    return min(max(reach, 64), 512)
+    # A block as wide as the reach (rounded up to 32 rows) wastes at most a third of a window's
+    # work; small reaches still get 32 rows so the batched matmuls stay efficient.
+    return min(max(-(-reach // 32) * 32, 32), 512)
 
 
 # ------------------------------------------------------------------------------- gathered keys
@@ -142,6 +155,71 @@ def gather_part(q, k, v, *, idx: torch.Tensor, valid: torch.Tensor, need_lse: bo
         outs.append(out)
         lses.append(lse)
     return Partial(torch.cat(outs, dim=2), torch.cat(lses, dim=2) if need_lse else None)
+
+
+# ------------------------------------------------------------------------------- sparse rows
+SPARSE_DTYPES = (torch.float32, torch.float64)  # NB: torch's CSR sampled_addmm rejects bf16/fp16
+
+
+@dataclass(frozen=True)
+class RowKeys:
+    """Per-query key lists (n, w) with a validity mask, prepared for one batch × heads.
+
+    In float32/64 the scores are a sampled dense-dense product on a CSR pattern (SDDMM) and the
+    output a sparse × dense product: O(n·w·d) with no gathered copy of K or V. Other dtypes fall
+    back to `gather_part`.
+    """
+
+    idx: torch.Tensor  # (n, w) long, sorted per row
+    valid: torch.Tensor  # (n, w) bool
+    pattern: torch.Tensor | None  # batched CSR (B·H, n, n) for the SDDMM, or None: gather
+
+    def part(self, q, k, v, need_lse: bool) -> Partial:
+        if self.pattern is None:
+            return gather_part(q, k, v, idx=self.idx, valid=self.valid, need_lse=need_lse)
+        return sparse_part(q, k, v, rows=self, need_lse=need_lse)
+
+
+def row_keys(idx: torch.Tensor, valid: torch.Tensor, like: torch.Tensor) -> RowKeys:
+    """Sort each row's keys (CSR wants sorted columns) and build the pattern for `like`'s shape."""
+    import warnings
+
+    idx, order = idx.sort(dim=1)
+    valid = valid.gather(1, order)
+    idx, valid = idx.to(like.device), valid.to(like.device)
+    b, h, n, _ = like.shape
+    # NB: torch's CSR sampled_addmm fails when a batch stores more entries than n² (tiny n).
+    if like.dtype not in SPARSE_DTYPES or not 0 < idx.shape[1] <= n:
+        return RowKeys(idx, valid, None)
+    w = idx.shape[1]
+    crow = torch.arange(0, n * w + 1, w, device=like.device)
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": known, and tested here
+        warnings.simplefilter("ignore")
+        pattern = torch.sparse_csr_tensor(
+            crow.expand(b * h, -1).contiguous(), idx.flatten().expand(b * h, -1).contiguous(),
+            torch.zeros(b * h, n * w, dtype=like.dtype, device=like.device), (b * h, n, n),
+            check_invariants=False,
+        )
+    return RowKeys(idx, valid, pattern)
+
+
+def sparse_part(q, k, v, *, rows: RowKeys, need_lse: bool) -> Partial:
+    """Scores only at the listed (i, j) by SDDMM, softmax over each row's w entries, then SpMM."""
+    b, h, n, d = q.shape
+    q3, k3, v3 = (x.reshape(b * h, n, d) for x in (q, k, v))
+    w = rows.idx.shape[1]
+    sampled = torch.sparse.sampled_addmm(rows.pattern, q3, k3.transpose(1, 2), beta=0.0, alpha=d**-0.5)
+    scores = sampled.values().view(b * h, n, w).masked_fill_(~rows.valid, NEG_INF)
+    crow, col = rows.pattern.crow_indices()[0], rows.pattern.col_indices()[0]
+
+    def apply_v(probs):  # (B·H, n, w) -> (B·H, n, d), one CSR product per head
+        return torch.stack([
+            torch.sparse_csr_tensor(crow, col, probs[i].reshape(-1), (n, n), check_invariants=False) @ v3[i]
+            for i in range(b * h)
+        ])
+
+    out, lse = softmax_part(scores, apply_v, need_lse)
+    return Partial(out.view(b, h, n, d), lse.view(b, h, n) if need_lse else None)
 
 
 # ------------------------------------------------------------------------------- dense key subset
@@ -167,11 +245,12 @@ def full_rows(q, k, v, *, rows: int, causal: bool) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------- residue classes
-def residue_part(q, k, v, *, stride: int, causal: bool, need_lse: bool) -> Partial:
+def residue_part(q, k, v, *, stride: int, causal: bool, need_lse: bool, budget: int = 1 << 19) -> Partial:
     """Keys j with (i - j) mod l == 0 and j != i, as attention within each residue class.
 
     Positions p = m·l + r go to (r, m): l classes of n/l rows each, so the work is
-    l · (n/l)² · d = n²/l · d, i.e. O(n^1.5 · d) for l ∝ √n.
+    l · (n/l)² · d = n²/l · d, i.e. O(n^1.5 · d) for l ∝ √n. Classes go in groups whose scores
+    hold about `budget` elements, to keep the working set in cache.
     """
     b, h, n, d = q.shape
     l = stride
@@ -182,14 +261,22 @@ def residue_part(q, k, v, *, stride: int, causal: bool, need_lse: bool) -> Parti
         return F.pad(x, (0, 0, 0, pad)).view(b, h, nb, l, d).transpose(2, 3)
 
     qr, kr, vr = by_residue(q), by_residue(k), by_residue(v)
-    scores = (qr @ kr.transpose(-1, -2)).mul_(d**-0.5)  # (B, H, l, nb, nb)
     m = torch.arange(nb, device=q.device)
     keep = m[None, :] != m[:, None]  # (nb, nb): j != i, the diagonal belongs to the local part
     if causal:
         keep = keep & (m[None, :] < m[:, None])
     real = (m[None, :] * l + torch.arange(l, device=q.device)[:, None]) < n  # (l, nb) keys < n
-    scores.masked_fill_(~(keep[None] & real[:, None, :]), NEG_INF)
-    out, lse = softmax_part(scores, lambda p: p @ vr, need_lse)  # (B, H, l, nb, d)
+    out = torch.empty(b, h, l, nb, d, dtype=q.dtype, device=q.device)
+    lse = torch.empty(b, h, l, nb, dtype=q.dtype, device=q.device) if need_lse else None
+    group = max(1, budget // (b * h * nb * nb))
+    for r0 in range(0, l, group):
+        r1 = min(r0 + group, l)
+        scores = (qr[:, :, r0:r1] @ kr[:, :, r0:r1].transpose(-1, -2)).mul_(d**-0.5)  # (B, H, R, nb, nb)
+        scores.masked_fill_(~(keep[None] & real[r0:r1, None, :]), NEG_INF)
+        o, s = softmax_part(scores, lambda p: p @ vr[:, :, r0:r1], need_lse)
+        out[:, :, r0:r1] = o
+        if need_lse:
+            lse[:, :, r0:r1] = s
     out = out.transpose(2, 3).reshape(b, h, nb * l, d)[:, :, :n]
     lse = lse.transpose(2, 3).reshape(b, h, nb * l)[:, :, :n] if need_lse else None
     return Partial(out, lse)

@@ -34,11 +34,11 @@ def pattern_theory(exponent: Callable[[frozenset[str]], float], note: str = "") 
 
 
 def native_impl(plan: Callable, run: Callable, cost: str) -> Impl:
-    """A `native` implementation: `plan(n, causal, params, device)` is setup, `run(q, k, v, plan)` is timed."""
+    """A `native` implementation: `plan(n, causal, params, like=q)` is setup, `run(q, k, v, plan)` is timed."""
 
     def prepare(q, k, v, *, causal, params):
         start = time.perf_counter()
-        layout = plan(q.shape[-2], causal, params, q.device)
+        layout = plan(q.shape[-2], causal, params, q)
         setup = {"plan_s": time.perf_counter() - start}
         return Prepared(lambda: run(q, k, v, layout), setup)
 

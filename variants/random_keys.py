@@ -11,7 +11,7 @@ import functools
 import torch
 
 from variants.masks import named
-from variants.native import gather_part, merge, random_keys
+from variants.native import merge, random_keys, row_keys
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param
 
@@ -55,12 +55,12 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     return random_valid(n, idx, causal).sum(dim=1) + 1
 
 
-def plan(n: int, causal: bool, params: dict, device):
+def plan(n: int, causal: bool, params: dict, like):
     idx = draw(n, params["keys"], params["seed"])
     diag = rows(n)[:, None]
-    keys = torch.cat([diag, idx], dim=1).to(device)  # (n, r + 1): itself, then the draw
+    keys = torch.cat([diag, idx], dim=1)  # (n, r + 1): itself, then the draw
     valid = torch.cat([torch.ones_like(diag, dtype=torch.bool), random_valid(n, idx, causal)], dim=1)
-    return keys, valid.to(device)
+    return row_keys(keys, valid, like)
 
 
 SPEC = pattern_variant(
@@ -73,7 +73,7 @@ SPEC = pattern_variant(
     exponent=lambda explicit: 1.0,
     native=native_impl(
         plan=plan,
-        run=lambda q, k, v, p: merge([gather_part(q, k, v, idx=p[0], valid=p[1], need_lse=False)]),
-        cost="O(n·r·d): each query gathers its r + 1 keys",
+        run=lambda q, k, v, p: merge([p.part(q, k, v, need_lse=False)]),
+        cost="O(n·r·d): scores sampled at r + 1 keys per query (CSR SDDMM, then SpMM)",
     ),
 )

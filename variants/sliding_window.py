@@ -35,7 +35,7 @@ SPEC = pattern_variant(
     row_counts=row_counts,
     exponent=lambda explicit: 1.0,
     native=native_impl(
-        plan=lambda n, causal, p, device: band_plan(n, p["window"], causal, device),
+        plan=lambda n, causal, p, like: band_plan(n, p["window"], causal, like),
         run=lambda q, k, v, plan: merge([plan.part(q, k, v, need_lse=False)]),
         cost="O(n·w·d): blocks of queries against their neighbouring key blocks",
     ),

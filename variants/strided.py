@@ -31,8 +31,8 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     return local + before + after
 
 
-def plan(n: int, causal: bool, params: dict, device):
-    return band_plan(n, params["stride"] - 1, causal, device), params["stride"], causal
+def plan(n: int, causal: bool, params: dict, like):
+    return band_plan(n, params["stride"] - 1, causal, like), params["stride"], causal
 
 
 def run(q, k, v, p):
