@@ -1,9 +1,11 @@
 """Time `native` paths beside dense `sdpa` and compiled `flex` (issue 2's performance figures).
 
-    python benchmarks/native_vs_library.py [--seq-lens 1024,4096,16384] [--threads 2]
+    python benchmarks/native_vs_library.py [--seq-lens 1024,4096,16384] [--threads 2] [--allocator retain]
 
 float32, B=1, H=8, d=64, torch.utils.benchmark (blocked_autorange, median). Compile and mask
-construction happen in `prepare`, outside the timed call, and are printed apart.
+construction happen in `prepare`, outside the timed call, and are printed apart. GFLOP/s is the
+variant's theory FLOPs (4·B·H·P·d) over the median: a dense mask does n² work for P pairs, so its
+figure is "useful" FLOP/s.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch
 import torch.utils.benchmark as benchmark
 
 import variants
+from suite import allocator
 
 CASES = [  # (variant, params, impls)
     ("sliding_window", {"window": 128}, ["native", "flex", "sdpa"]),
@@ -29,7 +32,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--min-run-time", type=float, default=2.0)
     parser.add_argument("--variants", default=",".join(c[0] for c in CASES))
+    parser.add_argument("--allocator", choices=allocator.MODES, default="retain")
     args = parser.parse_args()
+    print(f"allocator: {allocator.configure(args.allocator)}, threads: {args.threads}, torch {torch.__version__}")
     torch.set_num_threads(args.threads)
     seq_lens = [int(x) for x in args.seq_lens.split(",")]
     results, medians = [], {}
@@ -49,8 +54,10 @@ def main() -> None:
                 results.append(m)
                 medians[(name, impl, n)] = m.median
                 setup = ", ".join(f"{k}={v:.2f}s" for k, v in prepared.setup_s.items())
+                gflops = spec.theory(seq_len=n, num_heads=8, head_dim=64, **params).flops / m.median / 1e9
                 print(f"{name:>15} {impl:>7} n={n:>6}: median {m.median * 1e3:9.2f} ms "
-                      f"(IQR {m.iqr * 1e3:.2f} ms, {len(m.times)} samples) setup: {setup or '-'}", flush=True)
+                      f"(IQR {m.iqr * 1e3:.2f} ms, {len(m.times)} samples, {gflops:6.1f} GFLOP/s) "
+                      f"setup: {setup or '-'}", flush=True)
     benchmark.Compare(results).print()
     lo, hi = min(seq_lens), max(seq_lens)
     print(f"\nratios {lo} -> {hi} (n grew {hi // lo}x):")

@@ -8,11 +8,21 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from variants.linearized import linear_theory, linearized_variant
+from variants.linearized import FeatureMap, linear_theory, linearized_variant
 
 
-def elu_features(params: dict, q):
-    return lambda q, k: (F.elu(q) + 1, F.elu(k) + 1)
+class Elu(FeatureMap):
+    """φ(x) = elu(x) + 1, positive and row-local: no scale needed."""
+
+    def query(self, x):
+        return F.elu(x).add_(1)
+
+    def key(self, x):
+        return F.elu(x).add_(1), x.new_zeros(x.shape[0], x.shape[1], 1, 1)
+
+
+def elu_features(params: dict, q) -> FeatureMap:
+    return Elu()
 
 
 SPEC = linearized_variant(

@@ -10,54 +10,92 @@ import time
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from variants.registry import Impl, Prepared, VariantSpec, register
 from variants.theory import Theory
 
-FeatureMap = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # (q, k) -> (φq, φk)
+class FeatureMap:
+    """φ for queries and keys. A key map may return its features divided by exp(s), with a log-scale
+    s per head (B, H, 1, 1) of its choosing: a common scale cancels between numerator and normalizer,
+    and lets exp-based maps (FAVOR+) stay finite. elu+1 needs none (s = 0)."""
+
+    def query(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def key(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
 
 
-def quadratic(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+def quadratic(phi: FeatureMap, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     """The explicit form: A = φ(Q)φ(K)ᵀ (n×n), out = A V / rowsum(A). O(n²) by construction."""
-    a = fq @ fk.transpose(-1, -2)  # (B, H, n, n)
+    a = phi.query(q) @ phi.key(k)[0].transpose(-1, -2)  # (B, H, n, n)
     if causal:
         a = a.tril()
     return (a @ v) / a.sum(dim=-1, keepdim=True)
 
 
-def linear_time(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor, causal: bool, chunk: int = 64) -> torch.Tensor:
-    """Q′(K′ᵀV): O(n·m·d) time, O(m·d) state. Causal: chunked prefix sums over blocks of `chunk`.
+def _rescale(state, z, scale, s_chunk):
+    """Bring running sums and a new chunk to a common log-scale (the larger one)."""
+    top = s_chunk if scale is None else torch.maximum(scale, s_chunk)
+    if scale is not None:
+        factor = torch.exp(scale - top)  # (B, H, 1, 1)
+        state.mul_(factor)
+        z.mul_(factor.squeeze(-1))  # z is (B, H, m)
+    return top, torch.exp(s_chunk - top)
 
-    Within a chunk the masked (chunk × chunk) form; across chunks the running state
-    S = Σ φ(k_j) v_jᵀ of all earlier chunks (an exclusive cumulative sum).
+
+def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 19) -> torch.Tensor:
+    """Q′(K′ᵀV) in O(n·m·d) time, streaming over row chunks so the working set stays in cache.
+
+    Bidirectional: one pass accumulates S = Σ φ(k_j) v_jᵀ and z = Σ φ(k_j), a second applies them.
+    Causal: one pass over chunks; within a chunk the masked (C × C) form, before it the running
+    state of all earlier chunks (chunked prefix sums).
     """
+    b, h, n, d = q.shape
+    out = torch.empty_like(q)
+    state = z = scale = None
     if not causal:
-        state = fk.transpose(-1, -2) @ v  # (B, H, m, d)
-        z = fk.sum(dim=-2)  # (B, H, m)
-        return (fq @ state) / (fq @ z[..., None])
-    b, h, n, m = fq.shape
-    d = v.shape[-1]
-    nc = -(-n // chunk)
-    pad = nc * chunk - n
-    # Padded keys have φ = 0, so they add nothing to any state or normalizer.
-    fq_c = F.pad(fq, (0, 0, 0, pad)).view(b, h, nc, chunk, m)
-    fk_c = F.pad(fk, (0, 0, 0, pad)).view(b, h, nc, chunk, m)
-    v_c = F.pad(v, (0, 0, 0, pad)).view(b, h, nc, chunk, d)
-    local = (fq_c @ fk_c.transpose(-1, -2)).tril_()  # (B, H, nc, chunk, chunk)
-    states = fk_c.transpose(-1, -2) @ v_c  # (B, H, nc, m, d)
-    before = states.cumsum(dim=2) - states  # state of all earlier chunks
-    z = fk_c.sum(dim=-2)  # (B, H, nc, m)
-    z_before = z.cumsum(dim=2) - z
-    num = local @ v_c + fq_c @ before  # (B, H, nc, chunk, d)
-    den = local.sum(dim=-1) + (fq_c @ z_before[..., None]).squeeze(-1)  # (B, H, nc, chunk)
-    return (num / den[..., None]).reshape(b, h, nc * chunk, d)[:, :, :n]
+        step = max(64, budget // (b * h * max(d, _features(phi, d))))
+        for r0 in range(0, n, step):
+            fk, s = phi.key(k[:, :, r0 : r0 + step])  # (B, H, C, m)
+            if state is None:
+                state = torch.zeros(b, h, fk.shape[-1], d, dtype=q.dtype, device=q.device)
+                z = torch.zeros(b, h, fk.shape[-1], dtype=q.dtype, device=q.device)
+            scale, weight = _rescale(state, z, scale, s)
+            fk = fk * weight
+            state += fk.transpose(-1, -2) @ v[:, :, r0 : r0 + step]
+            z += fk.sum(dim=-2)
+        for r0 in range(0, n, step):
+            fq = phi.query(q[:, :, r0 : r0 + step])
+            out[:, :, r0 : r0 + step] = (fq @ state) / (fq @ z[..., None])
+        return out
+    step = min(256, max(32, budget // (b * h * max(d, _features(phi, d)))))
+    for r0 in range(0, n, step):
+        rows = slice(r0, r0 + step)
+        fq = phi.query(q[:, :, rows])
+        fk, s = phi.key(k[:, :, rows])
+        if state is None:
+            state = torch.zeros(b, h, fk.shape[-1], d, dtype=q.dtype, device=q.device)
+            z = torch.zeros(b, h, fk.shape[-1], dtype=q.dtype, device=q.device)
+        scale, weight = _rescale(state, z, scale, s)
+        fk = fk * weight
+        local = (fq @ fk.transpose(-1, -2)).tril_()  # (B, H, C, C)
+        num = local @ v[:, :, rows] + fq @ state
+        den = local.sum(dim=-1) + (fq @ z[..., None]).squeeze(-1)
+        out[:, :, rows] = num / den[..., None]
+        state += fk.transpose(-1, -2) @ v[:, :, rows]
+        z += fk.sum(dim=-2)
+    return out
+
+
+def _features(phi: FeatureMap, d: int) -> int:
+    return getattr(phi, "features", d)
 
 
 def impls(features: Callable[[dict, torch.Tensor], FeatureMap]) -> dict[str, Impl]:
     """`dense` (explicit n×n) and `native` (linear time) over the same feature map.
 
-    `features(params, q)` builds the map (random projections are drawn here, in setup).
+    `features(params, q)` builds the FeatureMap (random projections are drawn here, in setup).
     """
 
     def make(name: str, core, cost: str) -> Impl:
@@ -65,13 +103,13 @@ def impls(features: Callable[[dict, torch.Tensor], FeatureMap]) -> dict[str, Imp
             start = time.perf_counter()
             phi = features(params, q)
             setup = {"features_s": time.perf_counter() - start}
-            return Prepared(lambda: core(*phi(q, k), v, causal), setup)
+            return Prepared(lambda: core(phi, q, k, v, causal), setup)
 
         return Impl(name, prepare, cost=cost)
 
     return {
         "dense": make("dense", quadratic, "O(n²·m) time, O(n²) memory: the explicit φ(Q)φ(K)ᵀ"),
-        "native": make("native", linear_time, "O(n·m·d): Q′(K′ᵀV), causal by chunked prefix sums"),
+        "native": make("native", linear_time, "O(n·m·d): Q′(K′ᵀV) streamed over row chunks, causal by chunked prefix sums"),
     }
 
 

@@ -10,7 +10,7 @@ import functools
 
 import torch
 
-from variants.linearized import linear_theory, linearized_variant
+from variants.linearized import FeatureMap, linear_theory, linearized_variant
 from variants.registry import Param
 
 FEATURES = Param("features", 256, "random features m", minimum=1)
@@ -32,20 +32,31 @@ def projection(head_dim: int, features: int, seed: int) -> torch.Tensor:
     return omega * norms[:, None]
 
 
-def favor_features(params: dict, q: torch.Tensor):
-    d = q.shape[-1]
-    omega = projection(d, params["features"], params["seed"]).to(q.device, q.dtype)  # (m, d)
-    m = omega.shape[0]
+class Favor(FeatureMap):
+    """φ(x) = exp(ωᵀx − ‖x‖²/2)/√m on x·d^(−1/4), computed with a stabilizer as the reference
+    implementation does: a per-row maximum for queries (it cancels in each row), and for keys one
+    maximum per head, returned as the log-scale so chunks can be brought to a common scale."""
 
-    def phi(x: torch.Tensor, per_row: bool) -> torch.Tensor:
-        x = x * d**-0.25
-        logits = x @ omega.T - (x * x).sum(dim=-1, keepdim=True) / 2  # (B, H, n, m)
-        # Stabilizer, as the reference implementation does: subtracting a per-row maximum (for
-        # queries) or one maximum per head (for keys) scales numerator and normalizer alike.
-        top = logits.amax(dim=-1, keepdim=True) if per_row else logits.amax(dim=(-1, -2), keepdim=True)
-        return torch.exp(logits - top) * m**-0.5
+    def __init__(self, omega: torch.Tensor, head_dim: int):
+        self.omega, self.d, self.features = omega, head_dim, omega.shape[0]
 
-    return lambda q, k: (phi(q, per_row=True), phi(k, per_row=False))
+    def _logits(self, x):
+        x = x * self.d**-0.25
+        return x @ self.omega.T - (x * x).sum(dim=-1, keepdim=True) / 2  # (B, H, n, m)
+
+    def query(self, x):
+        logits = self._logits(x)
+        return torch.exp(logits - logits.amax(dim=-1, keepdim=True)) * self.features**-0.5
+
+    def key(self, x):
+        logits = self._logits(x)
+        top = logits.amax(dim=(-1, -2), keepdim=True)  # (B, H, 1, 1)
+        return torch.exp(logits - top) * self.features**-0.5, top
+
+
+def favor_features(params: dict, q: torch.Tensor) -> FeatureMap:
+    omega = projection(q.shape[-1], params["features"], params["seed"]).to(q.device, q.dtype)  # (m, d)
+    return Favor(omega, q.shape[-1])
 
 
 def performer_theory(**kw):
