@@ -68,9 +68,11 @@ class Prepared:
     kept apart from the call that is timed.
     """
 
-    def __init__(self, fn: Callable[[], torch.Tensor], setup_s: Mapping[str, float] | None = None):
+    def __init__(self, fn: Callable[[], torch.Tensor], setup_s: Mapping[str, float] | None = None,
+                 notes: Mapping[str, str] | None = None):
         self.fn = fn
         self.setup_s = dict(setup_s or {})
+        self.notes = dict(notes or {})  # how it ran, e.g. which kernel or compile mode was used
 
     def __call__(self) -> torch.Tensor:
         return self.fn()

@@ -1,0 +1,86 @@
+"""One grid point: a frozen, hashable Case with a stable id, and what theory says about it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+import torch
+
+import variants
+
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
+MODES = ("fwd", "fwd_bwd", "decode")
+DEVICES = ("cpu", "cuda")
+# NB: backward is counted as twice the forward (two matmuls per forward matmul), the usual convention.
+FWD_BWD_FLOP_FACTOR = 3
+
+
+@dataclass(frozen=True)
+class Case:
+    variant: str
+    impl: str
+    device: str
+    dtype: str
+    mode: str
+    batch: int
+    seq_len: int  # keys (and queries, except in decode: one query against a cache of seq_len)
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    causal: bool
+    params: tuple[tuple[str, object], ...] = ()  # explicit variant parameters, sorted
+
+    @property
+    def key(self) -> dict:
+        """The identity of a case: every field, as plain JSON values."""
+        out = asdict(self)
+        out["params"] = dict(self.params)
+        return out
+
+    @property
+    def case_id(self) -> str:
+        """Stable across runs and machines: the hash of the canonical JSON of the key."""
+        text = json.dumps(self.key, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+    @property
+    def query_len(self) -> int:
+        return 1 if self.mode == "decode" else self.seq_len
+
+    def label(self) -> str:
+        params = ",".join(f"{k}={v}" for k, v in self.params)
+        extra = f" {params}" if params else ""
+        kv = f"/{self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""
+        causal = " causal" if self.causal else ""
+        return (f"{self.variant}/{self.impl} {self.device} {self.dtype} {self.mode} n={self.seq_len} "
+                f"B={self.batch} H={self.num_heads}{kv} d={self.head_dim}{causal}{extra}")
+
+    @classmethod
+    def from_key(cls, key: dict) -> "Case":
+        fields = dict(key)
+        fields["params"] = tuple(sorted(fields.get("params", {}).items()))
+        return cls(**fields)
+
+
+def theory_of(case: Case) -> dict:
+    """Analytic figures of the case from the variant's theory (per CLAIMS.md)."""
+    spec = variants.get(case.variant)
+    theory = spec.theory(
+        seq_len=case.seq_len, batch=case.batch, num_heads=case.num_heads,
+        num_kv_heads=case.num_kv_heads, head_dim=case.head_dim, causal=case.causal,
+        dtype_bytes=DTYPES[case.dtype].itemsize, **dict(case.params),
+    )
+    flops, pairs, exponent = theory.flops, theory.pairs, theory.claimed_exponent_n
+    if case.mode == "decode":  # one query (the last position) against all n keys
+        pairs = case.seq_len
+        flops = 4 * case.batch * case.num_heads * pairs * case.head_dim
+        exponent = 1.0
+    if case.mode == "fwd_bwd":
+        flops *= FWD_BWD_FLOP_FACTOR
+    return {
+        "flops": int(flops), "pairs": pairs, "claimed_exponent_n": exponent,
+        "claimed_exponent_d": theory.claimed_exponent_d, "kv_bytes": theory.kv_bytes,
+        "extra_flops": theory.extra_flops,
+    }

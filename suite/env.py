@@ -1,0 +1,64 @@
+"""The environment a run measured in: versions, device, CPU, threads, allocator, git commit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_commit() -> str | None:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _xformers_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("xformers")
+    except Exception:
+        return None
+
+
+def fingerprint(settings: dict, devices: list[str]) -> dict:
+    """Everything that makes two runs comparable or not; `fingerprint_id` hashes the stable part."""
+    env = {
+        "torch": torch.__version__,
+        "xformers": _xformers_version(),
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "threads": settings.get("threads"),
+        "allocator": settings.get("allocator"),
+        "devices": devices,
+        "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "git_commit": _git_commit(),
+    }
+    stable = {k: env[k] for k in ("torch", "xformers", "cuda", "python", "cpu_model", "cpu_count",
+                                  "threads", "allocator", "cuda_device")}
+    env["fingerprint_id"] = hashlib.sha1(json.dumps(stable, sort_keys=True).encode()).hexdigest()[:12]
+    return env

@@ -1,0 +1,66 @@
+"""The run's journal: one JSON line per finished case, flushed and fsynced as it completes.
+
+`kill -9` at any moment loses at most the line being written; reading reports a truncated or
+corrupt line (with its line number) instead of dropping it silently, and the case it held is
+simply run again on --resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class JournalRead:
+    rows: list[dict] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # human-readable, one per bad line
+
+
+class Journal:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def append(self, row: dict) -> None:
+        line = json.dumps(row, sort_keys=True, allow_nan=True) + "\n"
+        # O_APPEND: each line lands after the last; fsync: it is on disk before we go on.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read(self) -> JournalRead:
+        out = JournalRead()
+        if not self.path.exists():
+            return out
+        data = self.path.read_bytes()
+        lines = data.split(b"\n")
+        last = len(lines) - 1  # after the final newline comes b"" (or a partial line)
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+                if not isinstance(row, dict) or "case_id" not in row or "status" not in row:
+                    raise ValueError("not a result row")
+            except ValueError as err:
+                kind = "truncated (interrupted while writing)" if number - 1 == last else "corrupt"
+                out.problems.append(f"{self.path.name} line {number} is {kind}: {err}; its case will run again")
+                continue
+            out.rows.append(row)
+        return out
+
+    def repair(self) -> None:
+        """Cut a partial last line so the next append starts on a line of its own."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with open(self.path, "r+b") as fh:
+                fh.truncate(data.rfind(b"\n") + 1)
+                fh.flush()
+                os.fsync(fh.fileno())

@@ -1,0 +1,170 @@
+"""Run a grid: cases go to worker processes, each finished case to the journal, then the table.
+
+Isolation: a case that raises becomes a row in the worker; one that kills its worker (exit, crash,
+the kernel's OOM killer) or overruns its time budget becomes a row here, and a fresh worker takes
+the next case. Nothing already measured is lost: the journal is appended and fsynced per case,
+and `--resume` runs only the cases it does not hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from suite import results
+from suite.case import Case
+from suite.env import fingerprint
+from suite.grid import Grid
+from suite.journal import Journal
+
+WORKER_START_TIMEOUT_S = 300.0
+
+
+class WorkerError(RuntimeError):
+    """A worker that could not start: not any one case's fault, so the run stops with the reason."""
+
+
+class Worker:
+    """One worker process for one device, restarted after any case that takes it down."""
+
+    def __init__(self, device: str, settings: dict, plugins: list[str], log_path: Path | None = None):
+        from suite import worker
+
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=worker.main, daemon=True,
+                                   args=(child, settings, plugins, device, str(log_path) if log_path else None))
+        self.process.start()
+        child.close()
+        if not self.conn.poll(WORKER_START_TIMEOUT_S):
+            self.kill()
+            raise WorkerError(f"a {device} worker did not start within {WORKER_START_TIMEOUT_S:.0f}s")
+        try:
+            self.conn.recv()
+        except EOFError:
+            self.process.join(5)
+            raise WorkerError(f"a {device} worker died while starting (exit code {self.process.exitcode}); "
+                              "run with the same --plugin modules in a Python shell to see why") from None
+
+    def run(self, case: Case, timeout_s: float) -> dict:
+        self.conn.send(case.key)
+        if self.conn.poll(timeout_s):
+            try:
+                _, row = self.conn.recv()
+                return row
+            except EOFError:
+                pass
+        else:
+            self.kill()
+            return _lost(case, "timeout", f"no result within the case budget of {timeout_s:g}s; worker killed")
+        self.process.join(5)
+        return _lost(case, *_death(self.process.exitcode))
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self.process.join(10)
+        self.kill()
+
+
+def _death(exitcode: int | None) -> tuple[str, str]:
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        if -exitcode == signal.SIGKILL:
+            return "oom", f"worker killed by {name} (the kernel's out-of-memory killer sends it)"
+        return "error", f"worker crashed with {name}"
+    return "error", f"worker exited with code {exitcode} while running the case"
+
+
+def _lost(case: Case, status: str, reason: str) -> dict:
+    return {"case_id": case.case_id, **case.key, "status": status, "reason": reason}
+
+
+def plan_payload(grid: Grid, plugins: list[str]) -> dict:
+    return {
+        "grid": grid.name, "source": grid.source, "description": grid.description,
+        "settings": dataclasses.asdict(grid.settings), "plugins": plugins,
+        "cases": [case.key for case in grid.cases],
+    }
+
+
+def run(*, run_dir: Path, cases: list[Case], settings: dict, plugins: list[str], resume: bool,
+        out=sys.stderr) -> Counter:
+    """Measure every case not yet in the journal; write the table; return counts per status."""
+    journal = Journal(run_dir / "journal.jsonl")
+    previous = journal.read()
+    for problem in previous.problems:
+        print(f"warning: {problem}", file=out)
+    journal.repair()
+    done = {row["case_id"] for row in previous.rows}
+    todo = [case for case in cases if case.case_id not in done]
+    if resume:
+        print(f"resuming {run_dir.name}: {len(cases) - len(todo)} of {len(cases)} cases already in the journal",
+              file=out)
+    workers: dict[str, Worker] = {}
+    progress = _progress(todo, out)
+    finished = 0
+    try:
+        for case in todo:
+            progress.set_postfix_str(case.label()[:70], refresh=False)
+            worker = workers.get(case.device)
+            if worker is None or not worker.alive():
+                workers[case.device] = worker = Worker(case.device, settings, plugins, run_dir / "worker.log")
+            row = worker.run(case, settings["case_timeout_s"])
+            row["finished_at"] = time.time()
+            journal.append(row)
+            progress.update(1)
+            finished += 1
+            if not progress.tty:
+                print(f"[{finished}/{len(todo)}] {row['status']:<8} {case.label()}"
+                      + (f": {row['reason'][:120]}" if row["status"] not in ("ok",) else
+                         f" {row['time_s'] * 1e3:.3f} ms"), file=out, flush=True)
+    finally:
+        progress.close()
+        for worker in workers.values():
+            worker.close()
+        rows = journal.read().rows
+        results.write(results.table(cases, rows), run_dir)
+    return Counter(row["status"] for row in rows if row["case_id"] in {c.case_id for c in cases})
+
+
+def _progress(todo: list[Case], out):
+    from tqdm import tqdm
+
+    tty = out.isatty()
+    bar = tqdm(total=len(todo), file=out, disable=not tty, unit="case", dynamic_ncols=True)
+    bar.tty = tty
+    return bar
+
+
+def start(grid: Grid, run_dir: Path, plugins: list[str]) -> None:
+    """A new run folder: the plan and the environment, written before any case runs."""
+    run_dir.mkdir(parents=True, exist_ok=False)
+    (run_dir / "plan.json").write_text(json.dumps(plan_payload(grid, plugins), indent=1))
+    devices = sorted({case.device for case in grid.cases})
+    env = fingerprint(dataclasses.asdict(grid.settings), devices)
+    (run_dir / "env.json").write_text(json.dumps(env, indent=1))
+
+
+def load_plan(run_dir: Path) -> dict:
+    path = run_dir / "plan.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"--resume {run_dir.name}: no {path} (was the run started here?)")
+    return json.loads(path.read_text())

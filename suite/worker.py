@@ -1,0 +1,48 @@
+"""A worker process: measures the cases it is sent, one at a time, and answers with rows.
+
+Cases run here, not in the runner, so that a crash, a hang or memory exhaustion in one case costs
+at most this process: the runner records the case with its status and starts a fresh worker.
+On CPU an address-space limit (RLIMIT_AS) turns memory exhaustion into a clean RuntimeError
+instead of the kernel's SIGKILL.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import resource
+
+
+def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | None = None) -> None:
+    if log_path:  # compiler output, library warnings, the profiler's lines: kept, but off the terminal
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    # NB: inductor compiles in worker subprocesses by default; compiling in-process keeps the
+    # address-space limit meaningful and leaves no background processes beside the timing.
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    if device == "cpu":
+        budget = int(settings["memory_budget_gib"] * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (budget, budget))
+    from suite import allocator
+
+    allocator.configure(settings["allocator"])
+    import torch
+
+    torch.set_num_threads(settings["threads"])
+    import variants  # noqa: F401  registers the built-in variants
+    for module in plugins:
+        importlib.import_module(module)
+    from suite.case import Case
+    from suite.measure import measure
+
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        case = Case.from_key(message)
+        conn.send(("row", measure(case, settings)))
