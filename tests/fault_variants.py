@@ -1,0 +1,67 @@
+"""Test-only variants that fail on purpose (loaded with `--plugin fault_variants`).
+
+Each is `full` attention with a `native` implementation that misbehaves in one way, so the
+runner's isolation can be tested as asv tests its own: raise, exit, hang, exhaust memory, lie.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from variants import full
+from variants.impls import dense_impl
+from variants.registry import Impl, Prepared, VariantSpec, register
+
+
+def _raise():
+    raise RuntimeError("injected failure")
+
+
+def _exit():
+    os._exit(3)
+
+
+def _hang():
+    time.sleep(3600)
+
+
+def _exhaust_memory():
+    hoard = []
+    while True:  # grows step by step, as a leak would, until the allocator refuses
+        hoard.append(torch.ones(256 * 2**20, dtype=torch.uint8))
+
+
+FAULTS = {"raise": _raise, "exit": _exit, "hang": _hang, "oom": _exhaust_memory}
+
+
+def _faulty(action) -> Impl:
+    def prepare(q, k, v, *, causal, params):
+        return Prepared(lambda: action())
+
+    return Impl("native", prepare, cost="a fault injected for tests")
+
+
+def _wrong() -> Impl:
+    def prepare(q, k, v, *, causal, params):
+        return Prepared(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v) + 1.0)
+
+    return Impl("native", prepare, cost="a wrong answer injected for tests")
+
+
+def _register(name: str, native: Impl) -> None:
+    if name in __import__("variants").names():
+        return
+    register(VariantSpec(
+        name=name, family="test", summary=f"test-only: full attention whose native path does '{name}'",
+        source="tests", params=(), theory_fn=full.SPEC.theory_fn,
+        impls={"dense": dense_impl(None), "native": native},
+        mask_fn=full.SPEC.mask_fn, row_counts_fn=full.row_counts,
+    ))
+
+
+for fault, action in FAULTS.items():
+    _register(f"fault_{fault}", _faulty(action))
+_register("fault_wrong", _wrong())
