@@ -35,13 +35,15 @@ def quadratic(phi: FeatureMap, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 
 
 def _rescale(state, z, scale, s_chunk):
-    """Bring running sums and a new chunk to a common log-scale (the larger one)."""
+    """Bring running sums and a new chunk to a common log-scale (the larger one).
+
+    Returns (state, z, scale, weight of the chunk). Out of place: autograd sees every step.
+    """
     top = s_chunk if scale is None else torch.maximum(scale, s_chunk)
     if scale is not None:
         factor = torch.exp(scale - top)  # (B, H, 1, 1)
-        state.mul_(factor)
-        z.mul_(factor.squeeze(-1))  # z is (B, H, m)
-    return top, torch.exp(s_chunk - top)
+        state, z = state * factor, z * factor.squeeze(-1)  # z is (B, H, m)
+    return state, z, top, torch.exp(s_chunk - top)
 
 
 def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 19) -> torch.Tensor:
@@ -61,10 +63,10 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 19
             if state is None:
                 state = torch.zeros(b, h, fk.shape[-1], d, dtype=q.dtype, device=q.device)
                 z = torch.zeros(b, h, fk.shape[-1], dtype=q.dtype, device=q.device)
-            scale, weight = _rescale(state, z, scale, s)
+            state, z, scale, weight = _rescale(state, z, scale, s)
             fk = fk * weight
-            state += fk.transpose(-1, -2) @ v[:, :, r0 : r0 + step]
-            z += fk.sum(dim=-2)
+            state = state + fk.transpose(-1, -2) @ v[:, :, r0 : r0 + step]
+            z = z + fk.sum(dim=-2)
         for r0 in range(0, n, step):
             fq = phi.query(q[:, :, r0 : r0 + step])
             out[:, :, r0 : r0 + step] = (fq @ state) / (fq @ z[..., None])
@@ -77,14 +79,14 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 19
         if state is None:
             state = torch.zeros(b, h, fk.shape[-1], d, dtype=q.dtype, device=q.device)
             z = torch.zeros(b, h, fk.shape[-1], dtype=q.dtype, device=q.device)
-        scale, weight = _rescale(state, z, scale, s)
+        state, z, scale, weight = _rescale(state, z, scale, s)
         fk = fk * weight
         local = (fq @ fk.transpose(-1, -2)).tril_()  # (B, H, C, C)
         num = local @ v[:, :, rows] + fq @ state
         den = local.sum(dim=-1) + (fq @ z[..., None]).squeeze(-1)
         out[:, :, rows] = num / den[..., None]
-        state += fk.transpose(-1, -2) @ v[:, :, rows]
-        z += fk.sum(dim=-2)
+        state = state + fk.transpose(-1, -2) @ v[:, :, rows]
+        z = z + fk.sum(dim=-2)
     return out
 
 

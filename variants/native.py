@@ -37,8 +37,13 @@ def softmax_part(scores: torch.Tensor, apply_v: Callable[[torch.Tensor], torch.T
         return apply_v(torch.softmax(scores, dim=-1)), None
     if scores.shape[-1] == 0:  # an empty key set (fixed with summary=0, random with keys=0)
         return apply_v(scores), torch.full(scores.shape[:-1], NEG_INF, dtype=scores.dtype, device=scores.device)
-    top = scores.amax(dim=-1, keepdim=True)
-    top.masked_fill_(top == NEG_INF, 0.0)  # empty rows: exp(-inf - 0) = 0 rather than NaN
+    top = scores.amax(dim=-1, keepdim=True).detach()  # any per-row constant is exact; no gradient
+    top = top.masked_fill(top == NEG_INF, 0.0)  # empty rows: exp(-inf - 0) = 0 rather than NaN
+    if scores.requires_grad:  # autograd needs the scores it saw: out of place
+        probs = (scores - top).exp()
+        total = probs.sum(dim=-1, keepdim=True)
+        out = (apply_v(probs) / total).masked_fill(total == 0, 0.0)
+        return out, (total.log() + top).squeeze(-1)
     probs = scores.sub_(top).exp_()
     total = probs.sum(dim=-1, keepdim=True)
     out = apply_v(probs).div_(total).masked_fill_(total == 0, 0.0)
@@ -97,6 +102,7 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
     lse = torch.empty(b * h, n, dtype=q.dtype, device=q.device) if need_lse else None
     group = max(1, GROUP_ROWS // block) if block < 128 else 1
     buffers = None
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     t = 0
     while t < nb:
         g = min(group, nb - t)
@@ -115,7 +121,7 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
             continue
         r1 = min(r0 + block, n)  # one block, keys clipped to those that exist
         k0, k1 = max(first, 0), min((t + 1 + right) * block, n)
-        whole = r1 - r0 == block and k1 - k0 == span
+        whole = r1 - r0 == block and k1 - k0 == span and not grad  # out= buffers have no autograd
         if whole and buffers is None:
             # NB: interior blocks reuse two buffers: fresh megabyte-sized tensors at every block
             # cost page faults (glibc maps and unmaps them), about a third of the time here.
@@ -211,7 +217,8 @@ class RowKeys:
     pattern: torch.Tensor | None  # batched CSR (B·H, n, n) for the SDDMM, or None: gather
 
     def part(self, q, k, v, need_lse: bool) -> Partial:
-        if self.pattern is None:
+        grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+        if self.pattern is None or grad:  # NB: torch's CSR sampled_addmm has no autograd
             return gather_part(q, k, v, idx=self.idx, valid=self.valid, need_lse=need_lse)
         return sparse_part(q, k, v, rows=self, need_lse=need_lse)
 
