@@ -47,11 +47,12 @@ class Settings:
     memory_budget_gib: float = 16.0  # CPU address-space limit of a worker
     check_seq_len: int = 96  # correctness check against the dense reference at this n
     allocator: str = "retain"
+    replicates: int = 1  # worker processes each case is timed in (process-level replicates)
 
     LIMITS = {
         "threads": (int, 1, 256), "min_run_time_s": (float, 0.0, 600.0), "max_samples": (int, 1, 100000),
         "case_timeout_s": (float, 1.0, 86400.0), "memory_budget_gib": (float, 0.5, 4096.0),
-        "check_seq_len": (int, 1, 4096), "allocator": (str, None, None),
+        "check_seq_len": (int, 1, 4096), "allocator": (str, None, None), "replicates": (int, 1, 64),
     }
 
 

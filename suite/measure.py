@@ -7,6 +7,7 @@ plain values, raw timing samples included; medians and spreads are derived from 
 from __future__ import annotations
 
 import gc
+import os
 import statistics
 import time
 from typing import Callable
@@ -166,10 +167,13 @@ def classify(err: BaseException) -> tuple[str, str]:
     return "error", text
 
 
-def measure(case: Case, settings: dict) -> dict:
-    """Everything about one case, as a row. Never raises: failures become a status and a reason."""
+def measure(case: Case, settings: dict, replicate: int = 0) -> dict:
+    """Everything about one case, as a row. Never raises: failures become a status and a reason.
+
+    Replicate 0 measures everything; later replicates (other processes) only time the case.
+    """
     started = time.perf_counter()
-    row: dict = {"case_id": case.case_id, **case.key, "status": "ok", "reason": ""}
+    row: dict = {"case_id": case.case_id, **case.key, "status": "ok", "reason": "", "pid": os.getpid()}
     try:
         row.update(theory_of(case))
     except Exception as err:  # noqa: BLE001
@@ -195,16 +199,19 @@ def measure(case: Case, settings: dict) -> dict:
         row["setup_s"] = float(sum(setup.values()))
         if case.device == "cuda":
             samples = time_cuda(fn, settings["min_run_time_s"], settings["max_samples"])
-            row["peak_bytes"] = peak_cuda(fn)
+            if replicate == 0:
+                row["peak_bytes"] = peak_cuda(fn)
         else:
             samples = time_cpu(fn, settings["threads"], settings["min_run_time_s"], settings["max_samples"])
-            row["peak_bytes"] = peak_cpu(fn)
+            if replicate == 0:
+                row["peak_bytes"] = peak_cpu(fn)
         row["samples"] = samples
         row["time_s"] = statistics.median(samples)
         quartiles = statistics.quantiles(samples, n=4) if len(samples) > 1 else [samples[0]] * 3
         row["time_iqr_s"] = quartiles[2] - quartiles[0]
         del fn, q, k, v
-        row["flops_counted"], row["flops_counted_note"] = count_flops(case)
+        if replicate == 0:
+            row["flops_counted"], row["flops_counted_note"] = count_flops(case)
     except BaseException as err:  # noqa: BLE001 - a failing case is a row, not a crash
         if isinstance(err, KeyboardInterrupt):
             raise

@@ -52,8 +52,8 @@ class Worker:
             raise WorkerError(f"a {device} worker died while starting (exit code {self.process.exitcode}); "
                               "run with the same --plugin modules in a Python shell to see why") from None
 
-    def run(self, case: Case, timeout_s: float) -> dict:
-        self.conn.send(case.key)
+    def run(self, case: Case, timeout_s: float, replicate: int = 0) -> dict:
+        self.conn.send((case.key, replicate))
         if self.conn.poll(timeout_s):
             try:
                 _, row = self.conn.recv()
@@ -97,6 +97,10 @@ def _lost(case: Case, status: str, reason: str) -> dict:
     return {"case_id": case.case_id, **case.key, "status": status, "reason": reason}
 
 
+def _replicate(row: dict) -> int:
+    return int(row.get("replicate", 0))
+
+
 def plan_payload(grid: Grid, plugins: list[str]) -> dict:
     return {
         "grid": grid.name, "source": grid.source, "description": grid.description,
@@ -107,42 +111,57 @@ def plan_payload(grid: Grid, plugins: list[str]) -> dict:
 
 def run(*, run_dir: Path, cases: list[Case], settings: dict, plugins: list[str], resume: bool,
         out=sys.stderr) -> Counter:
-    """Measure every case not yet in the journal; write the table; return counts per status."""
+    """Measure every (case, replicate) not yet in the journal; write the table; count statuses.
+
+    Replicates are process-level: replicate r of every case runs in worker process r, case by case
+    (interleaved), so a comparison sees the spread between processes, not only within one.
+    """
     journal = Journal(run_dir / "journal.jsonl")
     previous = journal.read()
     for problem in previous.problems:
         print(f"warning: {problem}", file=out)
     journal.repair()
-    done = {row["case_id"] for row in previous.rows}
-    todo = [case for case in cases if case.case_id not in done]
+    replicates = int(settings.get("replicates", 1))
+    done = {(row["case_id"], _replicate(row)) for row in previous.rows}
+    failed = {row["case_id"] for row in previous.rows if row["status"] != "ok"}
+    todo = [case for case in cases if any((case.case_id, r) not in done for r in range(replicates))]
     if resume:
         print(f"resuming {run_dir.name}: {len(cases) - len(todo)} of {len(cases)} cases already in the journal",
               file=out)
-    workers: dict[str, Worker] = {}
+    workers: dict[tuple[str, int], Worker] = {}
     progress = _progress(todo, out)
-    finished = 0
+    finished, began = 0, time.perf_counter()
     try:
         for case in todo:
             progress.set_postfix_str(case.label()[:70], refresh=False)
-            worker = workers.get(case.device)
-            if worker is None or not worker.alive():
-                workers[case.device] = worker = Worker(case.device, settings, plugins, run_dir / "worker.log")
-            row = worker.run(case, settings["case_timeout_s"])
-            row["finished_at"] = time.time()
-            journal.append(row)
+            for r in range(replicates):
+                if (case.case_id, r) in done:
+                    continue
+                if case.case_id in failed:
+                    break  # a case that failed is not replicated
+                worker = workers.get((case.device, r))
+                if worker is None or not worker.alive():
+                    workers[(case.device, r)] = worker = Worker(case.device, settings, plugins, run_dir / "worker.log")
+                row = worker.run(case, settings["case_timeout_s"], r)
+                row["replicate"], row["finished_at"] = r, time.time()
+                journal.append(row)
+                if row["status"] != "ok":
+                    failed.add(case.case_id)
             progress.update(1)
             finished += 1
-            if not progress.tty:
-                print(f"[{finished}/{len(todo)}] {row['status']:<8} {case.label()}"
-                      + (f": {row['reason'][:120]}" if row["status"] not in ("ok",) else
-                         f" {row['time_s'] * 1e3:.3f} ms"), file=out, flush=True)
+            if not progress.tty:  # a log, not a terminal: one line a case, with the time left
+                left = (time.perf_counter() - began) / finished * (len(todo) - finished)
+                print(f"[{finished}/{len(todo)} ~{left / 60:.0f} min left] {row['status']:<8} {case.label()}"
+                      + (f": {row['reason'][:120]}" if row["status"] != "ok" else f" {row['time_s'] * 1e3:.3f} ms"),
+                      file=out, flush=True)
     finally:
         progress.close()
         for worker in workers.values():
             worker.close()
         rows = journal.read().rows
         results.write(results.table(cases, rows), run_dir)
-    return Counter(row["status"] for row in rows if row["case_id"] in {c.case_id for c in cases})
+    wanted = {c.case_id for c in cases}
+    return Counter(status for case_id, status in results.statuses(rows).items() if case_id in wanted)
 
 
 def _progress(todo: list[Case], out):

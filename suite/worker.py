@@ -44,5 +44,5 @@ def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | 
             return
         if message is None:
             return
-        case = Case.from_key(message)
-        conn.send(("row", measure(case, settings)))
+        key, replicate = message
+        conn.send(("row", measure(Case.from_key(key), settings, replicate=replicate)))

@@ -189,3 +189,24 @@ def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
     env = json.loads((results / "c" / "env.json").read_text())
     assert {"torch", "xformers", "cpu_model", "threads", "git_commit", "fingerprint_id"} <= set(env)
     assert "done in" in res.stdout and "ok" in res.stdout
+
+
+def test_replicates_are_timed_in_separate_processes(tmp_path):
+    body = SMALL.replace("seq_len = [16, 24, 32, 40]", "seq_len = [16, 32]")
+    grid = write_grid(tmp_path, body.replace("[defaults]", "[defaults]"), name="rep")
+    text = grid.read_text().replace("check_seq_len = 16", "check_seq_len = 16\nreplicates = 3")
+    grid.write_text(text)
+    results = tmp_path / "results"
+    res = suite("run", "--grid", str(grid), "--run-id", "r", "--results-dir", str(results), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(line) for line in (results / "r" / "journal.jsonl").read_text().splitlines()]
+    table = pd.read_parquet(results / "r" / "results.parquet")
+    ok = table[table.status == "ok"]
+    assert len(ok) >= 10 and (ok.replicates == 3).all()
+    for case_id in ok.case_id:
+        mine = [r for r in rows if r["case_id"] == case_id]
+        assert sorted(r["replicate"] for r in mine) == [0, 1, 2]
+        assert len({r["pid"] for r in mine}) == 3, "each replicate in its own worker process"
+        medians = ok.loc[ok.case_id == case_id, "replicate_times_s"].iloc[0]
+        assert len(medians) == 3
+        assert ok.loc[ok.case_id == case_id, "time_s"].iloc[0] == sorted(medians)[1]
