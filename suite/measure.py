@@ -17,7 +17,7 @@ import torch
 import variants
 from suite.case import DTYPES, Case, theory_of
 
-MIN_SAMPLES = 3
+MIN_SAMPLES = 3  # per case, over all its replicates: each of R processes takes ceil(3 / R)
 # Tolerances of the correctness check, relative to the reference output's largest magnitude.
 CHECK_TOL = {"float64": 1e-8, "float32": 1e-4, "bfloat16": 4e-2, "float16": 1e-2}
 OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "cannot allocate memory")
@@ -79,18 +79,18 @@ def check(case: Case, check_seq_len: int) -> tuple[float, float]:
     return _CHECKED[key]
 
 
-def time_cpu(fn, threads: int, min_run_time: float, max_samples: int) -> list[float]:
-    """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least 3 samples."""
+def time_cpu(fn, threads: int, min_run_time: float, max_samples: int, min_samples: int = MIN_SAMPLES) -> list[float]:
+    """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least `min_samples`."""
     import torch.utils.benchmark as benchmark
 
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
     samples = list(timer.blocked_autorange(min_run_time=min_run_time).times)
-    while len(samples) < MIN_SAMPLES:  # slow cases: one block is one call
+    while len(samples) < min_samples:  # slow cases: one block is one call
         samples.extend(timer.timeit(1).times)
     return samples[-max_samples:]
 
 
-def time_cuda(fn, min_run_time: float, max_samples: int, warmup: int = 3) -> list[float]:
+def time_cuda(fn, min_run_time: float, max_samples: int, min_samples: int = MIN_SAMPLES, warmup: int = 3) -> list[float]:
     """CUDA events around each call, after warm-up, with L2 flushed before each sample."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     flush = torch.empty(max(2 * getattr(props, "L2_cache_size", 50 << 20), 64 << 20), dtype=torch.int8, device="cuda")
@@ -98,7 +98,7 @@ def time_cuda(fn, min_run_time: float, max_samples: int, warmup: int = 3) -> lis
         fn()
     torch.cuda.synchronize()
     samples, spent = [], 0.0
-    while len(samples) < max(MIN_SAMPLES, 1) or (spent < min_run_time and len(samples) < max_samples):
+    while len(samples) < min_samples or (spent < min_run_time and len(samples) < max_samples):
         flush.zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -197,12 +197,13 @@ def measure(case: Case, settings: dict, replicate: int = 0) -> dict:
         row["setup"] = {key: float(val) for key, val in setup.items()}
         row["notes"] = dict(getattr(fn, "notes", {}))
         row["setup_s"] = float(sum(setup.values()))
+        min_samples = -(-MIN_SAMPLES // int(settings.get("replicates", 1)))
         if case.device == "cuda":
-            samples = time_cuda(fn, settings["min_run_time_s"], settings["max_samples"])
+            samples = time_cuda(fn, settings["min_run_time_s"], settings["max_samples"], min_samples)
             if replicate == 0:
                 row["peak_bytes"] = peak_cuda(fn)
         else:
-            samples = time_cpu(fn, settings["threads"], settings["min_run_time_s"], settings["max_samples"])
+            samples = time_cpu(fn, settings["threads"], settings["min_run_time_s"], settings["max_samples"], min_samples)
             if replicate == 0:
                 row["peak_bytes"] = peak_cpu(fn)
         row["samples"] = samples
