@@ -4,7 +4,8 @@ glibc serves every allocation over 128 KiB (its default mmap threshold) with fre
 them back on free, so a kernel that makes megabyte-sized temporaries pays page faults on every call:
 on this machine a third of a blocked attention's time at n = 16384, and most of a 2 MiB copy. The
 `retain` setting keeps freed memory in the heap (mallopt), as jemalloc/tcmalloc do for PyTorch on
-CPU; it applies to every implementation alike and is written into each run's environment.
+CPU, while a case runs; between cases the worker trims the heap (`trim`). It applies to every
+implementation alike and is written into each run's environment.
 """
 
 from __future__ import annotations
@@ -36,3 +37,12 @@ def configure(mode: str = "retain") -> dict[str, object]:
     if not ok:
         return {"allocator": "glibc default (mallopt refused)"}
     return {"allocator": "glibc retain", "mmap_threshold": mmap_threshold, "trim_threshold": 2**31 - 1}
+
+
+def trim() -> None:
+    """Give freed heap memory back to the system (between cases: a retained heap per worker
+    process, times several replicate workers, crowded memory and slowed the next case 3-6x)."""
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)

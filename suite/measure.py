@@ -17,7 +17,7 @@ import torch
 import variants
 from suite.case import DTYPES, Case, theory_of
 
-MIN_SAMPLES = 3  # per case, over all its replicates: each of R processes takes ceil(3 / R)
+MIN_SAMPLES = 3  # per case, over all its replicates: each of R processes takes ceil(3 / R), 2 at least
 # Tolerances of the correctness check, relative to the reference output's largest magnitude.
 CHECK_TOL = {"float64": 1e-8, "float32": 1e-4, "bfloat16": 4e-2, "float16": 1e-2}
 OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "cannot allocate memory")
@@ -83,6 +83,7 @@ def time_cpu(fn, threads: int, min_run_time: float, max_samples: int, min_sample
     """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least `min_samples`."""
     import torch.utils.benchmark as benchmark
 
+    fn()  # NB: warm-up; the block-size estimate alone left memory-heavy calls 3-5x slow at times
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
     samples = list(timer.blocked_autorange(min_run_time=min_run_time).times)
     while len(samples) < min_samples:  # slow cases: one block is one call
@@ -197,7 +198,7 @@ def measure(case: Case, settings: dict, replicate: int = 0) -> dict:
         row["setup"] = {key: float(val) for key, val in setup.items()}
         row["notes"] = dict(getattr(fn, "notes", {}))
         row["setup_s"] = float(sum(setup.values()))
-        min_samples = -(-MIN_SAMPLES // int(settings.get("replicates", 1)))
+        min_samples = max(2, -(-MIN_SAMPLES // int(settings.get("replicates", 1))))
         if case.device == "cuda":
             samples = time_cuda(fn, settings["min_run_time_s"], settings["max_samples"], min_samples)
             if replicate == 0:

@@ -45,4 +45,6 @@ def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | 
         if message is None:
             return
         key, replicate = message
-        conn.send(("row", measure(Case.from_key(key), settings, replicate=replicate)))
+        row = measure(Case.from_key(key), settings, replicate=replicate)
+        allocator.trim()  # retained within a case, handed back between cases
+        conn.send(("row", row))
