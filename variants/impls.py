@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import time
 from typing import Callable
 
@@ -244,7 +243,3 @@ def xformers_bias(kind: str) -> Callable[[int, bool, dict], object | None]:
         return ab.LowerTriangularFromBottomRightMask() if causal else None
 
     return bias_for
-
-
-def scale_of(q: torch.Tensor) -> float:
-    return 1.0 / math.sqrt(q.shape[-1])

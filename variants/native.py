@@ -8,7 +8,6 @@ as flash-decoding merges splits. No part ever builds an n×n tensor.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -342,11 +341,3 @@ def random_keys(seq_len: int, keys: int, seed: int) -> torch.Tensor:
         seen = (chosen[:, :s] == pick[:, None]).any(dim=1)
         chosen[:, s] = torch.where(seen, torch.full_like(pick, top), pick)
     return chosen
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def isqrt_ceil(n: int) -> int:
-    return math.isqrt(n - 1) + 1 if n > 1 else 1
