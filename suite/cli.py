@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import sys
 import time
@@ -62,10 +63,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             settings, plugins, label = plan["settings"], plan["plugins"], f"{plan['grid']} (resumed)"
         else:
             grid = grids.resolve(args.grid, devices=args.device, only_variants=args.variant)
-            cases, plugins = list(grid.cases), list(args.plugin)
-            settings, label = grids.dataclasses_asdict(grid.settings), grid.name
             if args.threads is not None:
-                settings["threads"] = args.threads
+                if args.threads < 1:
+                    raise grids.ConfigError(f"--threads {args.threads} (allowed: integers >= 1)")
+                grid = dataclasses.replace(grid, settings=dataclasses.replace(grid.settings, threads=args.threads))
+            cases, plugins = list(grid.cases), list(args.plugin)
+            settings, label = dataclasses.asdict(grid.settings), grid.name
             run_id = args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{grid.name}"
             run_dir = results_dir / run_id
             if run_dir.exists():
@@ -79,7 +82,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{len(cases)} cases planned (grid {label}); nothing run, nothing written")
         return 0
     if not args.resume:
-        grid = dataclasses_replace_settings(grid, settings)
         runner.start(grid, run_dir, plugins)
     print(f"run {run_dir.name}: {len(cases)} cases, grid {label}, results in {run_dir}/", file=sys.stderr)
     started = time.perf_counter()
@@ -94,12 +96,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"done in {wall:.1f}s: {summary}")
     print(f"results: {run_dir / 'results.parquet'} and results.csv; environment: {run_dir / 'env.json'}")
     return 0
-
-
-def dataclasses_replace_settings(grid, settings: dict):
-    import dataclasses
-
-    return dataclasses.replace(grid, settings=dataclasses.replace(grid.settings, **settings))
 
 
 def csv_list(text: str) -> list[str]:

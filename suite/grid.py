@@ -251,12 +251,6 @@ def _kv_heads(spec, heads: int, values: list[int] | None, where: str) -> list[in
     return values
 
 
-def dataclasses_asdict(settings: Settings) -> dict:
-    import dataclasses
-
-    return dataclasses.asdict(settings)
-
-
 def resolve(spec: str, *, devices=None, only_variants=None) -> Grid:
     source = spec if spec not in PRESETS else f"preset {spec}"
     return parse(load(spec), source, devices=devices, only_variants=only_variants)
