@@ -79,6 +79,48 @@ def check(case: Case, check_seq_len: int) -> tuple[float, float]:
     return _CHECKED[key]
 
 
+APPROX_SEQ_LEN = 1024  # where an approximating variant's error against its target is measured
+_APPROX: dict[tuple, float] = {}
+
+
+def approximation_error(case: Case) -> tuple[float, int] | None:
+    """‖out − target‖ / ‖target‖ against the variant the case approximates, both dense in float64.
+
+    The algorithm's error (performer against softmax attention), not the implementation's: that one
+    is `check`'s. Measured at n = min(seq_len, APPROX_SEQ_LEN); None for exact variants.
+    """
+    spec = variants.get(case.variant)
+    if spec.approximates is None:
+        return None
+    n = min(case.seq_len, APPROX_SEQ_LEN)
+    key = (case.variant, case.params, case.num_heads, case.num_kv_heads, case.head_dim, case.causal, case.mode, n)
+    if key not in _APPROX:
+        small = Case(**{**case.key, "batch": 1, "seq_len": n, "params": case.params})
+        q, k, v = inputs(small, dtype=torch.float64, device="cpu")
+        with torch.no_grad():
+            out = spec.attention(q, k, v, impl="dense", causal=case.causal, **dict(case.params))
+            ref = variants.get(spec.approximates).attention(q, k, v, impl="dense", causal=case.causal)
+        _APPROX[key] = ((out - ref).norm() / ref.norm()).item()
+    return _APPROX[key], n
+
+
+def gemm_peak(device: str, dtype: str, threads: int, min_run_time: float = 0.2) -> dict:
+    """The device's matmul rate: the best FLOP/s of square matmuls, timed like the cases."""
+    sizes = (512, 1024, 2048) if device == "cpu" else (2048, 4096, 8192)
+    rates = {}
+    for n in sizes:
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        a, b = (torch.randn(n, n, generator=gen).to(device=device, dtype=DTYPES[dtype]) for _ in range(2))
+        fn = lambda: torch.mm(a, b)  # noqa: E731
+        if device == "cuda":
+            samples = time_cuda(fn, min_run_time, 50)
+        else:
+            samples = time_cpu(fn, threads, min_run_time, 50)
+        rates[str(n)] = 2 * n**3 / statistics.median(samples)
+    return {"flops_per_s": max(rates.values()), "by_size": rates, "threads": threads,
+            "note": "best median FLOP/s of square torch.mm over the sizes"}
+
+
 def time_cpu(fn, threads: int, min_run_time: float, max_samples: int, min_samples: int = MIN_SAMPLES) -> list[float]:
     """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least `min_samples`."""
     import torch.utils.benchmark as benchmark
@@ -214,6 +256,9 @@ def measure(case: Case, settings: dict, replicate: int = 0) -> dict:
         del fn, q, k, v
         if replicate == 0:
             row["flops_counted"], row["flops_counted_note"] = count_flops(case)
+            approx = approximation_error(case)
+            if approx is not None:
+                row["approx_error"], row["approx_seq_len"] = approx
     except BaseException as err:  # noqa: BLE001 - a failing case is a row, not a crash
         if isinstance(err, KeyboardInterrupt):
             raise

@@ -17,7 +17,7 @@ COLUMNS = [
     # beside the required columns:
     "case_id", "pairs", "claimed_exponent_n", "claimed_exponent_d", "kv_bytes", "check_error",
     "check_tol", "flops_counted_note", "setup", "notes", "extra_flops", "wall_s", "replicates",
-    "replicate_times_s",
+    "replicate_times_s", "approx_error", "approx_seq_len",
 ]
 JSON_COLUMNS = ("params", "setup", "notes", "extra_flops")
 
@@ -81,3 +81,9 @@ def write(frame: pd.DataFrame, run_dir: Path) -> list[Path]:
 
 def read(run_dir: Path) -> pd.DataFrame:
     return pd.read_parquet(Path(run_dir) / "results.parquet")
+
+
+def read_peaks(run_dir: Path) -> dict:
+    """The run's matmul probe (device -> dtype -> figures); {} for a run without one."""
+    path = Path(run_dir) / "probe.json"
+    return json.loads(path.read_text()) if path.is_file() else {}

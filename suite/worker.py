@@ -34,7 +34,7 @@ def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | 
     for module in plugins:
         importlib.import_module(module)
     from suite.case import Case
-    from suite.measure import measure
+    from suite.measure import gemm_peak, measure
 
     conn.send(("ready", os.getpid()))
     while True:
@@ -44,6 +44,9 @@ def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | 
             return
         if message is None:
             return
+        if message[0] == "gemm_peak":  # the device's matmul rate, for the report's efficiency
+            conn.send(("peak", gemm_peak(device, message[1], settings["threads"])))
+            continue
         key, replicate = message
         row = measure(Case.from_key(key), settings, replicate=replicate)
         allocator.trim()  # retained within a case, handed back between cases

@@ -115,11 +115,12 @@ def impls(features: Callable[[dict, torch.Tensor], FeatureMap]) -> dict[str, Imp
     }
 
 
-def linearized_variant(*, name: str, summary: str, source: str, params, features, theory_fn) -> VariantSpec:
+def linearized_variant(*, name: str, summary: str, source: str, params, features, theory_fn,
+                       approximates: str | None = None) -> VariantSpec:
     return register(
         VariantSpec(
             name=name, family="linear", summary=summary, source=source, params=params,
-            theory_fn=theory_fn, impls=impls(features),
+            theory_fn=theory_fn, impls=impls(features), approximates=approximates,
         )
     )
 

@@ -127,6 +127,7 @@ class VariantSpec:
     row_counts_fn: Callable[..., torch.Tensor] | None = None  # allowed keys per query row
     decode: bool = False  # queries may be fewer than keys (aligned to the end), non-causal only
     check_fn: Callable[[int, dict], None] | None = None  # limits between parameters
+    approximates: str | None = None  # the variant whose output this one estimates (performer: full)
     extras: Mapping[str, Any] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- parameters

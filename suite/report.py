@@ -1,0 +1,121 @@
+"""The HTML report of a run, built from its results folder alone (no re-run), and its terminal summary.
+
+`reports/NAME/index.html` is self-contained: figures are embedded PNGs, styles inline, no scripts;
+the results table is copied beside it so that the page and its raw data travel together.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from pathlib import Path
+
+import jinja2
+import numpy as np
+import pandas as pd
+
+from suite import analysis, figures, results
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def fmt_n(x) -> str:
+    return "" if x is None or pd.isna(x) else f"{x:g}"
+
+
+def fmt_slope(fit) -> str:
+    if pd.isna(fit["slope"]):
+        return "–"
+    lo = "−∞" if not np.isfinite(fit["lo"]) else f"{fit['lo']:.2f}"
+    hi = "∞" if not np.isfinite(fit["hi"]) else f"{fit['hi']:.2f}"
+    return f"{fit['slope']:.2f} [{lo}, {hi}]"
+
+
+def fmt_si(x, unit="") -> str:
+    if x is None or pd.isna(x):
+        return ""
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def fmt_excluded(values) -> str:
+    values = list(values) if values is not None else []
+    return ", ".join(f"{v:g}" for v in values)
+
+
+def other_fits(fits: pd.DataFrame) -> pd.DataFrame:
+    """Exponents in heads, head dim, KV heads and features, as display rows."""
+    if fits.empty:
+        return fits
+    rows = fits[fits["axis"] != "seq_len"].copy()
+    return rows.sort_values(["axis", "variant", "series", "metric"])
+
+
+def efficiency_rows(eff: pd.DataFrame) -> pd.DataFrame:
+    """Per fwd series of the n sweeps, its largest-n case: FLOP/s, share of peak, work ratio."""
+    if eff.empty:
+        return eff
+    main = figures.main_shape(eff)
+    last = main.sort_values("seq_len").groupby(["variant", "series"], sort=True).tail(1)
+    return last.sort_values(["variant", "series"])
+
+
+def crossover_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per series, a column per reference implementation of full attention."""
+    if table.empty:
+        return table
+    keys = ["variant", "series", "device", "dtype", "num_heads", "head_dim"]
+    wide = table.pivot_table(index=keys, columns="reference", values="crossover", aggfunc="first")
+    return wide.reset_index().fillna("")
+
+
+def failures(frame: pd.DataFrame) -> pd.DataFrame:
+    bad = frame[frame["status"] != "ok"]
+    return bad[["variant", "impl", "device", "dtype", "mode", "seq_len", "num_heads", "num_kv_heads",
+                "head_dim", "causal", "params", "status", "reason"]]
+
+
+def build(run_dir: Path, report_dir: Path) -> Path:
+    """Write report_dir/index.html (and the results beside it) from run_dir; return the page's path."""
+    run_dir, report_dir = Path(run_dir), Path(report_dir)
+    frame = results.read(run_dir)
+    peaks = results.read_peaks(run_dir)
+    env = json.loads((run_dir / "env.json").read_text()) if (run_dir / "env.json").is_file() else {}
+    plan = json.loads((run_dir / "plan.json").read_text()) if (run_dir / "plan.json").is_file() else {}
+    result = analysis.analyse(frame, peaks)
+    images = {name: (caption, base64.b64encode(data).decode()) for name, (caption, data)
+              in figures.all_figures(result).items()}
+    report_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("results.csv", "results.parquet", "env.json", "probe.json"):
+        if (run_dir / name).is_file():
+            shutil.copyfile(run_dir / name, report_dir / name)
+    env_loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                                    undefined=jinja2.StrictUndefined)
+    env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded)
+    page = env_loader.get_template("report.html.j2").render(
+        name=run_dir.name, plan=plan, env=env, peaks=peaks, claims=result.claims,
+        others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers),
+        efficiency=efficiency_rows(result.efficiency), status=result.status,
+        failures=failures(frame), images=images, counts=frame["status"].value_counts().to_dict(),
+        tolerance=analysis.TOLERANCE, min_span=analysis.MIN_SPAN, floor_share=analysis.FLOOR_SHARE,
+        fits_count=len(result.fits),
+    )
+    path = report_dir / "index.html"
+    path.write_text(page)
+    return path
+
+
+def summary(run_dir: Path) -> str:
+    """The verdict table as plain text, for the terminal at the end of a run."""
+    frame = results.read(run_dir)
+    table = analysis.claims(analysis.all_exponents(frame))
+    if table.empty:
+        return "no exponent could be fitted (each series needs 3 values of n)"
+    lines = [f"{'variant':<15} {'implementation':<22} {'exponent in n [95% CI]':<24} {'claim':>5}  verdict"]
+    for _, row in table.iterrows():
+        lines.append(f"{row['variant']:<15} {row['series'][:22]:<22} {fmt_slope(row):<24} "
+                     f"{row['claimed']:>5g}  {row['verdict']}")
+    return "\n".join(lines)

@@ -1,0 +1,170 @@
+"""Fits, verdicts, crossovers and efficiency on synthetic results tables, where the truth is known."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite import analysis
+from suite.analysis import Fit, fit_power, floor_model, verdict
+
+N = 2.0 ** np.arange(4, 21)  # 16 .. 1M: a floor up to n = 256, then 4096x of power law
+
+
+def synthetic(p: float, seed: int, floor_at: float = 256.0, noise: float = 0.03, n=N) -> np.ndarray:
+    """t = c·nᵖ with multiplicative noise, plus a constant floor equal to the power term at floor_at."""
+    rng = np.random.default_rng(seed)
+    c = 1e-9
+    return c * n**p * (1 + noise * rng.standard_normal(len(n))) + c * floor_at**p
+
+
+@pytest.mark.parametrize("p", [0.5, 1.0, 1.5, 2.0, 2.5])
+def test_fit_recovers_the_exponent_within_005_under_3pct_noise_and_a_floor(p):
+    for seed in range(20):
+        fit = fit_power(N, synthetic(p, seed))
+        assert abs(fit.slope - p) <= 0.05, (seed, fit)
+        assert fit.excluded and max(fit.excluded) >= 256, "the flat small-n region must be detected"
+        assert fit.span >= 16
+
+
+def test_without_the_floor_exclusion_the_floor_biases_the_slope():
+    """The floor detection is what makes the fit right: plain least squares on all points is far off."""
+    plain = fit_power(N, synthetic(2.0, 0), exclude_floor=False)
+    assert abs(plain.slope - 2.0) > 0.2
+
+
+def test_a_pure_power_law_keeps_every_point():
+    rng = np.random.default_rng(1)
+    t = 3e-7 * N**1.5 * (1 + 0.01 * rng.standard_normal(len(N)))
+    fit = fit_power(N, t)
+    assert fit.excluded == () and fit.span == N[-1] / N[0]
+    assert fit.lo <= 1.5 <= fit.hi
+
+
+def test_the_95pct_interval_covers_the_true_exponent_about_95pct_of_the_time():
+    n = 2.0 ** np.arange(8, 15)  # 7 points, 64x, as a grid has
+    covered = sum(fit.lo <= 1.0 <= fit.hi for fit in
+                  (fit_power(n, synthetic(1.0, seed, floor_at=1.0, noise=0.05, n=n)) for seed in range(200)))
+    assert 0.88 <= covered / 200 <= 0.995
+
+
+def test_floor_model_recovers_floor_and_exponent_without_noise():
+    floor, c, p = floor_model(N, 2e-4 + 1e-9 * N**2)
+    assert p == pytest.approx(2.0, abs=0.01)
+    assert floor == pytest.approx(2e-4, rel=0.05)
+
+
+def test_fewer_than_three_points_is_no_fit_and_an_inconclusive_verdict():
+    assert fit_power([256, 512], [1.0, 2.0]) is None
+    assert verdict(None, 1.0)[0] == "inconclusive"
+
+
+def _fit(lo, hi, used=(256, 4096)):
+    return Fit(slope=(lo + hi) / 2, lo=lo, hi=hi, intercept=0.0, used=used)
+
+
+@pytest.mark.parametrize("lo, hi, expected", [
+    (0.90, 1.10, "confirmed"), (0.85, 1.15, "confirmed"),
+    (1.16, 1.40, "refuted"), (0.50, 0.84, "refuted"),
+    (1.10, 1.20, "inconclusive"), (0.50, 1.50, "inconclusive"),
+])
+def test_verdict_rule_of_claims_md(lo, hi, expected):
+    assert verdict(_fit(lo, hi), 1.0)[0] == expected
+
+
+def test_a_span_under_16x_is_inconclusive_whatever_the_interval():
+    status, why = verdict(_fit(0.99, 1.01, used=(256, 2048)), 1.0)
+    assert status == "inconclusive" and "8x" in why
+
+
+def test_memory_has_no_claim():
+    assert verdict(_fit(0.99, 1.01), None)[0] == "no claim"
+
+
+# ----------------------------------------------------------------------------- on a results table
+def _rows(variant, impl, times: dict, *, claimed, flops_counted=None, peak=None, **shape):
+    base = dict(variant=variant, impl=impl, device="cpu", dtype="float32", mode="fwd", batch=1,
+                num_heads=8, num_kv_heads=8, head_dim=64, causal=False, params="{}", status="ok",
+                reason="", claimed_exponent_n=claimed, claimed_exponent_d=1.0)
+    base.update(shape)
+    out = []
+    for n, t in times.items():
+        flops = 4 * 8 * 64 * n**claimed
+        out.append({**base, "seq_len": n, "time_s": t, "flops": flops,
+                    "flops_counted": flops_counted(n) if flops_counted else flops,
+                    "peak_bytes": peak(n) if peak else 1e3 * n})
+    return out
+
+
+def table() -> pd.DataFrame:
+    n = [256, 512, 1024, 2048, 4096, 8192, 16384]
+    rows = (_rows("full", "sdpa", {x: 1e-9 * x**2 for x in n}, claimed=2.0)
+            + _rows("full", "dense", {x: 3e-9 * x**2 for x in n[:5]}, claimed=2.0)
+            + _rows("sliding_window", "native", {x: 2e-5 * x for x in n}, claimed=1.0,
+                    flops_counted=lambda x: 4 * 8 * 64 * 257 * x)
+            + _rows("sliding_window", "sdpa", {x: 1.1e-9 * x**2 for x in n[:5]}, claimed=1.0,
+                    flops_counted=lambda x: 4 * 8 * 64 * x**2))
+    rows.append({**rows[0], "seq_len": 32768, "status": "oom", "reason": "out of memory", "time_s": None})
+    return pd.DataFrame(rows)
+
+
+def test_claims_table_confirms_the_structured_path_and_calls_the_masked_one_quadratic():
+    claims = analysis.claims(analysis.all_exponents(table()))
+    by = claims.set_index(["variant", "impl"])
+    assert by.loc[("sliding_window", "native"), "verdict"] == "confirmed"
+    assert by.loc[("sliding_window", "native"), "realizes"] == "yes"
+    assert by.loc[("sliding_window", "sdpa"), "verdict"] == "refuted"
+    assert by.loc[("sliding_window", "sdpa"), "realizes"].startswith("no")
+    assert by.loc[("sliding_window", "sdpa"), "flops_slope"] == pytest.approx(2.0, abs=1e-6)
+    assert by.loc[("full", "sdpa"), "verdict"] == "confirmed"
+
+
+def test_diagnosis_names_the_implementations_quadratic_work():
+    result = analysis.analyse(table())
+    row = result.claims.set_index(["variant", "impl"]).loc[("sliding_window", "sdpa")]
+    assert "grows as n^2.00, not as the algorithm's n^1" in row["diagnosis"]
+
+
+def test_failed_cases_are_left_out_of_fits_and_counted_in_the_status_matrix():
+    result = analysis.analyse(table())
+    assert result.status.loc[("full", "sdpa"), "oom"] == 1
+    assert result.status.loc[("full", "sdpa"), "ok"] == 7
+
+
+def test_crossover_is_interpolated_between_measured_points():
+    # window time 2e-5·n against full 1e-9·n²: equal at n = 20000, between 16384 and 32768; add 32768
+    frame = table()
+    extra = pd.DataFrame(_rows("full", "sdpa", {32768: 1e-9 * 32768**2}, claimed=2.0)
+                         + _rows("sliding_window", "native", {32768: 2e-5 * 32768}, claimed=1.0))
+    result = analysis.crossovers(pd.concat([frame, extra], ignore_index=True))
+    row = result[(result["impl"] == "native") & (result["reference"] == "full/sdpa")].iloc[0]
+    assert row["crossover_n"] == pytest.approx(20000, rel=0.01)
+    never = result[(result["impl"] == "sdpa") & (result["reference"] == "full/sdpa")].iloc[0]
+    assert np.isnan(never["crossover_n"]) and "slower at every measured n" in never["crossover"]
+
+
+def test_efficiency_is_useful_flops_over_time_against_the_probe_peak_with_the_work_ratio():
+    peaks = {"cpu": {"float32": {"flops_per_s": 1e11}}}
+    eff = analysis.efficiency(table(), peaks)
+    row = eff[(eff["variant"] == "sliding_window") & (eff["impl"] == "sdpa") & (eff["seq_len"] == 1024)].iloc[0]
+    assert row["peak_share"] == pytest.approx(4 * 8 * 64 * 1024 / (1.1e-9 * 1024**2) / 1e11)  # useful FLOPs
+    assert row["work_ratio"] == pytest.approx(1024)  # counted n² against the pattern's n¹: 1024x the work
+    assert np.isnan(analysis.efficiency(table(), None)["peak_share"]).all()
+
+
+def test_heads_axis_holds_the_kv_ratio_and_features_axis_reads_params():
+    rows = []
+    for h in (1, 2, 4, 8, 16):
+        rows += _rows("full", "sdpa", {2048: 1e-3 * h}, claimed=2.0, num_heads=h, num_kv_heads=h)
+    for m in (16, 64, 256, 1024):
+        rows += [{**r, "approx_error": 2.0 / m**0.5, "params": json.dumps({"features": m})}
+                 for r in _rows("performer", "native", {4096: 1e-4 * m}, claimed=1.0)]
+    fits = analysis.all_exponents(pd.DataFrame(rows))
+    heads = fits[(fits["axis"] == "num_heads") & (fits["metric"] == "time")].iloc[0]
+    assert heads["slope"] == pytest.approx(1.0) and heads["verdict"] == "confirmed"
+    error = fits[(fits["axis"] == "features") & (fits["metric"] == "error")].iloc[0]
+    assert error["slope"] == pytest.approx(-0.5) and error["claimed"] == -0.5 and error["verdict"] == "confirmed"
+    assert error["series"] == "native"

@@ -1,0 +1,110 @@
+"""The report: built from a results folder alone, self-contained, and rendered by a real browser."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from suite import report, results
+from test_analysis import table
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """A run folder with a synthetic table, a probe and an environment, and its report."""
+    root = tmp_path_factory.mktemp("report")
+    run = root / "results" / "synthetic"
+    run.mkdir(parents=True)
+    frame = table()
+    for col in results.COLUMNS:
+        if col not in frame:
+            frame[col] = None
+    frame["samples"] = frame["time_s"].map(lambda t: [t] if t == t and t is not None else None)
+    results.write(frame[results.COLUMNS], run)
+    (run / "env.json").write_text(json.dumps({"torch": "2.13.0", "cpu_model": "test CPU", "fingerprint_id": "x"}))
+    (run / "plan.json").write_text(json.dumps({"grid": "synthetic", "settings": {"threads": 1}}))
+    (run / "probe.json").write_text(json.dumps({"cpu": {"float32": {"flops_per_s": 1e11, "threads": 1}}}))
+    return report.build(run, root / "reports" / "synthetic")
+
+
+def test_report_is_self_contained_with_embedded_figures_and_the_raw_data_beside_it(built):
+    page = built.read_text()
+    images = re.findall(r'<img[^>]*src="([^"]+)"', page)
+    assert len(images) >= 4  # time, memory, FLOPs, efficiency
+    for src in images:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not re.search(r'(src|href)="(https?:)?//', page), "nothing may load from the network"
+    for name in ("results.csv", "results.parquet", "env.json", "probe.json"):
+        assert (built.parent / name).is_file() and f'href="{name}"' in page
+    assert "<script" not in page
+
+
+def test_report_leads_with_the_verdicts_of_the_data(built):
+    page = built.read_text()
+    verdicts = page[page.index('id="verdicts"'):page.index('id="other-axes"')]
+    rows = re.findall(r"<tr><td>(\w+)</td><td>([^<]+)</td>.*?class=\"(confirmed|refuted|inconclusive)\"",
+                      verdicts, flags=re.S)
+    got = {(variant, impl): status for variant, impl, status in rows}
+    assert got[("sliding_window", "native")] == "confirmed"
+    assert got[("sliding_window", "sdpa")] == "refuted"
+    assert "grows as n^2.00, not as the algorithm&#39;s n^1" in verdicts  # the masked path's diagnosis
+    assert "100 GFLOP/s" in page  # the probe's peak
+    assert "out of memory" in page  # the failed case, with its reason
+
+
+def test_summary_prints_one_line_per_claim_fit(built):
+    text = report.summary(built.parent.parent.parent / "results" / "synthetic")
+    lines = text.splitlines()
+    assert lines[0].startswith("variant") and len(lines) == 1 + 4
+    assert any("sliding_window" in line and "confirmed" in line for line in lines)
+
+
+def test_report_command_rebuilds_from_results_alone_and_names_known_runs_on_a_typo(built, tmp_path):
+    from suite import cli
+
+    results_dir = built.parent.parent.parent / "results"
+    assert cli.main(["report", "synthetic", "--results-dir", str(results_dir),
+                     "--reports-dir", str(tmp_path)]) == 0
+    assert (tmp_path / "synthetic" / "index.html").is_file()
+    assert cli.main(["report", "synthetc", "--results-dir", str(results_dir), "--reports-dir", str(tmp_path)]) == 2
+
+
+def _browser_or_skip():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if sync_playwright is None or not os.path.exists(CHROMIUM):
+        if os.environ.get("SUITE_REQUIRE_BROWSER"):
+            pytest.fail(f"SUITE_REQUIRE_BROWSER is set but playwright or {CHROMIUM} is missing")
+        pytest.skip(f"needs playwright and Debian's chromium at {CHROMIUM} (apt-get install chromium)")
+    return sync_playwright
+
+
+def test_report_renders_in_headless_chromium_with_no_console_errors_and_every_figure_loaded(built):
+    sync_playwright = _browser_or_skip()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        page.goto(built.as_uri(), wait_until="load")
+        widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
+        heading = page.inner_text("h1")
+        browser.close()
+    assert errors == []
+    assert len(widths) >= 4 and all(w > 100 for w in widths), widths
+    assert "synthetic" in heading
