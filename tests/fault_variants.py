@@ -65,3 +65,31 @@ def _register(name: str, native: Impl) -> None:
 for fault, action in FAULTS.items():
     _register(f"fault_{fault}", _faulty(action))
 _register("fault_wrong", _wrong())
+
+
+# ------------------------------------------------------------------ a slowdown injected on demand
+PACE_S = 0.002  # each call sleeps this long (times SUITE_TEST_SLOWDOWN for `paced/native`)
+
+
+def _paced(factor_env: str | None) -> Impl:
+    def prepare(q, k, v, *, causal, params):
+        pause = PACE_S * (float(os.environ.get(factor_env, "1")) if factor_env else 1.0)
+
+        def call():
+            time.sleep(pause)
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        return Prepared(call)
+
+    return Impl("native" if factor_env else "sdpa", prepare,
+                cost="SDPA plus a sleep" + (f" stretched by ${factor_env}" if factor_env else ""))
+
+
+if "paced" not in __import__("variants").names():
+    register(VariantSpec(
+        name="paced", family="test", summary="test-only: full attention plus a sleep; native's sleep "
+        "is multiplied by $SUITE_TEST_SLOWDOWN (an injected regression), sdpa's is not",
+        source="tests", params=(), theory_fn=full.SPEC.theory_fn,
+        impls={"dense": dense_impl(None), "native": _paced("SUITE_TEST_SLOWDOWN"), "sdpa": _paced(None)},
+        mask_fn=full.SPEC.mask_fn, row_counts_fn=full.row_counts,
+    ))

@@ -1,0 +1,262 @@
+"""Compare two runs case by case, and decide whether the new one regressed. Pure: tables in, tables out.
+
+A case is *slower* only when its change is both significant and larger than an effect floor.
+Significant: its change of median log time beyond the grid's common shift, against the noise
+between its worker processes (the replicates) and between runs (from the scatter of the whole
+grid's changes), with p-values corrected across the grid by Benjamini–Hochberg. Exponent drifts
+and verdict changes come from the fits of both runs (suite.analysis).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from suite import analysis
+
+STABLE_ENV = ("torch", "xformers", "cuda", "python", "cpu_model", "cpu_count", "threads", "allocator",
+              "cuda_device")
+LABEL = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_heads", "num_kv_heads",
+         "head_dim", "causal", "params"]
+BLOCKING = {"missing": "in the baseline, not in the new run", "failed": "ok in the baseline, failed in the new run",
+            "untested": "too few timings to test", "new": "no baseline to compare with"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What counts as a regression. The defaults are the ones the README's figures were measured with."""
+
+    alpha: float = 0.05  # false discovery rate over the grid
+    effect_floor: float = 0.05  # changes under 5% are never called
+    exponent_drift: float = 0.15  # CLAIMS.md's tolerance, applied to a change of fitted exponent
+    allow_new: bool = False  # new cases (no baseline) do not block
+    grid_floor: float = 0.10  # a shift of the whole grid's median case this large is called
+
+
+MIN_PROCESS_SIGMA = 0.005  # a case's processes never agree better than 0.5% (log time)
+MIN_RUN_SIGMA = 0.02  # cases move between runs by ±2% at least (±8% seen here on 0.3-2 ms cases)
+MIN_CASES_FOR_SHIFT = 5  # fewer tested cases: no grid shift is estimated, the run noise is the minimum
+
+
+def timings(row: pd.Series) -> tuple[np.ndarray, str]:
+    """The values to test: per-process medians when the case ran in ≥ 2 processes, else raw samples."""
+    reps = row.get("replicate_times_s")
+    if reps is not None and len(reps) >= 2:
+        return np.asarray(reps, float), "processes"
+    samples = row.get("samples")
+    return (np.asarray(samples, float) if samples is not None else np.array([])), "samples"
+
+
+def log_change(base: np.ndarray, new: np.ndarray) -> tuple[float, float]:
+    """(change of log time, its standard error): medians, so that a minority of slow processes does
+    not move the estimate, and a spread that does not hide them either.
+
+    NB: per process, some sub-millisecond cases here are bimodal (a third of the processes 30-40%
+    slower, whatever the core): the spread is the larger of the standard deviation and the
+    MAD-based σ, times √(π/2) for the median's efficiency, and never under MIN_PROCESS_SIGMA.
+    """
+    lb, ln = np.log(base), np.log(new)
+
+    def spread(x):
+        mad = 1.4826 * float(np.median(np.abs(x - np.median(x))))
+        return max(mad, float(np.std(x, ddof=1)), MIN_PROCESS_SIGMA)
+
+    se = math.sqrt(math.pi / 2 * (spread(lb) ** 2 / len(lb) + spread(ln) ** 2 / len(ln)))
+    return float(np.median(ln) - np.median(lb)), se
+
+
+def cases(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> pd.DataFrame:
+    """One row per case of either run: status faster / slower / unchanged / new / missing / failed /
+    fixed / untested / skipped, with the ratio new/base, its 95% interval, p and the BH q-value.
+
+    The test is against two sources of noise: between processes within a run (each case's own
+    spread) and between runs (each case moving by its own few percent from one run to the next,
+    estimated from how the whole grid's changes scatter about their median; at least
+    MIN_RUN_SIGMA). A case is tested on its change beyond the grid's common shift, which is judged
+    on its own (`grid_shift`): one slow case stands out, a machine that drifted moves everything.
+    """
+    b, n = base.set_index("case_id"), new.set_index("case_id")
+    records = []
+    for case_id in list(b.index) + [c for c in n.index if c not in b.index]:
+        row_b = b.loc[case_id] if case_id in b.index else None
+        row_n = n.loc[case_id] if case_id in n.index else None
+        label = (row_n if row_n is not None else row_b)[LABEL].to_dict()
+        record = {"case_id": case_id, **label, "ratio": np.nan, "ratio_lo": np.nan, "ratio_hi": np.nan,
+                  "p": np.nan, "base_time_s": np.nan, "new_time_s": np.nan, "change": np.nan, "se": np.nan,
+                  "reason": ""}
+        if row_n is None:
+            record.update(status="missing", reason=BLOCKING["missing"])
+        elif row_b is None:
+            record.update(status="new", reason=BLOCKING["new"])
+        elif row_b["status"] != "ok" or row_n["status"] != "ok":
+            record.update(_not_ok(row_b, row_n))
+        else:
+            (tb, kind_b), (tn, kind_n) = timings(row_b), timings(row_n)
+            record.update(base_time_s=row_b["time_s"], new_time_s=row_n["time_s"])
+            if len(tb) < 2 or len(tn) < 2:
+                record.update(status="untested", reason=BLOCKING["untested"])
+            else:
+                change, se = log_change(tb, tn)
+                record.update(change=change, se=se, status="tested",
+                              reason="" if kind_b == kind_n == "processes" else
+                              "tested on samples of one process: between-process noise is not in the test")
+        records.append(record)
+    out = pd.DataFrame.from_records(records)
+    tested = out["status"] == "tested"
+    out["q"] = np.nan
+    out.attrs.update(grid_shift=0.0, run_sigma=MIN_RUN_SIGMA, tested=int(tested.sum()))
+    if not tested.any():
+        return out
+    change = out.loc[tested, "change"]
+    shift = float(change.median()) if tested.sum() >= MIN_CASES_FOR_SHIFT else 0.0
+    residual = change - shift
+    sigma = MIN_RUN_SIGMA
+    if tested.sum() >= MIN_CASES_FOR_SHIFT:
+        sigma = max(MIN_RUN_SIGMA, 1.4826 * float(np.median(np.abs(residual))))
+    total = np.sqrt(out.loc[tested, "se"] ** 2 + sigma**2)
+    z = residual / total
+    out.loc[tested, "p"] = 2 * stats.norm.sf(np.abs(z))
+    out.loc[tested, "ratio"] = np.exp(change)
+    out.loc[tested, "ratio_lo"] = np.exp(change - 1.96 * total)
+    out.loc[tested, "ratio_hi"] = np.exp(change + 1.96 * total)
+    out.loc[tested, "q"] = stats.false_discovery_control(out.loc[tested, "p"].to_numpy(), method="bh")
+    out.attrs.update(grid_shift=shift, run_sigma=sigma)
+    significant = tested & (out["q"] <= rule.alpha)
+    out.loc[tested, "status"] = "unchanged"
+    out.loc[significant & (out["change"] > shift) & (out["ratio"] >= 1 + rule.effect_floor), "status"] = "slower"
+    out.loc[significant & (out["change"] < shift) & (out["ratio"] <= 1 / (1 + rule.effect_floor)), "status"] = "faster"
+    return out
+
+
+def _not_ok(row_b: pd.Series, row_n: pd.Series) -> dict:
+    sb, sn = row_b["status"], row_n["status"]
+    if sb == sn:  # skipped in both, or the same failure in both (a known out-of-memory): nothing changed
+        return {"status": "skipped" if sb == "skipped" else "unchanged", "reason": f"{sb} in both: {row_n['reason']}"}
+    if sb == "ok":
+        return {"status": "failed", "reason": f"{BLOCKING['failed']}: {sn}: {row_n['reason']}"}
+    if sn == "ok":
+        return {"status": "fixed", "reason": f"{sb} in the baseline ({row_b['reason']}), ok now"}
+    return {"status": "failed", "reason": f"{sb} in the baseline, {sn} now: {row_n['reason']}"}
+
+
+def exponents(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> pd.DataFrame:
+    """Fitted time exponents in n of both runs, joined per series: drift and verdict change flagged."""
+    fb = analysis.exponents(base, "seq_len", ("time",))
+    fn = analysis.exponents(new, "seq_len", ("time",))
+    if fb.empty or fn.empty:
+        return pd.DataFrame(columns=["series", "drift", "verdict_change"])
+    keys = [c for c in analysis.SHAPE if c != "seq_len"]
+    cols = ["slope", "lo", "hi", "verdict", "claimed", "series"]
+    both = fb[keys + cols].merge(fn[keys + cols], on=keys + ["series", "claimed"], suffixes=("_base", "_new"))
+    apart = (both["lo_new"] > both["hi_base"]) | (both["hi_new"] < both["lo_base"])
+    change = both["slope_new"] - both["slope_base"]
+    both["drift"] = np.where(apart & (change > rule.exponent_drift), "steeper",
+                             np.where(apart & (change < -rule.exponent_drift), "flatter", ""))
+    both["verdict_change"] = np.where(both["verdict_base"] != both["verdict_new"],
+                                      both["verdict_base"] + " → " + both["verdict_new"], "")
+    return both
+
+
+def env_differences(env_base: dict, env_new: dict) -> list[str]:
+    return [f"{key}: {env_base.get(key)!r} vs {env_new.get(key)!r}" for key in STABLE_ENV
+            if env_base.get(key) != env_new.get(key)]
+
+
+@dataclass
+class Verdict:
+    code: int  # 0 no regression, 1 confirmed regression, 2 cannot judge
+    reasons: list[str]
+    cases: pd.DataFrame
+    exponents: pd.DataFrame
+    env: list[str]
+
+
+def decide(base: pd.DataFrame, new: pd.DataFrame, env_base: dict, env_new: dict, rule: Rule = Rule(),
+           force: bool = False) -> Verdict:
+    """0 / 1 / 2 and why. A regression found is reported as 1 even when other cases cannot be judged."""
+    env = env_differences(env_base, env_new)
+    table = cases(base, new, rule)
+    exps = exponents(base, new, rule)
+    reasons = []
+    shift = table.attrs.get("grid_shift", 0.0)
+    if shift >= math.log1p(rule.grid_floor):
+        reasons.append(f"the whole grid is slower: the median case by {math.expm1(shift):.1%} (a regression in "
+                       "shared code, or a slower machine: re-run both on a quiet machine to tell)")
+    slower = table[table["status"] == "slower"]
+    for _, row in slower.iterrows():
+        reasons.append(f"slower: {_label(row)} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}], "
+                       f"q = {row['q']:.2g}")
+    for _, row in exps[exps["drift"] == "steeper"].iterrows():
+        reasons.append(f"exponent drift: {row['variant']}/{row['series']} n^{row['slope_base']:.2f} → "
+                       f"n^{row['slope_new']:.2f}")
+    for _, row in exps[exps["verdict_change"] == "confirmed → refuted"].iterrows():
+        reasons.append(f"verdict change: {row['variant']}/{row['series']} confirmed → refuted")
+    blocking = [s for s in BLOCKING if not (s == "new" and rule.allow_new)]
+    unjudged = table[table["status"].isin(blocking)]
+    cannot = [f"{row['status']}: {_label(row)}: {row['reason']}" for _, row in unjudged.iterrows()]
+    if env and not force:
+        return Verdict(2, ["environments differ (compare only within one fingerprint, or --force): "
+                           + "; ".join(env)], table, exps, env)
+    if reasons:
+        return Verdict(1, reasons, table, exps, env)
+    if cannot:
+        return Verdict(2, cannot, table, exps, env)
+    return Verdict(0, [], table, exps, env)
+
+
+def _label(row) -> str:
+    params = "" if row["params"] in (None, "{}") else f" {row['params']}"
+    return (f"{row['variant']}/{row['impl']} {row['device']} {row['dtype']} {row['mode']} n={row['seq_len']} "
+            f"H={row['num_heads']}/{row['num_kv_heads']} d={row['head_dim']}{' causal' if row['causal'] else ''}{params}")
+
+
+def markdown(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule()) -> str:
+    """For a PR comment or $GITHUB_STEP_SUMMARY: the decision, flagged cases, then the counts."""
+    title = {0: "no regression", 1: "**regression**", 2: "**cannot judge**"}[verdict.code]
+    lines = [f"### `{new_name}` against `{base_name}`: {title} (exit {verdict.code})", ""]
+    lines += [f"- {reason}" for reason in verdict.reasons] + ([""] if verdict.reasons else [])
+    counts = verdict.cases["status"].value_counts()
+    lines.append("Cases: " + ", ".join(f"{count} {status}" for status, count in counts.items()) + ".")
+    lines.append(f"Rule: slower or faster when the Benjamini–Hochberg q ≤ {rule.alpha:g} over the grid and the "
+                 f"change is at least {rule.effect_floor:.0%}; ratio = new / base time, 95% interval.")
+    lines.append("")
+    shown = verdict.cases[~verdict.cases["status"].isin(["unchanged", "skipped"])]
+    if not shown.empty:
+        lines += ["| status | case | ratio [95% CI] | q | base | new | note |", "|---|---|---|---|---|---|---|"]
+        for _, row in shown.iterrows():
+            ratio = "" if pd.isna(row["ratio"]) else f"{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}]"
+            q = "" if pd.isna(row["q"]) else f"{row['q']:.2g}"
+            lines.append(f"| {row['status']} | {_label(row)} | {ratio} | {q} | {_ms(row['base_time_s'])} | "
+                         f"{_ms(row['new_time_s'])} | {row['reason']} |")
+        lines.append("")
+    moved = verdict.exponents[(verdict.exponents["drift"] != "") | (verdict.exponents["verdict_change"] != "")] \
+        if not verdict.exponents.empty else verdict.exponents
+    if not moved.empty:
+        lines += ["| exponent in n | base | new | drift | verdict |", "|---|---|---|---|---|"]
+        for _, row in moved.iterrows():
+            lines.append(f"| {row['variant']}/{row['series']} | {row['slope_base']:.2f} | {row['slope_new']:.2f} | "
+                         f"{row['drift']} | {row['verdict_change']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _ms(seconds) -> str:
+    return "" if seconds is None or pd.isna(seconds) else f"{seconds * 1e3:.3f} ms"
+
+
+def as_json(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule()) -> dict:
+    def records(frame: pd.DataFrame) -> list[dict]:  # via pandas' JSON: numpy scalars and NaN handled
+        return json.loads(frame.to_json(orient="records")) if not frame.empty else []
+
+    return {
+        "base": base_name, "new": new_name, "exit_code": verdict.code, "reasons": verdict.reasons,
+        "environment_differences": verdict.env,
+        "rule": {"alpha": rule.alpha, "effect_floor": rule.effect_floor, "exponent_drift": rule.exponent_drift},
+        "counts": {k: int(v) for k, v in verdict.cases["status"].value_counts().items()},
+        "cases": records(verdict.cases),
+        "exponents": records(verdict.exponents),
+    }
