@@ -26,7 +26,7 @@ from typing import Any
 import variants
 from suite.case import DEVICES, DTYPES, MODES, Case
 
-PRESETS = ("smoke", "quick", "full")
+PRESETS = ("smoke", "quick", "full", "pr")
 AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_heads",
         "num_kv_heads", "head_dim", "causal", "params")
 TOP_LEVEL = ("name", "description", "settings", "defaults", "block")

@@ -35,8 +35,10 @@ seq_len = [16]
 """
 
 
-def suite(*args, cwd, timeout=600, **kw):
-    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+def suite(*args, cwd, timeout=600, report=False, env_extra=None, **kw):
+    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **(env_extra or {})}
+    if args[0] == "run" and not report and "--dry-run" not in args:
+        args = (*args, "--no-report")  # the report has its own tests; one run below makes it
     return subprocess.run([sys.executable, "-m", "suite", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env=env, **kw)
 
@@ -173,7 +175,8 @@ def test_dry_run_lists_cases_and_writes_nothing(tmp_path):
 def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
     grid = write_grid(tmp_path, '\n[[block]]\nvariant = ["sliding_window"]\nimpl = ["*"]\nseq_len = [16, 32]\n', name="cols")
     results = tmp_path / "results"
-    res = suite("run", "--grid", str(grid), "--run-id", "c", "--results-dir", str(results), cwd=tmp_path)
+    res = suite("run", "--grid", str(grid), "--run-id", "c", "--results-dir", str(results),
+                "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path, report=True)
     assert res.returncode == 0, res.stderr
     table = pd.read_parquet(results / "c" / "results.parquet")
     plan = json.loads((results / "c" / "plan.json").read_text())
@@ -189,6 +192,9 @@ def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
     env = json.loads((results / "c" / "env.json").read_text())
     assert {"torch", "xformers", "cpu_model", "threads", "git_commit", "fingerprint_id"} <= set(env)
     assert "done in" in res.stdout and "ok" in res.stdout
+    peak = json.loads((results / "c" / "probe.json").read_text())["cpu"]["float32"]
+    assert peak["flops_per_s"] > 1e8 and peak["threads"] == 1  # the run's GEMM probe
+    assert (tmp_path / "reports" / "c" / "index.html").is_file() and "report:" in res.stdout
 
 
 def test_replicates_are_timed_in_separate_processes(tmp_path):

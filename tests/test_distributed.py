@@ -1,0 +1,141 @@
+"""Grids larger than one machine: shards cover each case once and merge back; Ray runs the same cases."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pandas as pd
+import pytest
+
+from suite import grid as grids
+from suite import shard
+from test_runner import suite, write_grid
+
+SMALL = """
+[[block]]
+variant = ["full", "sliding_window", "linear"]
+impl = ["sdpa", "native", "dense"]
+seq_len = [16, 32]
+[[block]]
+variant = ["fault_raise", "fault_exit"]
+impl = ["native"]
+"""
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 400])
+def test_shards_of_the_smoke_grid_cover_every_case_exactly_once(n):
+    grid = grids.resolve("smoke")
+    settings = grid.settings.__dict__
+    parts = shard.split(list(grid.cases), settings, n)
+    ids = [case.case_id for part in parts for case in part]
+    assert len(ids) == len(set(ids)) == len(grid.cases)
+    assert parts == shard.split(list(grid.cases), settings, n), "deterministic"
+
+
+def test_shards_are_balanced_by_predicted_cost_not_count():
+    grid = grids.resolve("full")
+    settings = grid.settings.__dict__
+    parts = shard.split(list(grid.cases), settings, 4)
+    loads = [sum(shard.predicted_s(c, settings) for c in part) for part in parts]
+    assert max(loads) <= 1.1 * min(loads) + max(shard.predicted_s(c, settings) for c in grid.cases)
+    counts = [len(part) for part in parts]
+    assert max(counts) - min(counts) > 2, "the heavy cases of the full grid make counts unequal"
+
+
+@pytest.mark.parametrize("spec", ["0/3", "4/3", "x", "1/0", ""])
+def test_a_bad_shard_spec_exits_2_naming_it(tmp_path, spec):
+    res = suite("run", "--grid", "smoke", "--shard", spec, "--dry-run", cwd=tmp_path)
+    assert res.returncode == 2 and "--shard" in res.stderr
+
+
+def test_merged_shards_equal_the_unsharded_run_and_shards_of_other_grids_are_refused(tmp_path):
+    grid = write_grid(tmp_path, SMALL, name="sh")
+    results = tmp_path / "results"
+    common = ("--grid", str(grid), "--plugin", "fault_variants", "--results-dir", str(results))
+    for k in (1, 2, 3):
+        res = suite("run", *common, "--shard", f"{k}/3", "--run-id", f"s{k}", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+    res = suite("merge", "s1", "s3", "s2", "--run-id", "merged", "--results-dir", str(results),
+                "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "reports" / "merged" / "index.html").is_file()
+    res = suite("run", *common, "--run-id", "whole", cwd=tmp_path)
+    merged, whole = (pd.read_parquet(results / name / "results.parquet") for name in ("merged", "whole"))
+    assert list(merged["case_id"]) == list(whole["case_id"]), "same cases, in the grid's order"
+    assert list(merged["status"]) == list(whole["status"])
+    assert json.loads((results / "merged" / "plan.json").read_text())["complete"] is True
+
+    other = write_grid(tmp_path, SMALL.replace("seq_len = [16, 32]", "seq_len = [16, 48]"), name="sh")
+    res = suite("run", "--grid", str(other), "--plugin", "fault_variants", "--results-dir", str(results),
+                "--shard", "2/3", "--run-id", "o2", cwd=tmp_path)
+    assert res.returncode == 0
+    res = suite("merge", "s1", "o2", "--run-id", "bad", "--results-dir", str(results), cwd=tmp_path)
+    assert res.returncode == 2 and "not shards of one grid" in res.stderr
+    assert not (results / "bad").exists()
+
+
+def test_shards_from_different_environments_are_refused(tmp_path):
+    grid = write_grid(tmp_path, SMALL.split("[[block]]\nvariant = [\"fault")[0], name="env")
+    results = tmp_path / "results"
+    for k in (1, 2):
+        assert suite("run", "--grid", str(grid), "--results-dir", str(results), "--shard", f"{k}/2",
+                     "--run-id", f"e{k}", "--no-report", cwd=tmp_path).returncode == 0
+    env = json.loads((results / "e2" / "env.json").read_text())
+    (results / "e2" / "env.json").write_text(json.dumps({**env, "fingerprint_id": "other", "cpu_model": "X"}))
+    res = suite("merge", "e1", "e2", "--run-id", "m", "--results-dir", str(results), cwd=tmp_path)
+    assert res.returncode == 2 and "different machines" in res.stderr
+
+
+# ---------------------------------------------------------------------------------------- Ray
+ray = pytest.importorskip("ray", reason="the Ray executor's tests need the [ray] extra")
+
+
+def test_smoke_grid_on_a_local_ray_cluster_matches_the_local_executor(tmp_path):
+    results = tmp_path / "results"
+    for executor in ("local", "ray"):
+        extra = ("--executor", "ray", "--ray-workers", "2") if executor == "ray" else ()
+        res = suite("run", "--grid", "smoke", "--run-id", executor, "--results-dir", str(results),
+                    "--no-report", *extra, cwd=tmp_path, timeout=900)
+        assert res.returncode == 0, res.stderr[-3000:]
+    local, on_ray = (pd.read_parquet(results / name / "results.parquet") for name in ("local", "ray"))
+    assert list(local["case_id"]) == list(on_ray["case_id"])
+    assert dict(zip(local["case_id"], local["status"])) == dict(zip(on_ray["case_id"], on_ray["status"]))
+    pids = {row["pid"] for row in map(json.loads, (results / "ray" / "journal.jsonl").read_text().splitlines())
+            if "pid" in row}
+    assert len(pids) == 2, "two Ray actors measured the cases"
+    assert json.loads((results / "ray" / "probe.json").read_text())["cpu"]["float32"]["flops_per_s"] > 0
+
+
+def test_a_ray_worker_killed_mid_run_loses_no_finished_case(tmp_path):
+    body = SMALL.replace('seq_len = [16, 32]', 'seq_len = [16, 32, 48, 64]')
+    grid = write_grid(tmp_path, body, name="rk")
+    results = tmp_path / "results"
+    journal = results / "rk" / "journal.jsonl"
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": f"{os.path.dirname(__file__)}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen([sys.executable, "-m", "suite", "run", "--grid", str(grid), "--plugin", "fault_variants",
+                             "--run-id", "rk", "--results-dir", str(results), "--no-report", "--executor", "ray",
+                             "--ray-workers", "2"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and (not journal.is_file() or len(journal.read_text().splitlines()) < 4):
+        time.sleep(0.2)
+    rows = [json.loads(line) for line in journal.read_text().splitlines()]
+    before = {(row["case_id"], row.get("replicate", 0)): row for row in rows}
+    victim = next(row["pid"] for row in rows if "pid" in row)
+    os.kill(victim, signal.SIGKILL)  # a Ray worker, killed from outside, mid-run
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    after = {(row["case_id"], row.get("replicate", 0)): row for row in map(json.loads, journal.read_text().splitlines())}
+    for key, row in before.items():
+        assert after[key] == row, "a finished case was lost or changed"
+    table = pd.read_parquet(results / "rk" / "results.parquet")
+    assert "not_run" not in set(table["status"])
+    faults = table[table["variant"].str.startswith("fault_")].set_index("variant")["status"]
+    assert faults["fault_raise"] == "error" and faults["fault_exit"] == "error"
+    assert (table[~table["variant"].str.startswith("fault_")]["status"].isin(["ok", "error"])).all()
