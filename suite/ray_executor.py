@@ -38,6 +38,10 @@ def make_actor_class(ray, device: str, settings: dict):
             import importlib
 
             os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+            if device == "cpu":  # the grid's memory budget, as a local worker has it
+                from suite.worker import limit_address_space
+
+                limit_address_space(settings["memory_budget_gib"])
             from suite import allocator
 
             allocator.configure(settings["allocator"])

@@ -2,8 +2,8 @@
 
 Cases run here, not in the runner, so that a crash, a hang or memory exhaustion in one case costs
 at most this process: the runner records the case with its status and starts a fresh worker.
-On CPU an address-space limit (RLIMIT_AS) turns memory exhaustion into a clean RuntimeError
-instead of the kernel's SIGKILL.
+On CPU an address-space limit (RLIMIT_AS: the grid's memory budget above what the worker holds
+once started) turns memory exhaustion into a clean RuntimeError instead of the kernel's SIGKILL.
 """
 
 from __future__ import annotations
@@ -11,6 +11,18 @@ from __future__ import annotations
 import importlib
 import os
 import resource
+
+
+def limit_address_space(budget_gib: float) -> None:
+    """RLIMIT_AS at the address space the process holds now plus the budget: what a case may add.
+
+    NB: relative, not absolute, so that a local worker and a Ray actor (which maps Ray's shared
+    memory and threads before any case runs) give a case the same room.
+    """
+    with open("/proc/self/status") as status:
+        held = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+    limit = held + int(budget_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | None = None) -> None:
@@ -22,8 +34,7 @@ def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | 
     # address-space limit meaningful and leaves no background processes beside the timing.
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     if device == "cpu":
-        budget = int(settings["memory_budget_gib"] * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (budget, budget))
+        limit_address_space(settings["memory_budget_gib"])
     from suite import allocator
 
     allocator.configure(settings["allocator"])
