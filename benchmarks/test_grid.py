@@ -4,7 +4,7 @@
         --benchmark-autosave --benchmark-compare --benchmark-compare-fail=median:10%
 
 SUITE_BENCH_GRID names a preset or a grid file (default: smoke); SUITE_BENCH_DEVICE overrides its
-devices. Each case is one test, set up outside the timed call; the timed call synchronizes the
+devices; SUITE_BENCH_PLUGINS imports modules that register variants (comma-separated). Each case is one test, set up outside the timed call; the timed call synchronizes the
 device, so a CUDA kernel's time is measured, not its launch. Cases that cannot run here are
 skipped with the registry's reasons. (The suite's own runner isolates cases in processes and
 replicates them; this module is the simpler in-process path pytest-benchmark users expect.)
@@ -12,6 +12,7 @@ replicates them; this module is the simpler in-process path pytest-benchmark use
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import pytest
@@ -22,6 +23,8 @@ from suite import grid as grids
 from suite.case import DTYPES
 from suite.measure import build, inputs
 
+for _module in filter(None, os.environ.get("SUITE_BENCH_PLUGINS", "").split(",")):  # like run --plugin
+    importlib.import_module(_module)
 GRID = grids.resolve(os.environ.get("SUITE_BENCH_GRID", "smoke"),
                      devices=[d for d in os.environ.get("SUITE_BENCH_DEVICE", "").split(",") if d] or None)
 CASES = list(GRID.cases)
@@ -51,7 +54,7 @@ def test_case(benchmark, case):
     fn, setup = build(case, q, k, v)
     benchmark.group = case.variant
     benchmark.extra_info.update(case_id=case.case_id, flops=case_flops(case), setup_s=sum(setup.values()))
-    benchmark.pedantic(synchronized(fn), rounds=max(3, GRID.settings.max_samples // 3), warmup_rounds=1)
+    benchmark.pedantic(synchronized(fn), rounds=max(5, GRID.settings.max_samples), warmup_rounds=1)
 
 
 def case_flops(case) -> int:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -264,3 +266,24 @@ def test_an_exponent_that_drifts_from_linear_to_quadratic_is_a_regression():
     assert verdict.code == 1
     assert any(r.startswith("exponent drift: sliding_window/native n^1.00 → n^2.00") for r in verdict.reasons)
     assert verdict.exponents.iloc[0]["verdict_change"] == "confirmed → refuted"
+
+
+def test_the_pytest_benchmark_module_times_a_grid_and_its_compare_fail_gate_works(tmp_path):
+    grid = tmp_path / "tiny.toml"
+    grid.write_text('name = "tiny"\n[settings]\nthreads = 1\nmax_samples = 5\n[defaults]\nbatch = [1]\n'
+                    'num_heads = [2]\nhead_dim = [16]\nseq_len = [64]\n[[block]]\nvariant = ["paced"]\n'
+                    'impl = ["native"]\n[[block]]\nvariant = ["full"]\nimpl = ["xformers"]\n')
+    module = Path(__file__).parent.parent / "benchmarks" / "test_grid.py"
+    env = {**os.environ, "SUITE_BENCH_GRID": str(grid), "SUITE_BENCH_PLUGINS": "fault_variants",
+           "PYTHONPATH": f"{Path(__file__).parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    common = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(module), "--benchmark-enable",
+              f"--benchmark-storage=file://{tmp_path / 'store'}", "--rootdir", str(tmp_path)]
+    first = subprocess.run(common + ["--benchmark-autosave"], capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stdout[-2000:]
+    assert "1 passed, 1 skipped" in first.stdout  # xformers skips with its own reason on CPU
+    second = subprocess.run(common + ["--benchmark-compare", "--benchmark-compare-fail=median:1000%"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert second.returncode == 0, second.stdout[-2000:]
+    failing = subprocess.run(common + ["--benchmark-compare", "--benchmark-compare-fail=median:50%"],
+                             capture_output=True, text=True, env={**env, "SUITE_TEST_SLOWDOWN": "3"}, timeout=300)
+    assert failing.returncode != 0 and "Performance has regressed" in failing.stdout + failing.stderr
