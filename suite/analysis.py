@@ -265,7 +265,13 @@ def diagnose(row: pd.Series) -> str:
             "features": "m"}.get(row.get("axis", "seq_len"), "n")
     notes = []
     flops_slope, source = row.get("flops_slope"), "counted FLOPs"
-    if (flops_slope is None or pd.isna(flops_slope)) and not pd.isna(row.get("work_slope", np.nan)):
+    uncounted = flops_slope is None or pd.isna(flops_slope)
+    if uncounted and row.get("impl") != "native":
+        # a library kernel the counter cannot trace (flex): its own work is unknown, say only what time says
+        notes.append(f"its own work cannot be counted (FlopCounterMode cannot trace {row.get('impl')}); time grows "
+                     f"as {axis}^{row['slope']:.2f}" + (", as if it computed every pair" if row["slope"] >= 1.85 else ""))
+        flops_slope = None
+    elif uncounted and not pd.isna(row.get("work_slope", np.nan)):
         flops_slope, source = row["work_slope"], "the algorithm's FLOPs; the counter cannot count this path"
     if flops_slope is not None and not pd.isna(flops_slope):
         if abs(flops_slope - row["claimed"]) <= TOLERANCE:
