@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 from suite.journal import Journal
-from suite.shard import read_json
+from suite.results import read_json
 
 
 def main(args: list[str]) -> None:
@@ -30,7 +30,7 @@ def main(args: list[str]) -> None:
         slots = int(given) if given else (len({r.get("pid") for r in timed if r.get("pid")}) or 1)
         busy = sum(r["wall_s"] for r in timed)
         overhead = (slots * wall - busy) / len(rows)
-        plan = read_json(__import__("pathlib").Path(run_dir) / "plan.json")
+        plan = read_json(run_dir, "plan.json")
         print(f"{run_dir}: grid {plan.get('grid')}, {len(rows)} rows, {slots} measuring processes, "
               f"wall {wall:.1f}s, in measure {busy:.1f}s, overhead {overhead * 1e3:.0f} ms per row")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,6 @@ SHAPE = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_
 # metric name -> column of the results table
 METRICS = {"time": "time_s", "memory": "peak_bytes", "flops": "flops_counted", "error": "approx_error",
            "work": "flops"}  # work: the algorithm's FLOPs (theory), where the counter cannot count
-AXES = ("seq_len", "num_heads", "head_dim", "num_kv_heads", "features")
 
 
 @dataclass(frozen=True)
@@ -45,9 +44,6 @@ class Fit:
     @property
     def span(self) -> float:
         return max(self.used) / min(self.used) if self.used else 0.0
-
-    def predict(self, x):
-        return np.exp(self.intercept) * np.asarray(x, dtype=float) ** self.slope
 
 
 def floor_model(x, y, exponents=np.linspace(-1.0, 4.0, 1001)) -> tuple[float, float, float]:
@@ -342,12 +338,11 @@ def _crossing(n: np.ndarray, log_ratio: np.ndarray) -> dict:
 
 # ------------------------------------------------------------------------------ efficiency
 def efficiency(frame: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
-    """Per ok case: useful FLOP/s (the algorithm's FLOPs over the time) and its share of the device's
-    measured matmul peak, the implementation's counted FLOP/s, and counted-vs-theory work."""
+    """Per ok case: useful FLOP/s (the algorithm's FLOPs over the time), its share of the device's
+    measured matmul peak, and counted-vs-theory work."""
     data = prepare(frame)
     ok = data[(data["status"] == "ok") & data["time_s"].notna()].copy()
     ok["useful_flops_per_s"] = ok["flops"] / ok["time_s"]
-    ok["counted_flops_per_s"] = ok["flops_counted"] / ok["time_s"]
     ok["work_ratio"] = ok["flops_counted"] / ok["flops"]  # > 1: the implementation does extra work
     peak = [_peak(peaks, device, dtype) for device, dtype in zip(ok["device"], ok["dtype"])]
     ok["peak_flops_per_s"] = peak
@@ -381,11 +376,10 @@ class Analysis:
     crossovers: pd.DataFrame
     efficiency: pd.DataFrame
     status: pd.DataFrame
-    peaks: dict = field(default_factory=dict)
 
 
 def analyse(frame: pd.DataFrame, peaks: dict | None = None) -> Analysis:
     fits = all_exponents(frame)
     table = claims(fits)
     return Analysis(frame=prepare(frame), fits=fits, claims=table, crossovers=crossovers(frame),
-                    efficiency=efficiency(frame, peaks), status=status_matrix(frame), peaks=peaks or {})
+                    efficiency=efficiency(frame, peaks), status=status_matrix(frame))

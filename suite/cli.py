@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 import variants
+from suite import results
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 
@@ -128,19 +129,18 @@ def make_report(run_dir: Path, report_dir: Path) -> int:
     from suite import report
 
     started = time.perf_counter()
-    print(report.summary(run_dir))
-    path = report.build(run_dir, report_dir)
+    path, result = report.build(run_dir, report_dir)
+    print(report.summary(result.claims))
     print(f"report: {path} ({time.perf_counter() - started:.1f}s)")
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Rebuild the report of a run from its results folder alone."""
-    run_dir = Path(args.name) if Path(args.name).is_dir() and "/" in args.name else Path(args.results_dir) / args.name
-    if not (run_dir / "results.parquet").is_file():
-        known = sorted(p.name for p in Path(args.results_dir).glob("*/results.parquet") for p in [p.parent])
-        print(f"error: report {args.name!r}: no {run_dir / 'results.parquet'} "
-              f"(runs in {args.results_dir}/: {', '.join(known) or 'none'})", file=sys.stderr)
+    try:
+        run_dir = resolve_run(args.name, Path(args.results_dir))
+    except FileNotFoundError as err:
+        print(f"error: report: {err}", file=sys.stderr)
         return 2
     return make_report(run_dir, Path(args.reports_dir) / run_dir.name)
 
@@ -151,7 +151,7 @@ def resolve_run(ref: str, results_dir: Path, like: Path | None = None) -> Path:
     if ref == "baseline":
         if like is None:
             raise FileNotFoundError("`baseline` can only stand for BASE, beside a NEW run")
-        env, plan = _json(like / "env.json"), _json(like / "plan.json")
+        env, plan = results.read_json(like, "env.json"), results.read_json(like, "plan.json")
         path = results_dir / "baselines" / str(env.get("fingerprint_id")) / str(plan.get("grid"))
         if not (path / "results.parquet").is_file():
             raise FileNotFoundError(f"no baseline for fingerprint {env.get('fingerprint_id')} and grid "
@@ -165,16 +165,8 @@ def resolve_run(ref: str, results_dir: Path, like: Path | None = None) -> Path:
     return path
 
 
-def _json(path: Path) -> dict:
-    import json
-
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
-    import json
-
-    from suite import compare, results
+    from suite import compare
 
     results_dir = Path(args.results_dir)
     try:
@@ -188,10 +180,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 2
     rule = compare.Rule(alpha=args.alpha, effect_floor=args.effect_floor, allow_new=args.allow_new)
     base, new = results.read(base_dir), results.read(new_dir)
-    env_base, env_new = _json(base_dir / "env.json"), _json(new_dir / "env.json")
+    env_base, env_new = results.read_json(base_dir, "env.json"), results.read_json(new_dir, "env.json")
     verdict = compare.decide(base, new, env_base, env_new, rule, force=args.force)
     if args.confirm and verdict.code == 1:
-        verdict = confirm(verdict, base, new_dir, env_base, env_new, rule, args)
+        verdict = confirm(verdict, base, new_dir, rule)
     text = compare.markdown(verdict, base_dir.name, new_dir.name, rule)
     print(text)
     if args.markdown:
@@ -205,14 +197,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return verdict.code
 
 
-def confirm(verdict, base, new_dir: Path, env_base, env_new, rule, args):
+def confirm(verdict, base, new_dir: Path, rule):
     """Re-run the flagged cases with the code checked out now, in fresh processes; keep only the
     cases that are slower again (a second, independent sample of the new code)."""
-    from suite import compare, results, runner
+    from suite import compare, runner
     from suite.case import Case
 
     flagged = verdict.cases[verdict.cases["status"] == "slower"]
-    plan = _json(new_dir / "plan.json")
+    plan = results.read_json(new_dir, "plan.json")
     by_id = {Case.from_key(key).case_id: Case.from_key(key) for key in plan["cases"]}
     cases = [by_id[case_id] for case_id in flagged["case_id"] if case_id in by_id]
     for module in plan.get("plugins", []):
@@ -228,16 +220,13 @@ def confirm(verdict, base, new_dir: Path, env_base, env_new, rule, args):
     table.loc[gone, "reason"] = "slower at first, not in the confirming re-run"
     table.loc[gone, "status"] = "unconfirmed"
     reasons = [r for r in verdict.reasons if not r.startswith("slower:")] + [
-        f"slower (confirmed by a re-run): {compare._label(row)} ×{row['ratio']:.3f}"
+        f"slower (confirmed by a re-run): {compare.case_label(row)} ×{row['ratio']:.3f}"
         for _, row in table[table["status"] == "slower"].iterrows()]
     code = 1 if reasons else (2 if any(s in compare.BLOCKING for s in table["status"]) else 0)
     return compare.Verdict(code, reasons, table, verdict.exponents, verdict.env)
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    import json
-    import shutil
-
     results_dir = Path(args.results_dir)
     root = results_dir / "baselines"
     if args.action == "list":
@@ -253,7 +242,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    env, plan = _json(run_dir / "env.json"), _json(run_dir / "plan.json")
+    env, plan = results.read_json(run_dir, "env.json"), results.read_json(run_dir, "plan.json")
     target = root / str(env.get("fingerprint_id")) / str(plan.get("grid"))
     if target.exists():
         shutil.rmtree(target)
@@ -269,9 +258,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    import json
-
-    from suite import export, results
+    from suite import export
 
     try:
         run_dir = resolve_run(args.run, Path(args.results_dir))
@@ -280,7 +267,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 2
     frame = results.read(run_dir)
     if args.format == "pytest-benchmark":
-        payload = export.pytest_benchmark(frame, _json(run_dir / "env.json"))
+        payload = export.pytest_benchmark(frame, results.read_json(run_dir, "env.json"))
     else:
         payload = export.github_action_benchmark(frame)
     Path(args.output).write_text(json.dumps(payload, indent=1))
@@ -290,16 +277,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Join shard runs into one run: the same journal rows, one plan, one table, one report."""
-    from suite import results, shard
+    from suite import shard
     from suite.case import Case
     from suite.journal import Journal
 
     results_dir = Path(args.results_dir)
     try:
-        dirs = [resolve_run(name, results_dir) if not (results_dir / name / "plan.json").is_file()
-                else results_dir / name for name in args.runs]
-        plans = [shard.read_json(d / "plan.json") for d in dirs]
-        envs = [shard.read_json(d / "env.json") for d in dirs]
+        dirs = [resolve_run(name, results_dir) for name in args.runs]
+        plans = [results.read_json(d, "plan.json") for d in dirs]
+        envs = [results.read_json(d, "env.json") for d in dirs]
         shard.check_mergeable(plans, envs, [d.name for d in dirs])
         target = results_dir / args.run_id
         if target.exists():

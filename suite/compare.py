@@ -189,7 +189,7 @@ def decide(base: pd.DataFrame, new: pd.DataFrame, env_base: dict, env_new: dict,
                        "shared code, or a slower machine: re-run both on a quiet machine to tell)")
     slower = table[table["status"] == "slower"]
     for _, row in slower.iterrows():
-        reasons.append(f"slower: {_label(row)} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}], "
+        reasons.append(f"slower: {case_label(row)} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}], "
                        f"q = {row['q']:.2g}")
     for _, row in exps[exps["drift"] == "steeper"].iterrows():
         reasons.append(f"exponent drift: {row['variant']}/{row['series']} n^{row['slope_base']:.2f} → "
@@ -198,7 +198,7 @@ def decide(base: pd.DataFrame, new: pd.DataFrame, env_base: dict, env_new: dict,
         reasons.append(f"verdict change: {row['variant']}/{row['series']} confirmed → refuted")
     blocking = [s for s in BLOCKING if not (s == "new" and rule.allow_new)]
     unjudged = table[table["status"].isin(blocking)]
-    cannot = [f"{row['status']}: {_label(row)}: {row['reason']}" for _, row in unjudged.iterrows()]
+    cannot = [f"{row['status']}: {case_label(row)}: {row['reason']}" for _, row in unjudged.iterrows()]
     if env and not force:
         return Verdict(2, ["environments differ (compare only within one fingerprint, or --force): "
                            + "; ".join(env)], table, exps, env)
@@ -209,7 +209,7 @@ def decide(base: pd.DataFrame, new: pd.DataFrame, env_base: dict, env_new: dict,
     return Verdict(0, [], table, exps, env)
 
 
-def _label(row) -> str:
+def case_label(row) -> str:
     params = "" if row["params"] in (None, "{}") else f" {row['params']}"
     return (f"{row['variant']}/{row['impl']} {row['device']} {row['dtype']} {row['mode']} n={row['seq_len']} "
             f"H={row['num_heads']}/{row['num_kv_heads']} d={row['head_dim']}{' causal' if row['causal'] else ''}{params}")
@@ -231,7 +231,7 @@ def markdown(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule(
         for _, row in shown.iterrows():
             ratio = "" if pd.isna(row["ratio"]) else f"{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}]"
             q = "" if pd.isna(row["q"]) else f"{row['q']:.2g}"
-            lines.append(f"| {row['status']} | {_label(row)} | {ratio} | {q} | {_ms(row['base_time_s'])} | "
+            lines.append(f"| {row['status']} | {case_label(row)} | {ratio} | {q} | {_ms(row['base_time_s'])} | "
                          f"{_ms(row['new_time_s'])} | {row['reason']} |")
         lines.append("")
     moved = verdict.exponents[(verdict.exponents["drift"] != "") | (verdict.exponents["verdict_change"] != "")] \

@@ -100,7 +100,7 @@ def scaling(analysis: Analysis, column: str) -> bytes | None:
     return png(grid.figure)
 
 
-def sweep(analysis: Analysis, axis: str, column: str, where=None, title: str = "") -> bytes | None:
+def sweep(analysis: Analysis, axis: str, column: str, where=None) -> bytes | None:
     """`column` against one non-n axis (heads, head dim, KV heads, features), a panel per variant."""
     data = analysis.frame[analysis.frame["status"] == "ok"].dropna(subset=[axis, column])
     if where is not None:
@@ -121,8 +121,6 @@ def sweep(analysis: Analysis, axis: str, column: str, where=None, title: str = "
     grid.set(xscale="log", yscale="log")
     grid.set_titles("{col_name}")
     grid.set_axis_labels(XLABEL[axis], YLABEL[column])
-    if title:
-        grid.figure.suptitle(title, y=1.03)
     return png(grid.figure)
 
 
@@ -149,7 +147,6 @@ def efficiency(analysis: Analysis) -> bytes | None:
 
 def all_figures(analysis: Analysis) -> dict[str, tuple[str, bytes]]:
     """name -> (caption, PNG) for every figure the data allows."""
-    frame = analysis.frame
     made = {
         "time": ("Time per call against n.", scaling(analysis, "time_s")),
         "memory": ("Peak memory above the inputs against n.", scaling(analysis, "peak_bytes")),
@@ -168,5 +165,4 @@ def all_figures(analysis: Analysis) -> dict[str, tuple[str, bytes]]:
                            "the number of random features m.", sweep(analysis, "features", "approx_error")),
         "features_time": ("Performer: time against features m (claim: m¹).", sweep(analysis, "features", "time_s")),
     }
-    del frame
     return {name: (caption, image) for name, (caption, image) in made.items() if image is not None}

@@ -53,6 +53,11 @@ def build(case: Case, q, k, v) -> tuple[Callable[[], object], dict]:
     return forward_backward, prepared.setup_s
 
 
+def at_length(case: Case, n: int) -> Case:
+    """The case at batch 1 and length n: where checks against a dense reference are affordable."""
+    return Case(**{**case.key, "batch": 1, "seq_len": n, "params": case.params})
+
+
 _CHECKED: dict[tuple, tuple[float, float]] = {}
 
 
@@ -67,8 +72,7 @@ def check(case: Case, check_seq_len: int) -> tuple[float, float]:
             spec.resolve(n, dict(case.params))
         except ValueError:  # an explicit parameter needs a longer sequence: check at the case's n
             n = case.seq_len
-        small = Case(**{**case.key, "batch": 1, "seq_len": n, "params": case.params})
-        q, k, v = inputs(small)
+        q, k, v = inputs(at_length(case, n))
         with torch.no_grad():
             out = spec.attention(q, k, v, impl=case.impl, causal=case.causal, **dict(case.params))
             ref = spec.attention(*(t.double() for t in (q, k, v)), impl="dense", causal=case.causal,
@@ -95,8 +99,7 @@ def approximation_error(case: Case) -> tuple[float, int] | None:
     n = min(case.seq_len, APPROX_SEQ_LEN)
     key = (case.variant, case.params, case.num_heads, case.num_kv_heads, case.head_dim, case.causal, case.mode, n)
     if key not in _APPROX:
-        small = Case(**{**case.key, "batch": 1, "seq_len": n, "params": case.params})
-        q, k, v = inputs(small, dtype=torch.float64, device="cpu")
+        q, k, v = inputs(at_length(case, n), dtype=torch.float64, device="cpu")
         with torch.no_grad():
             out = spec.attention(q, k, v, impl="dense", causal=case.causal, **dict(case.params))
             ref = variants.get(spec.approximates).attention(q, k, v, impl="dense", causal=case.causal)

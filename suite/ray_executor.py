@@ -15,6 +15,7 @@ import time
 from collections import deque
 
 from suite.case import Case
+from suite.runner import lost_row
 
 INSTALL = "the Ray executor needs Ray: pip install -e '.[ray]' (or pip install 'ray[default]')"
 
@@ -35,34 +36,15 @@ def make_actor_class(ray, device: str, settings: dict):
         """A measuring process: the same code path as a local worker (suite.worker), under Ray."""
 
         def __init__(self, settings: dict, plugins: list[str]):
-            import importlib
+            from suite import worker
 
-            os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-            if device == "cpu":  # the grid's memory budget, as a local worker has it
-                from suite.worker import limit_address_space
-
-                limit_address_space(settings["memory_budget_gib"])
-            from suite import allocator
-
-            allocator.configure(settings["allocator"])
-            import torch
-
-            torch.set_num_threads(settings["threads"])
-            import variants  # noqa: F401
-            for module in plugins:
-                importlib.import_module(module)
+            worker.setup(settings, plugins, device)
             self.settings = settings
 
-        def pid(self) -> int:
-            return os.getpid()
-
         def measure(self, key: dict, replicate: int) -> dict:
-            from suite import allocator
-            from suite.measure import measure
+            from suite.worker import measure_case
 
-            row = measure(Case.from_key(key), self.settings, replicate=replicate)
-            allocator.trim()
-            return row
+            return measure_case(key, replicate, self.settings)
 
         def gemm_peak(self, dtype: str) -> dict:
             from suite.measure import gemm_peak
@@ -75,14 +57,14 @@ def make_actor_class(ray, device: str, settings: dict):
 class RayPool:
     """Actors per device; dispatches (case, replicate) tasks and yields rows as they finish."""
 
-    def __init__(self, settings: dict, plugins: list[str], address: str | None, slots: int | None, out):
+    def __init__(self, settings: dict, plugins: list[str], address: str | None, slots: int | None):
         ray = self.ray = _ray()
         if not ray.is_initialized():
             # NB: a local cluster of `slots` CPU slots; an address joins an existing cluster instead
             cpus = (slots * settings["threads"]) if slots else max(1, os.cpu_count() or 1)
             kwargs = {"address": address} if address else {"num_cpus": cpus, "include_dashboard": False}
             ray.init(**kwargs, log_to_driver=False, configure_logging=False)
-        self.settings, self.plugins, self.out = settings, plugins, out
+        self.settings, self.plugins = settings, plugins
         self.slots = slots
         self.actors: dict[str, list] = {}
         self.classes: dict[str, object] = {}
@@ -115,7 +97,7 @@ class RayPool:
         except Exception as err:  # noqa: BLE001
             return {"error": f"the matmul probe failed under Ray: {type(err).__name__}: {err}"[:300]}
 
-    def run(self, tasks: list[tuple[Case, int]], done: set, failed: set):
+    def run(self, tasks: list[tuple[Case, int]], failed: set):
         """Yield (case, replicate, row) as each finishes. Replicate r > 0 of a case waits for r = 0."""
         ray = self.ray
         waiting = deque(tasks)
@@ -154,25 +136,20 @@ class RayPool:
                 case, r, device, index, _ = busy.pop(ref)
                 if why == "timeout":
                     self.replace(device, index)
-                    row = _lost(case, "timeout", f"no result within the case budget of "
-                                f"{self.settings['case_timeout_s']:g}s; Ray actor killed")
+                    row = lost_row(case, "timeout", f"no result within the case budget of "
+                                   f"{self.settings['case_timeout_s']:g}s; Ray actor killed")
                 else:
                     try:
                         row = ray.get(ref)
                     except Exception as err:  # noqa: BLE001 - the actor died: the case is a row
                         self.replace(device, index)
-                        row = _lost(case, *_death(err))
+                        row = lost_row(case, *_death(err))
+                later = held.pop(case.case_id, []) if r == 0 or row["status"] != "ok" else []
                 if row["status"] != "ok":
-                    failed.add(case.case_id)
-                elif r == 0:
-                    waiting.extend(held.pop(case.case_id, []))
-                if row["status"] != "ok":
-                    held.pop(case.case_id, None)
+                    failed.add(case.case_id)  # a failing case is not replicated
+                else:
+                    waiting.extend(later)
                 yield case, r, row
-
-
-def _lost(case: Case, status: str, reason: str) -> dict:
-    return {"case_id": case.case_id, **case.key, "status": status, "reason": reason}
 
 
 def _death(err: BaseException) -> tuple[str, str]:

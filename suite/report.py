@@ -7,7 +7,6 @@ the results table is copied beside it so that the page and its raw data travel t
 from __future__ import annotations
 
 import base64
-import json
 import shutil
 from pathlib import Path
 
@@ -78,13 +77,12 @@ def failures(frame: pd.DataFrame) -> pd.DataFrame:
                 "head_dim", "causal", "params", "status", "reason"]]
 
 
-def build(run_dir: Path, report_dir: Path) -> Path:
-    """Write report_dir/index.html (and the results beside it) from run_dir; return the page's path."""
+def build(run_dir: Path, report_dir: Path) -> tuple[Path, analysis.Analysis]:
+    """Write report_dir/index.html (and the results beside it) from run_dir; the page's path and
+    the analysis it shows (for the terminal's summary, without fitting twice)."""
     run_dir, report_dir = Path(run_dir), Path(report_dir)
     frame = results.read(run_dir)
-    peaks = results.read_peaks(run_dir)
-    env = json.loads((run_dir / "env.json").read_text()) if (run_dir / "env.json").is_file() else {}
-    plan = json.loads((run_dir / "plan.json").read_text()) if (run_dir / "plan.json").is_file() else {}
+    peaks, env, plan = (results.read_json(run_dir, name) for name in ("probe.json", "env.json", "plan.json"))
     result = analysis.analyse(frame, peaks)
     images = {name: (caption, base64.b64encode(data).decode()) for name, (caption, data)
               in figures.all_figures(result).items()}
@@ -105,13 +103,11 @@ def build(run_dir: Path, report_dir: Path) -> Path:
     )
     path = report_dir / "index.html"
     path.write_text(page)
-    return path
+    return path, result
 
 
-def summary(run_dir: Path) -> str:
-    """The verdict table as plain text, for the terminal at the end of a run."""
-    frame = results.read(run_dir)
-    table = analysis.claims(analysis.all_exponents(frame))
+def summary(table: pd.DataFrame) -> str:
+    """The verdict table (analysis.claims) as plain text, for the terminal at the end of a run."""
     if table.empty:
         return "no exponent could be fitted (each series needs 3 values of n)"
     lines = [f"{'variant':<15} {'implementation':<22} {'exponent in n [95% CI]':<24} {'claim':>5}  verdict"]

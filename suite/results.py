@@ -83,7 +83,7 @@ def read(run_dir: Path) -> pd.DataFrame:
     return pd.read_parquet(Path(run_dir) / "results.parquet")
 
 
-def read_peaks(run_dir: Path) -> dict:
-    """The run's matmul probe (device -> dtype -> figures); {} for a run without one."""
-    path = Path(run_dir) / "probe.json"
+def read_json(run_dir: Path, name: str) -> dict:
+    """A run's plan.json, env.json or probe.json (the matmul peaks); {} where the run has none."""
+    path = Path(run_dir) / name
     return json.loads(path.read_text()) if path.is_file() else {}

@@ -62,9 +62,9 @@ class Worker:
                 pass
         else:
             self.kill()
-            return _lost(case, "timeout", f"no result within the case budget of {timeout_s:g}s; worker killed")
+            return lost_row(case, "timeout", f"no result within the case budget of {timeout_s:g}s; worker killed")
         self.process.join(5)
-        return _lost(case, *_death(self.process.exitcode))
+        return lost_row(case, *_death(self.process.exitcode))
 
     def gemm_peak(self, dtype: str, timeout_s: float) -> dict:
         self.conn.send(("gemm_peak", dtype))
@@ -103,7 +103,8 @@ def _death(exitcode: int | None) -> tuple[str, str]:
     return "error", f"worker exited with code {exitcode} while running the case"
 
 
-def _lost(case: Case, status: str, reason: str) -> dict:
+def lost_row(case: Case, status: str, reason: str) -> dict:
+    """The row of a case whose process died or overran: its key, a status and why."""
     return {"case_id": case.case_id, **case.key, "status": status, "reason": reason}
 
 
@@ -152,11 +153,11 @@ def run(*, run_dir: Path, cases: list[Case], settings: dict, plugins: list[str],
         if executor == "ray":
             from suite.ray_executor import RayPool
 
-            pool = RayPool(settings, plugins, address, slots, out)
+            pool = RayPool(settings, plugins, address, slots)
             _probe(run_dir, cases, pool.gemm_peak, out)
             tasks = [(case, r) for case in todo if case.case_id not in failed
                      for r in range(replicates) if (case.case_id, r) not in done]
-            stream = pool.run(tasks, done, failed)
+            stream = pool.run(tasks, failed)
         else:
             _probe(run_dir, cases, lambda device, dtype: _local_peak(device, dtype, settings, plugins, workers,
                                                                      run_dir), out)
@@ -220,7 +221,7 @@ def _local_peak(device, dtype, settings, plugins, workers, run_dir) -> dict:
 def _probe(run_dir: Path, cases: list[Case], measure_peak, out) -> None:
     """The matmul peak of each (device, dtype) of the run, once, in a worker like the cases'."""
     path = run_dir / "probe.json"
-    peaks = json.loads(path.read_text()) if path.is_file() else {}
+    peaks = results.read_json(run_dir, "probe.json")
     for device, dtype in sorted({(case.device, case.dtype) for case in cases}):
         if dtype in peaks.get(device, {}):
             continue

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
 
 from suite.case import Case, theory_of
 
@@ -101,6 +100,3 @@ def merged_plan(plans: list[dict], names: list[str]) -> dict:
             "merged_from": names, "shards": [plan.get("shard") for plan in plans],
             "complete": total is not None and len(cases) == total}
 
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}

@@ -25,11 +25,8 @@ def limit_address_space(budget_gib: float) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | None = None) -> None:
-    if log_path:  # compiler output, library warnings, the profiler's lines: kept, but off the terminal
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
+def setup(settings: dict, plugins: list[str], device: str) -> None:
+    """Make this process a measuring one: budget, allocator, threads, variants. Local or Ray alike."""
     # NB: inductor compiles in worker subprocesses by default; compiling in-process keeps the
     # address-space limit meaningful and leaves no background processes beside the timing.
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
@@ -44,8 +41,26 @@ def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | 
     import variants  # noqa: F401  registers the built-in variants
     for module in plugins:
         importlib.import_module(module)
+
+
+def measure_case(key: dict, replicate: int, settings: dict) -> dict:
+    """One case's row, then the heap handed back: retained within a case, released between cases."""
+    from suite import allocator
     from suite.case import Case
-    from suite.measure import gemm_peak, measure
+    from suite.measure import measure
+
+    row = measure(Case.from_key(key), settings, replicate=replicate)
+    allocator.trim()
+    return row
+
+
+def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | None = None) -> None:
+    if log_path:  # compiler output, library warnings, the profiler's lines: kept, but off the terminal
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    setup(settings, plugins, device)
+    from suite.measure import gemm_peak
 
     conn.send(("ready", os.getpid()))
     while True:
@@ -59,6 +74,4 @@ def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | 
             conn.send(("peak", gemm_peak(device, message[1], settings["threads"])))
             continue
         key, replicate = message
-        row = measure(Case.from_key(key), settings, replicate=replicate)
-        allocator.trim()  # retained within a case, handed back between cases
-        conn.send(("row", row))
+        conn.send(("row", measure_case(key, replicate, settings)))

@@ -9,10 +9,9 @@ import re
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from suite import report, results
+from suite import analysis, report, results
 from test_analysis import table
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -35,7 +34,7 @@ def built(tmp_path_factory) -> Path:
     (run / "env.json").write_text(json.dumps({"torch": "2.13.0", "cpu_model": "test CPU", "fingerprint_id": "x"}))
     (run / "plan.json").write_text(json.dumps({"grid": "synthetic", "settings": {"threads": 1}}))
     (run / "probe.json").write_text(json.dumps({"cpu": {"float32": {"flops_per_s": 1e11, "threads": 1}}}))
-    return report.build(run, root / "reports" / "synthetic")
+    return report.build(run, root / "reports" / "synthetic")[0]
 
 
 def test_report_is_self_contained_with_embedded_figures_and_the_raw_data_beside_it(built):
@@ -65,7 +64,8 @@ def test_report_leads_with_the_verdicts_of_the_data(built):
 
 
 def test_summary_prints_one_line_per_claim_fit(built):
-    text = report.summary(built.parent.parent.parent / "results" / "synthetic")
+    frame = results.read(built.parent.parent.parent / "results" / "synthetic")
+    text = report.summary(analysis.claims(analysis.all_exponents(frame)))
     lines = text.splitlines()
     assert lines[0].startswith("variant") and len(lines) == 1 + 4
     assert any("sliding_window" in line and "confirmed" in line for line in lines)
