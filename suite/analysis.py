@@ -207,6 +207,7 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
         for record in records[mine:]:  # the same series' work exponents, beside its time exponent
             record["flops_slope"] = slopes.get("flops", np.nan)
             record["work_slope"] = slopes.get("work", np.nan)
+            record["countable"] = bool(group["flops_counted"].notna().any())
     return pd.DataFrame.from_records(records)
 
 
@@ -262,12 +263,12 @@ def diagnose(row: pd.Series) -> str:
     notes = []
     flops_slope, source = row.get("flops_slope"), "counted FLOPs"
     uncounted = flops_slope is None or pd.isna(flops_slope)
-    if uncounted and row.get("impl") != "native":
+    if uncounted and row.get("impl") != "native" and not row.get("countable", True):
         # a library kernel the counter cannot trace (flex): its own work is unknown, say only what time says
         notes.append(f"its own work cannot be counted (FlopCounterMode cannot trace {row.get('impl')}); time grows "
                      f"as {axis}^{row['slope']:.2f}" + (", as if it computed every pair" if row["slope"] >= 1.85 else ""))
         flops_slope = None
-    elif uncounted and not pd.isna(row.get("work_slope", np.nan)):
+    elif uncounted and row.get("impl") == "native" and not pd.isna(row.get("work_slope", np.nan)):
         flops_slope, source = row["work_slope"], "the algorithm's FLOPs; the counter cannot count this path"
     if flops_slope is not None and not pd.isna(flops_slope):
         if abs(flops_slope - row["claimed"]) <= TOLERANCE:
