@@ -1,7 +1,7 @@
 """Fits, verdicts, crossovers and efficiency: pure functions on the long-form results table.
 
 Knows nothing of files or figures. Each exponent is fitted as `log(cost) = a + p·log(x)` on the
-points above the overhead floor (CLAIMS.md, "Verdicts"): the floor is found by fitting
+points above the overhead floor (docs/CLAIMS.md, "Verdicts"): the floor is found by fitting
 `cost = floor + c·xᵖ` and the small-x points where it makes up more than FLOOR_SHARE of the cost
 are left out of the fit, and named.
 """
@@ -17,8 +17,8 @@ import pandas as pd
 from scipy import stats
 
 FLOOR_SHARE = 0.10  # a point whose modelled floor is more than this share of its cost is left out
-TOLERANCE = 0.15  # CLAIMS.md: confirmed when the 95% interval lies within claimed ± 0.15
-MIN_SPAN = 16.0  # CLAIMS.md: a verdict needs a span of x of at least 16x
+TOLERANCE = 0.15  # docs/CLAIMS.md: confirmed when the 95% interval lies within claimed ± 0.15
+MIN_SPAN = 16.0  # docs/CLAIMS.md: a verdict needs a span of x of at least 16x
 MIN_POINTS = 3
 LEVEL = 0.95
 
@@ -101,7 +101,7 @@ def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit 
 
 def verdict(fit: Fit | None, claimed: float | None, *, tolerance: float = TOLERANCE,
             min_span: float = MIN_SPAN) -> tuple[str, str]:
-    """(verdict, why) per CLAIMS.md: the 95% interval against claimed ± tolerance."""
+    """(verdict, why) per docs/CLAIMS.md: the 95% interval against claimed ± tolerance."""
     if claimed is None or (isinstance(claimed, float) and math.isnan(claimed)):
         return "no claim", "nothing is claimed for this exponent"
     if fit is None:
@@ -141,7 +141,7 @@ def _series(impl: str, params: dict, causal: bool, mode: str) -> str:
 def claimed_exponent(axis: str, metric: str, row: pd.Series) -> float | None:
     """What the claims say the exponent of `metric` in `axis` is, for the series of `row`."""
     if metric in ("memory", "work"):
-        return None  # memory is measured and shown, never claimed (CLAIMS.md); work is the theory itself
+        return None  # memory is measured and shown, never claimed (docs/CLAIMS.md); work is the theory itself
     if metric == "error":
         return -0.5 if axis == "features" else None  # performer: error about 1/√m
     if axis == "seq_len":

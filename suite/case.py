@@ -65,7 +65,7 @@ class Case:
 
 
 def theory_of(case: Case) -> dict:
-    """Analytic figures of the case from the variant's theory (per CLAIMS.md)."""
+    """Analytic figures of the case from the variant's theory (per docs/CLAIMS.md)."""
     spec = variants.get(case.variant)
     theory = spec.theory(
         seq_len=case.seq_len, batch=case.batch, num_heads=case.num_heads,

@@ -33,7 +33,7 @@ class Rule:
 
     alpha: float = 0.05  # false discovery rate over the grid
     effect_floor: float = 0.05  # changes under 5% are never called
-    exponent_drift: float = 0.15  # CLAIMS.md's tolerance, applied to a change of fitted exponent
+    exponent_drift: float = 0.15  # docs/CLAIMS.md's tolerance, applied to a change of fitted exponent
     allow_new: bool = False  # new cases (no baseline) do not block
     grid_floor: float = 0.10  # a shift of the whole grid's median case this large is called
 

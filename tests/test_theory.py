@@ -1,4 +1,4 @@
-"""theory() follows CLAIMS.md: pairs counted from mask() equal the formula, FLOPs are 4·B·H·P·d."""
+"""theory() follows docs/CLAIMS.md: pairs counted from mask() equal the formula, FLOPs are 4·B·H·P·d."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_pairs_per_row_equal_mask(name, causal, seq_len):
     spec = variants.get(name)
     mask = spec.mask(seq_len, causal=causal)
     assert mask.shape == (seq_len, seq_len) and mask.dtype.is_floating_point is False
-    assert mask.diagonal().all(), "CLAIMS.md: the diagonal is always allowed"
+    assert mask.diagonal().all(), "docs/CLAIMS.md: the diagonal is always allowed"
     assert (mask.sum(dim=1) == spec.row_counts(seq_len, causal=causal)).all()
     assert theory(spec, seq_len=seq_len, causal=causal).pairs == int(mask.sum())
     if causal:
@@ -59,7 +59,7 @@ def test_flops_are_four_b_h_p_d(name):
     assert t.kv_bytes == 2 * 3 * kv * 300 * 16 * 4
 
 
-# Interior approximations from CLAIMS.md, checked at large n where edge effects are small.
+# Interior approximations from docs/CLAIMS.md, checked at large n where edge effects are small.
 APPROX = {
     "full": lambda n: n * n,
     "sliding_window": lambda n: n * (2 * 128 + 1),
@@ -84,7 +84,7 @@ def test_claimed_exponents():
     got = {n: variants.get(n).theory(seq_len=1024, num_kv_heads=None if n != "gqa" else 2).claimed_exponent_n
            for n in variants.names()}
     assert got == expect
-    # Holding the block or stride constant makes the pattern quadratic (CLAIMS.md).
+    # Holding the block or stride constant makes the pattern quadratic (docs/CLAIMS.md).
     assert variants.get("fixed").theory(seq_len=1024, block=32).claimed_exponent_n == 2
     assert variants.get("strided").theory(seq_len=1024, stride=32).claimed_exponent_n == 2
     assert variants.get("linear").theory(seq_len=1024).claimed_exponent_d == 2

@@ -5,7 +5,7 @@
     out = spec.attention(q, k, v, impl="native", window=128)
     spec.theory(seq_len=4096, num_heads=8, head_dim=64).flops
 
-Definitions, parameters and FLOP formulas follow CLAIMS.md.
+Definitions, parameters and FLOP formulas follow docs/CLAIMS.md.
 """
 
 from variants.registry import Impl, Param, Prepared, Problem, VariantSpec, get, names, register

@@ -127,7 +127,7 @@ def linearized_variant(*, name: str, summary: str, source: str, params, features
 
 def linear_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes,
                   params, explicit, spec, features: int | None = None) -> Theory:
-    """CLAIMS.md: ≈ 4·B·H·n·m·d for Q′(K′ᵀV) (m = d for elu+1); feature map and normalizer apart."""
+    """docs/CLAIMS.md: ≈ 4·B·H·n·m·d for Q′(K′ᵀV) (m = d for elu+1); feature map and normalizer apart."""
     m = head_dim if features is None else features
     bhn = batch * num_heads * seq_len
     extra = {"normalizer": 4 * bhn * m}  # φ(k) sums and φ(q)ᵀz

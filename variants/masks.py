@@ -43,7 +43,7 @@ def causal_mod(b, h, q_idx, kv_idx):
 
 
 def with_causal(mod: MaskMod, causal: bool) -> MaskMod:
-    """CLAIMS.md: causal always additionally requires j <= i."""
+    """docs/CLAIMS.md: causal always additionally requires j <= i."""
     return and_masks(mod, causal_mod) if causal else mod
 
 

@@ -1,7 +1,7 @@
 """Score-based sparse patterns: one predicate, one pair count, and the standard implementations.
 
 A pattern module declares its predicate (attention-gym style), its pairs per row (the formula of
-CLAIMS.md, evaluated row by row so it can be checked against the mask), its claimed exponent and
+docs/CLAIMS.md, evaluated row by row so it can be checked against the mask), its claimed exponent and
 its `native` implementation; `pattern_variant` turns that into a registered `VariantSpec`.
 """
 

@@ -70,5 +70,5 @@ SPEC = linearized_variant(
     params=(FEATURES, SEED),
     features=favor_features,
     theory_fn=performer_theory,
-    approximates="full",  # CLAIMS.md: its error against softmax attention shrinks about as 1/√m
+    approximates="full",  # docs/CLAIMS.md: its error against softmax attention shrinks about as 1/√m
 )

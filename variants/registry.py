@@ -236,7 +236,7 @@ class VariantSpec:
         dtype_bytes: int = 4,
         **params: Any,
     ) -> Theory:
-        """Pairs, forward FLOPs and the claimed exponents for one shape, per CLAIMS.md."""
+        """Pairs, forward FLOPs and the claimed exponents for one shape, per docs/CLAIMS.md."""
         _check_seq_len(seq_len)
         for field_name, value in (("batch", batch), ("num_heads", num_heads), ("head_dim", head_dim)):
             if not isinstance(value, int) or value <= 0:

@@ -1,17 +1,17 @@
-"""What the literature claims for one shape: pairs, FLOPs, bytes and exponents (CLAIMS.md)."""
+"""What the literature claims for one shape: pairs, FLOPs, bytes and exponents (docs/CLAIMS.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 # NB: softmax is counted as 5 operations per allowed pair (max, subtract, exp, sum, divide).
-# It is reported apart from `flops`, as CLAIMS.md asks; only the convention is ours.
+# It is reported apart from `flops`, as docs/CLAIMS.md asks; only the convention is ours.
 SOFTMAX_OPS_PER_PAIR = 5
 
 
 @dataclass(frozen=True)
 class Theory:
-    """The analytic cost of one forward call; `flops` follows CLAIMS.md exactly."""
+    """The analytic cost of one forward call; `flops` follows docs/CLAIMS.md exactly."""
 
     flops: int
     claimed_exponent_n: float
