@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import sys
 
-from suite.journal import Journal
-from suite.results import read_json
+from suite.store.journal import Journal
+from suite.store.table import read_json
 
 
 def main(args: list[str]) -> None:

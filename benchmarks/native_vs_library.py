@@ -16,7 +16,7 @@ import torch
 import torch.utils.benchmark as benchmark
 
 import variants
-from suite import allocator
+from suite.run import allocator
 
 CASES = [  # (variant, params, impls)
     ("sliding_window", {"window": 128}, ["native", "flex", "sdpa"]),

@@ -19,7 +19,8 @@ import sys
 import numpy as np
 import pandas as pd
 
-from suite import compare, results
+from suite.analyse import regression as compare
+from suite.store import table as results
 
 SLOWDOWNS = (0.05, 0.08, 0.10, 0.15, 0.20, 0.25, 0.30, 0.40, 0.50)
 

@@ -19,9 +19,9 @@ import pytest
 import torch
 
 import variants
-from suite import grid as grids
-from suite.case import DTYPES
-from suite.measure import build, inputs
+from suite.plan import grid as grids
+from suite.plan.case import DTYPES
+from suite.run.measure import build, inputs
 
 for _module in filter(None, os.environ.get("SUITE_BENCH_PLUGINS", "").split(",")):  # like run --plugin
     importlib.import_module(_module)
@@ -58,6 +58,6 @@ def test_case(benchmark, case):
 
 
 def case_flops(case) -> int:
-    from suite.case import theory_of
+    from suite.plan.case import theory_of
 
     return int(theory_of(case)["flops"])

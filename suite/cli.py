@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 import variants
-from suite import results
+from suite.store import table as results
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 
@@ -51,10 +51,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from suite import grid as grids
-    from suite import runner
-    from suite import shard as shards
-    from suite.case import Case
+    from suite.plan import grid as grids
+    from suite.run import runner
+    from suite.plan import shard as shards
+    from suite.plan.case import Case
 
     results_dir = Path(args.results_dir)
     try:
@@ -87,7 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             if run_dir.exists():
                 raise grids.ConfigError(f"--run-id {run_id!r}: {run_dir} exists (use --resume {run_id} to finish it)")
         if args.executor == "ray":
-            from suite.ray_executor import _ray
+            from suite.run.ray_pool import _ray
 
             _ray()  # before any work: without Ray, say how to install it
         elif args.address or args.ray_workers:
@@ -126,7 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def make_report(run_dir: Path, report_dir: Path) -> int:
-    from suite import report
+    from suite.present import report
 
     started = time.perf_counter()
     path, result = report.build(run_dir, report_dir)
@@ -166,7 +166,7 @@ def resolve_run(ref: str, results_dir: Path, like: Path | None = None) -> Path:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from suite import compare
+    from suite.analyse import regression as compare
 
     results_dir = Path(args.results_dir)
     try:
@@ -200,8 +200,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def confirm(verdict, base, new_dir: Path, rule):
     """Re-run the flagged cases with the code checked out now, in fresh processes; keep only the
     cases that are slower again (a second, independent sample of the new code)."""
-    from suite import compare, runner
-    from suite.case import Case
+    from suite.analyse import regression as compare
+    from suite.run import runner
+    from suite.plan.case import Case
 
     flagged = verdict.cases[verdict.cases["status"] == "slower"]
     plan = results.read_json(new_dir, "plan.json")
@@ -258,7 +259,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from suite import export
+    from suite.present import export
 
     try:
         run_dir = resolve_run(args.run, Path(args.results_dir))
@@ -277,9 +278,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Join shard runs into one run: the same journal rows, one plan, one table, one report."""
-    from suite import shard
-    from suite.case import Case
-    from suite.journal import Journal
+    from suite.plan import shard
+    from suite.plan.case import Case
+    from suite.store.journal import Journal
 
     results_dir = Path(args.results_dir)
     try:
@@ -323,7 +324,7 @@ def csv_list(text: str) -> list[str]:
 
 
 def compare_defaults():
-    from suite.compare import Rule
+    from suite.analyse.regression import Rule
 
     return Rule()
 

@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite import compare, export, results
+from suite.analyse import regression as compare
+from suite.present import export
+from suite.store import table as results
 from test_runner import suite
 
 GRID = """

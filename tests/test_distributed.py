@@ -11,8 +11,8 @@ import time
 import pandas as pd
 import pytest
 
-from suite import grid as grids
-from suite import shard
+from suite.plan import grid as grids
+from suite.plan import shard
 from test_runner import suite, write_grid
 
 SMALL = """

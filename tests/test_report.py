@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from suite import analysis, report, results
+from suite.analyse import exponents as analysis
+from suite.present import report
+from suite.store import table as results
 from test_analysis import table
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 
-from suite.case import Case, theory_of
+from suite.plan.case import Case, theory_of
 
 ASSUMED_FLOP_RATE = {"cpu": 2e10, "cuda": 2e13}  # only ratios between cases matter
 CALLS_PER_REPLICATE = 4  # warm-up, two samples and the memory pass, at least

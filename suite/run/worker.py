@@ -32,7 +32,7 @@ def setup(settings: dict, plugins: list[str], device: str) -> None:
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     if device == "cpu":
         limit_address_space(settings["memory_budget_gib"])
-    from suite import allocator
+    from suite.run import allocator
 
     allocator.configure(settings["allocator"])
     import torch
@@ -45,9 +45,9 @@ def setup(settings: dict, plugins: list[str], device: str) -> None:
 
 def measure_case(key: dict, replicate: int, settings: dict) -> dict:
     """One case's row, then the heap handed back: retained within a case, released between cases."""
-    from suite import allocator
-    from suite.case import Case
-    from suite.measure import measure
+    from suite.run import allocator
+    from suite.plan.case import Case
+    from suite.run.measure import measure
 
     row = measure(Case.from_key(key), settings, replicate=replicate)
     allocator.trim()
@@ -60,7 +60,7 @@ def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | 
         os.dup2(fd, 1)
         os.dup2(fd, 2)
     setup(settings, plugins, device)
-    from suite.measure import gemm_peak
+    from suite.run.measure import gemm_peak
 
     conn.send(("ready", os.getpid()))
     while True:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.case import Case
+from suite.plan.case import Case
 
 COLUMNS = [
     "variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_heads", "num_kv_heads",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import variants
-from suite.case import DEVICES, DTYPES, MODES, Case
+from suite.plan.case import DEVICES, DTYPES, MODES, Case
 
 PRESETS = ("smoke", "quick", "full", "pr")
 AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_heads",
@@ -94,7 +94,7 @@ def _choices(where, name, values, allowed):
 def load(spec: str) -> dict:
     """Read a preset name or a TOML/YAML file into a plain dict."""
     if spec in PRESETS:
-        return tomllib.loads(resources.files("suite.grids").joinpath(f"{spec}.toml").read_text())
+        return tomllib.loads(resources.files("suite.plan.grids").joinpath(f"{spec}.toml").read_text())
     path = Path(spec)
     if not path.is_file():
         raise ConfigError(f"--grid {spec!r}: no such preset or file (presets: {', '.join(PRESETS)})")
@@ -154,7 +154,7 @@ def _settings(raw: dict, where: str) -> Settings:
             _fail(where, key, value, ", ".join(Settings.LIMITS))
         kind, low, high = Settings.LIMITS[key]
         if key == "allocator":
-            from suite.allocator import MODES as ALLOCATORS
+            from suite.run.allocator import MODES as ALLOCATORS
 
             _choices(where, key, [value], ALLOCATORS)
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):

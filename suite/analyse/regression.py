@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from suite import analysis
+from suite.analyse import exponents as analysis
 
 STABLE_ENV = ("torch", "xformers", "cuda", "python", "cpu_model", "cpu_count", "threads", "allocator",
               "cuda_device")

@@ -14,8 +14,8 @@ import os
 import time
 from collections import deque
 
-from suite.case import Case
-from suite.runner import lost_row
+from suite.plan.case import Case
+from suite.run.runner import lost_row
 
 INSTALL = "the Ray executor needs Ray: pip install -e '.[ray]' (or pip install 'ray[default]')"
 
@@ -36,18 +36,18 @@ def make_actor_class(ray, device: str, settings: dict):
         """A measuring process: the same code path as a local worker (suite.worker), under Ray."""
 
         def __init__(self, settings: dict, plugins: list[str]):
-            from suite import worker
+            from suite.run import worker
 
             worker.setup(settings, plugins, device)
             self.settings = settings
 
         def measure(self, key: dict, replicate: int) -> dict:
-            from suite.worker import measure_case
+            from suite.run.worker import measure_case
 
             return measure_case(key, replicate, self.settings)
 
         def gemm_peak(self, dtype: str) -> dict:
-            from suite.measure import gemm_peak
+            from suite.run.measure import gemm_peak
 
             return gemm_peak(device, dtype, self.settings["threads"])
 

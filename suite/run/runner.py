@@ -17,11 +17,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from suite import results
-from suite.case import Case
-from suite.env import fingerprint
-from suite.grid import Grid
-from suite.journal import Journal
+from suite.store import table as results
+from suite.plan.case import Case
+from suite.run.env import fingerprint
+from suite.plan.grid import Grid
+from suite.store.journal import Journal
 
 WORKER_START_TIMEOUT_S = 300.0
 
@@ -34,7 +34,7 @@ class Worker:
     """One worker process for one device, restarted after any case that takes it down."""
 
     def __init__(self, device: str, settings: dict, plugins: list[str], log_path: Path | None = None):
-        from suite import worker
+        from suite.run import worker
 
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
@@ -113,7 +113,7 @@ def _replicate(row: dict) -> int:
 
 
 def plan_payload(grid: Grid, plugins: list[str]) -> dict:
-    from suite.shard import grid_id
+    from suite.plan.shard import grid_id
 
     return {
         "grid": grid.name, "source": grid.source, "description": grid.description,
@@ -151,7 +151,7 @@ def run(*, run_dir: Path, cases: list[Case], settings: dict, plugins: list[str],
     finished, began = 0, time.perf_counter()
     try:
         if executor == "ray":
-            from suite.ray_executor import RayPool
+            from suite.run.ray_pool import RayPool
 
             pool = RayPool(settings, plugins, address, slots)
             _probe(run_dir, cases, pool.gemm_peak, out)

@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 
 import variants
-from suite.case import DTYPES, Case, theory_of
+from suite.plan.case import DTYPES, Case, theory_of
 
 MIN_SAMPLES = 3  # per case, over all its replicates: each of R processes takes ceil(3 / R), 2 at least
 # Tolerances of the correctness check, relative to the reference output's largest magnitude.

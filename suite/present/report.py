@@ -14,7 +14,9 @@ import jinja2
 import numpy as np
 import pandas as pd
 
-from suite import analysis, figures, results
+from suite.analyse import exponents as analysis
+from suite.present import figures
+from suite.store import table as results
 
 TEMPLATES = Path(__file__).parent / "templates"
 
