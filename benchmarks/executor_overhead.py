@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from suite.store.journal import Journal
-from suite.store.table import read_json
+from suite.store.rundir import RunDir
 
 
 def main(args: list[str]) -> None:
@@ -23,14 +22,15 @@ def main(args: list[str]) -> None:
     replicates; --ray-workers under Ray); by default the distinct measuring processes seen."""
     for arg in args:
         run_dir, _, given = arg.partition(":")
-        rows = Journal(f"{run_dir}/journal.jsonl").read().rows
-        timed = [r for r in rows if "wall_s" in r]
-        began = min(r["finished_at"] - r["wall_s"] for r in timed)
-        wall = max(r["finished_at"] for r in rows) - began
-        slots = int(given) if given else (len({r.get("pid") for r in timed if r.get("pid")}) or 1)
-        busy = sum(r["wall_s"] for r in timed)
+        run = RunDir(run_dir)
+        rows = run.journal.read().rows
+        timed = [r for r in rows if r.wall_s is not None]
+        began = min(r.finished_at - r.wall_s for r in timed)
+        wall = max(r.finished_at for r in rows) - began
+        slots = int(given) if given else (len({r.pid for r in timed if r.pid}) or 1)
+        busy = sum(r.wall_s for r in timed)
         overhead = (slots * wall - busy) / len(rows)
-        plan = read_json(run_dir, "plan.json")
+        plan = run.plan()
         print(f"{run_dir}: grid {plan.get('grid')}, {len(rows)} rows, {slots} measuring processes, "
               f"wall {wall:.1f}s, in measure {busy:.1f}s, overhead {overhead * 1e3:.0f} ms per row")
 

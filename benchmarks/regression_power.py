@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analyse import regression as compare
-from suite.store import table as results
+from suite.store.rundir import RunDir
 
 SLOWDOWNS = (0.05, 0.08, 0.10, 0.15, 0.20, 0.25, 0.30, 0.40, 0.50)
 
@@ -39,7 +39,7 @@ def slowed(frame: pd.DataFrame, case_id: str, factor: float) -> pd.DataFrame:
 
 
 def main(run_dirs: list[str]) -> None:
-    runs = [results.read(d) for d in run_dirs]
+    runs = [RunDir(d).read_table() for d in run_dirs]
     runs = [r[r["status"] == "ok"].reset_index(drop=True) for r in runs]
     ids = sorted(set.intersection(*(set(r["case_id"]) for r in runs)))
     runs = [r[r["case_id"].isin(ids)].reset_index(drop=True) for r in runs]

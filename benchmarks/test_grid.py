@@ -44,7 +44,8 @@ def synchronized(fn):
 @pytest.mark.parametrize("case", CASES, ids=[case.label().replace(" ", "-") for case in CASES])
 def test_case(benchmark, case):
     spec = variants.get(case.variant)
-    reasons = spec.reasons(case.impl, device=case.device, dtype=DTYPES[case.dtype], batch=case.batch,
+    reasons = spec.reasons(case.impl, params=dict(case.params), device=case.device, dtype=DTYPES[case.dtype],
+                           batch=case.batch,
                            num_heads=case.num_heads, num_kv_heads=case.num_kv_heads, seq_len=case.seq_len,
                            head_dim=case.head_dim, causal=case.causal)
     if reasons:

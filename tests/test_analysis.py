@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite.analyse import exponents as analysis
-from suite.analyse.exponents import Fit, fit_power, floor_model, verdict
+from suite import analyse as analysis
+from suite.analyse.fits import Fit, fit_power, floor_model, verdict
 
 N = 2.0 ** np.arange(4, 21)  # 16 .. 1M: a floor up to n = 256, then 4096x of power law
 

@@ -15,7 +15,7 @@ import pytest
 
 from suite.analyse import regression as compare
 from suite.present import export
-from suite.store import table as results
+from suite.store.rundir import RunDir
 from test_runner import suite
 
 GRID = """
@@ -118,8 +118,8 @@ def _doctored(runs, name: str, edit_table=None, edit_env=None) -> None:
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(runs / "results" / "a2", target)
     if edit_table:
-        frame = edit_table(results.read(target))
-        results.write(frame, target)
+        frame = edit_table(RunDir(target).read_table())
+        RunDir(target).write_table(frame)
     if edit_env:
         env = json.loads((target / "env.json").read_text())
         (target / "env.json").write_text(json.dumps(edit_env(env)))
@@ -175,7 +175,7 @@ def test_markdown_and_step_summary(runs, tmp_path):
 
 
 def test_exports_are_read_by_pytest_benchmark_and_shaped_for_github_action_benchmark(runs, tmp_path):
-    frame = results.read(runs / "results" / "a1")
+    frame = RunDir(runs / "results" / "a1").read_table()
     env = json.loads((runs / "results" / "a1" / "env.json").read_text())
     for name in ("one", "two"):
         (tmp_path / f"{name}.json").write_text(json.dumps(export.pytest_benchmark(frame, env)))
@@ -206,7 +206,7 @@ def test_false_alarm_rate_per_case_over_repeated_a_a_comparisons_of_measured_noi
     """Real kernels timed in 10 processes, redrawn 300 times into disjoint 5-vs-5 A/A pairs (the
     gate's 5 processes): at most 1% of case comparisons are called changed. (3 vs 3 gave 1.3%
     here: some sub-millisecond cases are bimodal per process.)"""
-    frame = results.read(run_grid(tmp_path, "ten", replicates=10, body=REAL)).set_index("case_id")
+    frame = RunDir(run_grid(tmp_path, "ten", replicates=10, body=REAL)).read_table().set_index("case_id")
     noise = {cid: np.asarray(frame.loc[cid, "replicate_times_s"]) for cid in frame.index}
     assert all(len(v) == 10 for v in noise.values())
     rng = np.random.default_rng(0)

@@ -29,7 +29,7 @@ impl = ["native"]
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 400])
 def test_shards_of_the_smoke_grid_cover_every_case_exactly_once(n):
     grid = grids.resolve("smoke")
-    settings = grid.settings.__dict__
+    settings = grid.settings
     parts = shard.split(list(grid.cases), settings, n)
     ids = [case.case_id for part in parts for case in part]
     assert len(ids) == len(set(ids)) == len(grid.cases)
@@ -38,7 +38,7 @@ def test_shards_of_the_smoke_grid_cover_every_case_exactly_once(n):
 
 def test_shards_are_balanced_by_predicted_cost_not_count():
     grid = grids.resolve("full")
-    settings = grid.settings.__dict__
+    settings = grid.settings
     parts = shard.split(list(grid.cases), settings, 4)
     loads = [sum(shard.predicted_s(c, settings) for c in part) for part in parts]
     assert max(loads) <= 1.1 * min(loads) + max(shard.predicted_s(c, settings) for c in grid.cases)

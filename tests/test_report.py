@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from suite.analyse import exponents as analysis
+from suite import analyse as analysis
 from suite.present import report
-from suite.store import table as results
+from suite.store.row import COLUMNS
+from suite.store.rundir import RunDir
 from test_analysis import table
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -28,15 +29,15 @@ def built(tmp_path_factory) -> Path:
     run = root / "results" / "synthetic"
     run.mkdir(parents=True)
     frame = table()
-    for col in results.COLUMNS:
+    for col in COLUMNS:
         if col not in frame:
             frame[col] = None
     frame["samples"] = frame["time_s"].map(lambda t: [t] if t == t and t is not None else None)
-    results.write(frame[results.COLUMNS], run)
+    RunDir(run).write_table(frame[COLUMNS])
     (run / "env.json").write_text(json.dumps({"torch": "2.13.0", "cpu_model": "test CPU", "fingerprint_id": "x"}))
     (run / "plan.json").write_text(json.dumps({"grid": "synthetic", "settings": {"threads": 1}}))
     (run / "probe.json").write_text(json.dumps({"cpu": {"float32": {"flops_per_s": 1e11, "threads": 1}}}))
-    return report.build(run, root / "reports" / "synthetic")[0]
+    return report.build(RunDir(run), root / "reports" / "synthetic")[0]
 
 
 def test_report_is_self_contained_with_embedded_figures_and_the_raw_data_beside_it(built):
@@ -66,7 +67,7 @@ def test_report_leads_with_the_verdicts_of_the_data(built):
 
 
 def test_summary_prints_one_line_per_claim_fit(built):
-    frame = results.read(built.parent.parent.parent / "results" / "synthetic")
+    frame = RunDir(built.parent.parent.parent / "results" / "synthetic").read_table()
     text = report.summary(analysis.claims(analysis.all_exponents(frame)))
     lines = text.splitlines()
     assert lines[0].startswith("variant") and len(lines) == 1 + 4

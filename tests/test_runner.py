@@ -134,6 +134,9 @@ BAD_CONFIGS = [
     ('[[block]]\nvariant = ["full"]\ndtype = ["float8"]\n', "field 'dtype' = 'float8'"),
     ('[[block]]\nvariant = ["full"]\nmode = ["train"]\n', "field 'mode' = 'train'"),
     ('[[block]]\nvariant = ["sliding_window"]\nmode = ["decode"]\n', "field 'mode' = 'decode'"),
+    ('[[block]]\nparams = { widnow = [3] }\n', "field 'params.widnow' = [3] (allowed: parameters of the chosen variants"),
+    ('[[block]]\nvariant = ["full"]\ncausal = [0]\n', "field 'causal' = 0 (allowed: true, false)"),
+    ('[[block]]\nvariant = ["full"]\nnum_kv_heads = [2]\n', "field 'num_kv_heads' = [2] (allowed: only with"),
 ]
 
 

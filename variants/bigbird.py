@@ -18,8 +18,8 @@ from variants.sliding_window import window
 WINDOW = Param("window", 64, "one-sided reach w of the window", minimum=0)
 
 
-def bigbird(n: int, params: dict):
-    return or_masks(window(n, params), global_tokens(n, params), random_pattern(n, params))
+def bigbird(n: int, params: dict, device: str | torch.device = "cpu"):
+    return or_masks(window(n, params), global_tokens(n, params), random_pattern(n, params, device))
 
 
 def extra_sets(n: int, causal: bool, params: dict):

@@ -21,7 +21,7 @@ from torch import nn
 
 from variants.impls import dense_attention
 from variants.registry import Impl, Param, Prepared, VariantSpec, register
-from variants.theory import SOFTMAX_OPS_PER_PAIR, Theory
+from variants.theory import SOFTMAX_OPS_PER_PAIR, Theory, score_flops
 
 SEED = Param("seed", 0, "seed of the weights", minimum=0)
 ATTN_DIM = Param("attn_dim", 64, "width d_a of the additive scoring layer", minimum=1)
@@ -32,6 +32,25 @@ def weights(shape: tuple[int, ...], count: int, seed: int) -> tuple[torch.Tensor
     """`count` float64 CPU tensors ~ N(0, 1/fan_in), the same for a seed on every device."""
     gen = torch.Generator().manual_seed(seed)
     return tuple(torch.randn(shape, generator=gen, dtype=torch.float64) / shape[-1] ** 0.5 for _ in range(count))
+
+
+def weights_like(shape: tuple[int, ...], count: int, seed: int, like: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The seeded weights on `like`'s device and dtype: a host-to-device copy, done in setup."""
+    return tuple(w.to(like.device, like.dtype) for w in weights(shape, count, seed))
+
+
+def mha_weights(q: torch.Tensor, params: dict) -> tuple[torch.Tensor, ...]:
+    dim = q.shape[1] * q.shape[3]
+    return weights_like((dim, dim), 4, params["seed"], q)
+
+
+def additive_weights(q: torch.Tensor, params: dict) -> tuple[torch.Tensor, ...]:
+    d, da, seed = q.shape[-1], params["attn_dim"], params["seed"]
+    return weights_like((d, da), 2, seed, q) + weights_like((da,), 1, seed + 1, q)
+
+
+def multiplicative_weights(q: torch.Tensor, params: dict) -> tuple[torch.Tensor, ...]:
+    return weights_like((q.shape[-1], q.shape[-1]), 1, params["seed"], q)
 
 
 def to_streams(x: torch.Tensor) -> torch.Tensor:
@@ -88,10 +107,10 @@ class PerHeadMHA(nn.Module):
         return self.o(torch.cat(outs, dim=-1))  # (B, n, D)
 
 
-def mha_reference(q, k, v, causal: bool, seed: int) -> torch.Tensor:
+def mha_reference(q, k, v, causal: bool, seed: int, ws=None) -> torch.Tensor:
     """The explicit form: projections by einsum, n×n scores materialized."""
-    h, dim = q.shape[1], q.shape[1] * q.shape[3]
-    wq, wk, wv, wo = (w.to(q.device, q.dtype) for w in weights((dim, dim), 4, seed))
+    h = q.shape[1]
+    wq, wk, wv, wo = ws or mha_weights(q, {"seed": seed})
     qh, kh, vh = (to_heads(to_streams(x) @ w.T, h) for x, w in ((q, wq), (k, wk), (v, wv)))
     return to_heads(to_streams(dense_attention(qh, kh, vh, causal=causal)) @ wo.T, h)
 
@@ -108,9 +127,13 @@ def module_impl(cls) -> Impl:
     return Impl("native", prepare, cost=cost)
 
 
-def reference_impl(fn, cost: str) -> Impl:
+def reference_impl(fn, cost: str, weights_for) -> Impl:
+    """The explicit form; its weights are put on the inputs' device and dtype here, in setup."""
+
     def prepare(q, k, v, *, causal, params):
-        return Prepared(lambda: fn(q, k, v, causal, **params))
+        start = time.perf_counter()
+        ws = weights_for(q, params)
+        return Prepared(lambda: fn(q, k, v, causal, ws=ws, **params), {"weights_s": time.perf_counter() - start})
 
     return Impl("dense", prepare, cost=cost)
 
@@ -122,7 +145,7 @@ def pairs(n: int, causal: bool) -> int:
 def mha_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
     p, dim = pairs(seq_len, causal), num_heads * head_dim
     return Theory(
-        flops=4 * batch * num_heads * p * head_dim, claimed_exponent_n=2.0, claimed_exponent_d=1.0, pairs=p,
+        flops=score_flops(batch, num_heads, p, head_dim), claimed_exponent_n=2.0, claimed_exponent_d=1.0, pairs=p,
         extra_flops={"projections": 4 * 2 * batch * seq_len * dim * dim,
                      "softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * p},
         note="same FLOPs fused or per head; the claim is that fused is faster",
@@ -135,11 +158,10 @@ def additive_scores(qp: torch.Tensor, kp: torch.Tensor, w: torch.Tensor) -> torc
     return torch.tanh(qp[:, :, :, None, :] + kp[:, :, None, :, :]) @ w  # (B, H, rows, n)
 
 
-def additive(q, k, v, causal: bool, attn_dim: int, seed: int, chunk: int | None = None) -> torch.Tensor:
+def additive(q, k, v, causal: bool, attn_dim: int, seed: int, chunk: int | None = None, ws=None) -> torch.Tensor:
     """Bahdanau scoring; `chunk` rows at a time bounds memory to O(chunk·n·d_a) (time stays O(n²·d_a))."""
-    d, n = q.shape[-1], q.shape[-2]
-    wq, wk = (w.to(q.device, q.dtype) for w in weights((d, attn_dim), 2, seed))
-    (w,) = (x.to(q.device, q.dtype) for x in weights((attn_dim,), 1, seed + 1))
+    n = q.shape[-2]
+    wq, wk, w = ws or additive_weights(q, {"attn_dim": attn_dim, "seed": seed})
     qp, kp = q @ wq, k @ wk  # (B, H, n, d_a)
     outs = []
     for start in range(0, n, chunk or n):
@@ -163,9 +185,9 @@ def additive_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal
 
 
 # ----------------------------------------------------------------------------- multiplicative
-def multiplicative(q, k, v, causal: bool, seed: int) -> torch.Tensor:
+def multiplicative(q, k, v, causal: bool, seed: int, ws=None) -> torch.Tensor:
     """Luong 'general' scores qᵀ W k, unscaled as in the paper, with the n×n scores materialized."""
-    (w,) = (x.to(q.device, q.dtype) for x in weights((q.shape[-1], q.shape[-1]), 1, seed))
+    (w,) = ws or multiplicative_weights(q, {"seed": seed})
     scores = (q @ w) @ k.transpose(-1, -2)  # (B, H, n, n)
     if causal:
         scores = scores.masked_fill(~torch.ones_like(scores, dtype=torch.bool).tril(), float("-inf"))
@@ -174,16 +196,17 @@ def multiplicative(q, k, v, causal: bool, seed: int) -> torch.Tensor:
 
 def multiplicative_sdpa() -> Impl:
     def prepare(q, k, v, *, causal, params):
-        (w,) = (x.to(q.device, q.dtype) for x in weights((q.shape[-1], q.shape[-1]), 1, params["seed"]))
+        (w,) = multiplicative_weights(q, params)
         return Prepared(lambda: F.scaled_dot_product_attention(q @ w, k, v, is_causal=causal, scale=1.0))
 
-    return Impl("sdpa", prepare, cost="O(n²·d + n·d²): qW once, then the fused kernel")
+    return Impl("sdpa", prepare, cost="O(n²·d + n·d²): qW once, then the fused kernel",
+                library="torch scaled_dot_product_attention")
 
 
 def multiplicative_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
     p, bh = pairs(seq_len, causal), batch * num_heads
     return Theory(
-        flops=4 * bh * p * head_dim, claimed_exponent_n=2.0, claimed_exponent_d=1.0, pairs=p,
+        flops=score_flops(batch, num_heads, p, head_dim), claimed_exponent_n=2.0, claimed_exponent_d=1.0, pairs=p,
         extra_flops={"projections": 2 * bh * seq_len * head_dim * head_dim, "softmax": SOFTMAX_OPS_PER_PAIR * bh * p},
     )
 
@@ -193,7 +216,8 @@ def additive_native() -> Impl:
         # about 8 MiB of scores per chunk: memory O(chunk·n·d_a), independent of n² for long inputs
         per_row = q.shape[0] * q.shape[1] * q.shape[2] * params["attn_dim"] * q.element_size()
         chunk = max(1, (8 << 20) // per_row)
-        return Prepared(lambda: additive(q, k, v, causal, chunk=chunk, **params))
+        ws = additive_weights(q, params)  # NB: in setup, never in the timed call
+        return Prepared(lambda: additive(q, k, v, causal, chunk=chunk, ws=ws, **params))
 
     return Impl("native", prepare, cost="O(n²·d_a) time, O(chunk·n·d_a) memory: query rows in chunks")
 
@@ -205,9 +229,7 @@ def classic(name, summary, source, params, theory_fn, impls) -> VariantSpec:
     ))
 
 
-MHA_DENSE = reference_impl(
-    lambda q, k, v, causal, seed: mha_reference(q, k, v, causal, seed), "O(n²·d + n·D²): explicit einsum form"
-)
+MHA_DENSE = reference_impl(mha_reference, "O(n²·d + n·D²): explicit einsum form", mha_weights)
 classic("mha_fused", "Multi-head attention with one projection for all heads.",
         "Vaswani et al. 2017, Attention Is All You Need", (SEED,), mha_theory, (MHA_DENSE, module_impl(FusedMHA)))
 classic("mha_per_head", "Multi-head attention with a separate Linear per head, concatenated.",
@@ -215,8 +237,10 @@ classic("mha_per_head", "Multi-head attention with a separate Linear per head, c
 classic("additive", "Additive (Bahdanau) attention: score = vᵀ tanh(W_q q + W_k k).",
         "Bahdanau et al. 2015, Neural Machine Translation by Jointly Learning to Align and Translate",
         (ATTN_DIM, SEED), additive_theory,
-        (reference_impl(additive, "O(n²·d_a) time and memory: all pairs broadcast at once"), additive_native()))
+        (reference_impl(additive, "O(n²·d_a) time and memory: all pairs broadcast at once", additive_weights),
+         additive_native()))
 classic("multiplicative", "Multiplicative (Luong 'general') attention: score = qᵀ W k.",
         "Luong et al. 2015, Effective Approaches to Attention-based Neural Machine Translation",
         (SEED,), multiplicative_theory,
-        (reference_impl(multiplicative, "O(n²·d + n·d²): n×n scores materialized"), multiplicative_sdpa()))
+        (reference_impl(multiplicative, "O(n²·d + n·d²): n×n scores materialized", multiplicative_weights),
+         multiplicative_sdpa()))

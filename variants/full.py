@@ -30,10 +30,10 @@ SPEC = register(
             i.name: i
             for i in (
                 dense_impl(None), sdpa_impl(None), flex_impl(None, "full"),
-                xformers_impl(xformers_bias("full")),
+                xformers_impl(xformers_bias("full"), work="algorithm"),
             )
         },
-        mask_fn=lambda n, causal, p: with_causal(everything(n, p), causal),
+        mask_fn=lambda n, causal, p, device="cpu": with_causal(everything(n, p), causal),
         row_counts_fn=row_counts,
         decode=True,
     )

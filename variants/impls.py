@@ -38,12 +38,15 @@ def dense_attention(q, k, v, mask: torch.Tensor | None = None, causal: bool = Fa
 
 
 def _timed(fn: Callable, *args, **kwargs):
+    """(result, seconds); NB: waits for queued CUDA work, so a setup time is the work's, not its launch."""
     start = time.perf_counter()
     out = fn(*args, **kwargs)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
     return out, time.perf_counter() - start
 
 
-MaskFor = Callable[[int, bool, dict], MaskMod]  # (n, causal, params) -> predicate
+MaskFor = Callable[..., MaskMod]  # (n, causal, params, device=...) -> predicate
 
 
 def dense_impl(mask_for: MaskFor | None) -> Impl:
@@ -52,10 +55,12 @@ def dense_impl(mask_for: MaskFor | None) -> Impl:
     def prepare(q, k, v, *, causal, params):
         if mask_for is None:
             return Prepared(lambda: dense_attention(q, k, v, causal=causal))
-        mask, mask_s = _timed(dense_mask, mask_for(k.shape[-2], causal, params), k.shape[-2], device=q.device)
+        mod = mask_for(k.shape[-2], causal, params, device=q.device)
+        mask, mask_s = _timed(dense_mask, mod, k.shape[-2], device=q.device)
         return Prepared(lambda: dense_attention(q, k, v, mask=mask), {"mask_s": mask_s})
 
-    return Impl("dense", prepare, cost="O(n²) time and memory: materializes the n×n scores")
+    return Impl("dense", prepare, cost="O(n²) time and memory: materializes the n×n scores",
+                work="algorithm" if mask_for is None else "all_pairs")
 
 
 def sdpa_impl(mask_for: MaskFor | None) -> Impl:
@@ -67,7 +72,8 @@ def sdpa_impl(mask_for: MaskFor | None) -> Impl:
             return Prepared(
                 lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
             )
-        mask, mask_s = _timed(dense_mask, mask_for(k.shape[-2], causal, params), k.shape[-2], device=q.device)
+        mod = mask_for(k.shape[-2], causal, params, device=q.device)
+        mask, mask_s = _timed(dense_mask, mod, k.shape[-2], device=q.device)
         return Prepared(
             lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa),
             {"mask_s": mask_s},
@@ -76,7 +82,8 @@ def sdpa_impl(mask_for: MaskFor | None) -> Impl:
     cost = "O(n²) time; full: fused kernel, no n×n scores" if mask_for is None else (
         "O(n²) time and memory: the pattern is a dense n×n boolean mask"
     )
-    return Impl("sdpa", prepare, cost=cost)
+    return Impl("sdpa", prepare, cost=cost, work="algorithm" if mask_for is None else "all_pairs",
+                library="torch scaled_dot_product_attention")
 
 
 # ---------------------------------------------------------------------------- FlexAttention
@@ -131,7 +138,7 @@ def flex_impl(mask_for: MaskFor | None, name: str) -> Impl:
             from variants.masks import causal_mod
 
             key = (name, n_q, n_k, causal, tuple(sorted(params.items())), str(q.device))
-            mod = causal_mod if mask_for is None else mask_for(n_k, causal, params)
+            mod = causal_mod if mask_for is None else mask_for(n_k, causal, params, device=q.device)
             block_mask, mask_s = _timed(_block_mask, key, mod, n_q, n_k, q.device)
         gqa = k.shape[1] != q.shape[1]
         notes = {"compile": "dynamic shapes"}
@@ -159,6 +166,8 @@ def flex_impl(mask_for: MaskFor | None, name: str) -> Impl:
         cost="block-sparse: O(n²) for full, O(visited blocks · 128² · d) for a pattern",
         dtypes=REDUCED,  # NB: FlexAttention on CPU rejects float64 when it compiles
         extra_reasons=_flex_reasons,
+        work="algorithm" if mask_for is None else "blocks", countable=False,  # NB: the counter raises under flex
+        library="torch FlexAttention",
     )
 
 
@@ -176,18 +185,20 @@ def _xformers():
     return fmha
 
 
-def _xformers_reasons(problem: Problem) -> list[str]:
-    """xformers' own reasons, from every forward op's `not_supported_reasons`."""
+def _xformers_reasons(problem: Problem, bias_for=None) -> list[str]:
+    """xformers' own reasons, from every forward op's `not_supported_reasons`, asked with the case's
+    real shapes and its real attn_bias (a window bias rules out ops a bias-free input would pass)."""
     try:
         fmha = _xformers()
     except Exception as err:  # ImportError, or an extension that fails on import
         return [f"xformers not importable: {type(err).__name__}: {err}"]
-    h, h_kv = problem.num_heads, problem.kv_heads
-    shape = (problem.batch, 8, h_kv, h // h_kv, problem.head_dim)
+    h, h_kv, n = problem.num_heads, problem.kv_heads, problem.seq_len
+    shape = (problem.batch, n, h_kv, h // h_kv, problem.head_dim)  # (B, n, G, H/G, d), as prepare passes it
     if problem.device == "cuda" and not torch.cuda.is_available():
         return ["device=cuda: torch.cuda.is_available() is False on this machine"]
     q = torch.empty(shape, device=problem.device, dtype=problem.dtype)
-    inp = fmha.Inputs(query=q, key=q, value=q)
+    bias = bias_for(n, problem.causal, dict(problem.params)) if bias_for is not None else None
+    inp = fmha.Inputs(query=q, key=q, value=q, attn_bias=bias)
     per_op = {op.NAME: op.not_supported_reasons(inp) for op in fmha.ALL_FW_OPS}
     if any(not r for r in per_op.values()):
         return []
@@ -200,7 +211,7 @@ def _xformers_reasons(problem: Problem) -> list[str]:
     return out
 
 
-def xformers_impl(bias_for: Callable[[int, bool, dict], object | None]) -> Impl:
+def xformers_impl(bias_for: Callable[[int, bool, dict], object | None], work: str = "blocks") -> Impl:
     """memory_efficient_attention with an attn_bias class (never a dense bias tensor).
 
     `bias_for(n, causal, params)` returns the attn_bias object (or None for no bias).
@@ -226,7 +237,8 @@ def xformers_impl(bias_for: Callable[[int, bool, dict], object | None]) -> Impl:
     return Impl(
         "xformers", prepare, cost="fused kernel; local windows skip masked blocks",
         # NB: devices and dtypes are left to xformers' own op table, so its reasons reach the user.
-        extra_reasons=_xformers_reasons,
+        extra_reasons=functools.partial(_xformers_reasons, bias_for=bias_for),
+        work=work, countable=False, library="xformers memory_efficient_attention",
     )
 
 

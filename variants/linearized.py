@@ -100,18 +100,20 @@ def impls(features: Callable[[dict, torch.Tensor], FeatureMap]) -> dict[str, Imp
     `features(params, q)` builds the FeatureMap (random projections are drawn here, in setup).
     """
 
-    def make(name: str, core, cost: str) -> Impl:
+    def make(name: str, core, cost: str, work: str) -> Impl:
         def prepare(q, k, v, *, causal, params):
             start = time.perf_counter()
             phi = features(params, q)
             setup = {"features_s": time.perf_counter() - start}
             return Prepared(lambda: core(phi, q, k, v, causal), setup)
 
-        return Impl(name, prepare, cost=cost)
+        return Impl(name, prepare, cost=cost, work=work)
 
     return {
-        "dense": make("dense", quadratic, "O(n²·m) time, O(n²) memory: the explicit φ(Q)φ(K)ᵀ"),
-        "native": make("native", linear_time, "O(n·m·d): Q′(K′ᵀV) streamed over row chunks, causal by chunked prefix sums"),
+        "dense": make("dense", quadratic, "O(n²·m) time, O(n²) memory: the explicit φ(Q)φ(K)ᵀ",
+                      "all_pairs"),
+        "native": make("native", linear_time, "O(n·m·d): Q′(K′ᵀV) streamed over row chunks, causal by chunked prefix sums",
+                       "algorithm"),
     }
 
 

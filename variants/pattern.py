@@ -7,6 +7,7 @@ its `native` implementation; `pattern_variant` turns that into a registered `Var
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Callable
 
@@ -61,8 +62,10 @@ def pattern_variant(
 ) -> VariantSpec:
     """Register a score-based pattern with dense, sdpa, flex, native and any extra impls."""
 
-    def mask_for(n: int, causal: bool, p: dict) -> MaskMod:
-        return with_causal(predicate(n, p), causal)
+    takes_device = "device" in inspect.signature(predicate).parameters  # a predicate holding a table
+
+    def mask_for(n: int, causal: bool, p: dict, device: str | torch.device = "cpu") -> MaskMod:
+        return with_causal(predicate(n, p, device=device) if takes_device else predicate(n, p), causal)
 
     impls = [dense_impl(mask_for), sdpa_impl(mask_for), flex_impl(mask_for, name), *extra_impls]
     if native is not None:

@@ -33,12 +33,14 @@ def table(n: int, keys: int, seed: int) -> torch.Tensor:
     return out
 
 
-def random_pattern(n: int, params: dict):
+def random_pattern(n: int, params: dict, device: str | torch.device = "cpu"):
+    """The predicate reads an (n, n) table built on `device` here, in setup: a compiled kernel
+    (flex on CUDA) must never copy it from the host inside the call."""
     r, seed = params["keys"], params["seed"]
-    lookup = table(n, r, seed)
+    lookup = table(n, r, seed).to(device)
 
     def mask_mod(b, h, q_idx, kv_idx):
-        return lookup.to(q_idx.device)[q_idx, kv_idx]
+        return lookup[q_idx, kv_idx]
 
     return named(mask_mod, f"random({r}, seed={seed})")
 

@@ -7,16 +7,20 @@ the human-readable reasons it cannot run; an empty list means it can.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import torch
 
-from variants.theory import Theory
+from variants.theory import Theory, for_mode
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-DEVICES = ("cpu", "cuda")
+# What an implementation computes: the algorithm's own work; every n² score whatever the pattern
+# (a dense mask); or the pattern's tiles at a kernel's block granularity.
+WORK = {"algorithm": "the algorithm's own work", "all_pairs": "every n² score, whatever the pattern",
+        "blocks": "the blocks the pattern touches, at the kernel's tile size"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Problem:
     seq_len: int = 1024
     head_dim: int = 64
     causal: bool = False
+    params: tuple[tuple[str, Any], ...] = ()  # the variant's resolved parameters (a library's bias needs them)
 
     @property
     def kv_heads(self) -> int:
@@ -89,18 +94,26 @@ class Impl:
     name: str
     prepare: PrepareFn
     cost: str
-    devices: tuple[str, ...] = DEVICES
+    devices: tuple[str, ...] | None = None  # None: any device torch has
     dtypes: tuple[torch.dtype, ...] = FLOAT_DTYPES
     supports_causal: bool = True
     # Library-specific checks beyond the table above (an import that fails, xformers' own reasons).
     extra_reasons: Callable[[Problem], list[str]] | None = None
+    # Traits, read by the suite instead of checking implementation names:
+    work: str = "algorithm"  # one of WORK: whose work this implementation does
+    countable: bool = True  # FlopCounterMode can trace it (on meta tensors)
+    library: str | None = None  # the library kernel it calls, where it calls one
+
+    def __post_init__(self):
+        if self.work not in WORK:
+            raise ValueError(f"impl {self.name}: work={self.work!r} (allowed: {', '.join(WORK)})")
 
     def reasons(self, problem: Problem) -> list[str]:
         out = []
-        if problem.device not in self.devices:
+        if self.devices is not None and problem.device not in self.devices:
             out.append(f"device={problem.device} (supported: {', '.join(self.devices)})")
-        elif problem.device == "cuda" and not torch.cuda.is_available():
-            out.append("device=cuda: torch.cuda.is_available() is False on this machine")
+        else:
+            out.extend(device_reasons(problem.device))
         if problem.dtype not in self.dtypes:
             allowed = ", ".join(str(d).removeprefix("torch.") for d in self.dtypes)
             out.append(f"dtype={str(problem.dtype).removeprefix('torch.')} (supported: {allowed})")
@@ -169,9 +182,12 @@ class VariantSpec:
         return frozenset(k for k, v in params.items() if v is not None)
 
     # ----------------------------------------------------------------- capability
-    def reasons(self, impl: str, **problem: Any) -> list[str]:
-        """Why `impl` cannot run this problem here; an empty list means it can."""
-        return self._impl(impl).reasons(Problem(**problem))
+    def reasons(self, impl: str, params: Mapping[str, Any] | None = None, **problem: Any) -> list[str]:
+        """Why `impl` cannot run this problem (with these parameters, defaults where not given)
+        here; an empty list means it can."""
+        shape = Problem(**problem)
+        resolved = self.resolve(shape.seq_len, params or {})
+        return self._impl(impl).reasons(dataclasses.replace(shape, params=tuple(sorted(resolved.items()))))
 
     def supported(self, impl: str, **problem: Any) -> bool:
         return not self.reasons(impl, **problem)
@@ -192,6 +208,7 @@ class VariantSpec:
         problem = Problem(
             device=q.device.type, dtype=q.dtype, batch=q.shape[0], num_heads=q.shape[1],
             num_kv_heads=k.shape[1], seq_len=k.shape[-2], head_dim=q.shape[-1], causal=causal,
+            params=tuple(sorted(resolved.items())),
         )
         why = implementation.reasons(problem)
         if why:
@@ -234,20 +251,35 @@ class VariantSpec:
         head_dim: int = 64,
         causal: bool = False,
         dtype_bytes: int = 4,
+        mode: str = "fwd",
         **params: Any,
     ) -> Theory:
-        """Pairs, forward FLOPs and the claimed exponents for one shape, per docs/CLAIMS.md."""
+        """Pairs, FLOPs and the claimed exponents for one shape and mode, per docs/CLAIMS.md."""
         _check_seq_len(seq_len)
         for field_name, value in (("batch", batch), ("num_heads", num_heads), ("head_dim", head_dim)):
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{field_name}={value!r} must be a positive int")
         resolved = self.resolve(seq_len, params)
         kv = _kv_heads_for(self, num_heads, num_kv_heads, resolved)
-        return self.theory_fn(
+        forward = self.theory_fn(
             seq_len=seq_len, batch=batch, num_heads=num_heads, num_kv_heads=kv, head_dim=head_dim,
             causal=causal, dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params),
             spec=self,
         )
+        return for_mode(forward, mode, batch=batch, num_heads=num_heads, seq_len=seq_len, head_dim=head_dim)
+
+
+def device_reasons(device: str) -> list[str]:
+    """Why torch cannot compute on `device` here ([] when it can): `torch.<device>.is_available()`."""
+    if device == "cpu":
+        return []
+    backend = getattr(torch, device, None)
+    available = getattr(backend, "is_available", None)
+    if available is None:
+        return [f"device={device}: torch has no such backend"]
+    if not available():
+        return [f"device={device}: torch.{device}.is_available() is False on this machine"]
+    return []
 
 
 def _check_seq_len(seq_len: int) -> None:

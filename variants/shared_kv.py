@@ -6,6 +6,8 @@ H/H_kv times, so decode (one query against a cache of n) gets faster as H_kv fal
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from variants import full
@@ -43,13 +45,13 @@ def with_group_check(impl: Impl) -> Impl:
             raise ValueError(f"gqa: parameter groups={params['groups']} (allowed: k.shape[1]={k.shape[1]})")
         return impl.prepare(q, k, v, causal=causal, params=params)
 
-    return Impl(impl.name, prepare, impl.cost, impl.devices, impl.dtypes, impl.supports_causal, impl.extra_reasons)
+    return dataclasses.replace(impl, prepare=prepare)
 
 
 def shared_kv_variant(name: str, kv_heads: str, params: tuple[Param, ...], summary: str, source: str) -> VariantSpec:
     impls = [
         dense_impl(None), sdpa_impl(None), flex_impl(None, name),
-        xformers_impl(xformers_bias("full")), native_grouped(),
+        xformers_impl(xformers_bias("full"), work="algorithm"), native_grouped(),
     ]
     return register(
         VariantSpec(

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # NB: softmax is counted as 5 operations per allowed pair (max, subtract, exp, sum, divide).
 # It is reported apart from `flops`, as docs/CLAIMS.md asks; only the convention is ours.
 SOFTMAX_OPS_PER_PAIR = 5
+MODES = ("fwd", "fwd_bwd", "decode")
+# NB: backward is counted as twice the forward (two matmuls per forward matmul), the usual convention.
+FWD_BWD_FLOP_FACTOR = 3
+
+
+def score_flops(batch: int, num_heads: int, pairs: int, head_dim: int) -> int:
+    """4·B·H·P·d: 2·P·d for QKᵀ and 2·P·d for PV, per head (docs/CLAIMS.md)."""
+    return 4 * batch * num_heads * pairs * head_dim
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,7 @@ def score_theory(*, pairs: int, batch: int, num_heads: int, num_kv_heads: int, s
                  head_dim: int, dtype_bytes: int, exponent_n: float, note: str = "") -> Theory:
     """Score-based attention: 4·B·H·P·d forward FLOPs, softmax as a separate term."""
     return Theory(
-        flops=4 * batch * num_heads * pairs * head_dim,
+        flops=score_flops(batch, num_heads, pairs, head_dim),
         claimed_exponent_n=exponent_n,
         claimed_exponent_d=1.0,
         pairs=pairs,
@@ -38,3 +46,18 @@ def score_theory(*, pairs: int, batch: int, num_heads: int, num_kv_heads: int, s
         kv_bytes=2 * batch * num_kv_heads * seq_len * head_dim * dtype_bytes,
         note=note,
     )
+
+
+def for_mode(theory: Theory, mode: str, *, batch: int, num_heads: int, seq_len: int, head_dim: int) -> Theory:
+    """The forward theory adjusted for what a mode times (docs/CLAIMS.md, "Modes").
+
+    fwd_bwd: 3× the forward FLOPs. decode: one query (the last position) against all n keys.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r} (allowed: {', '.join(MODES)})")
+    if mode == "fwd_bwd":
+        return replace(theory, flops=FWD_BWD_FLOP_FACTOR * theory.flops)
+    if mode == "decode":
+        return replace(theory, pairs=seq_len, flops=score_flops(batch, num_heads, seq_len, head_dim),
+                       claimed_exponent_n=1.0)
+    return theory

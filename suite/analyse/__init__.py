@@ -1,1 +1,32 @@
+"""analyse: pure functions from the results table to fits, verdicts, crossovers and regressions.
 
+Knows nothing of files or figures: tables in, tables out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from suite.analyse.exponents import all_exponents, claims, prepare
+from suite.analyse.tables import crossovers, efficiency, status_matrix
+
+
+@dataclass
+class Analysis:
+    """Everything the report shows, computed once from the table (and the run's GEMM probe)."""
+
+    frame: pd.DataFrame
+    fits: pd.DataFrame
+    claims: pd.DataFrame
+    crossovers: pd.DataFrame
+    efficiency: pd.DataFrame
+    status: pd.DataFrame
+
+
+def analyse(frame: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+    data = prepare(frame)  # NB: params are parsed here, once for the whole report
+    fits = all_exponents(data)
+    return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossovers(data),
+                    efficiency=efficiency(data, peaks), status=status_matrix(data))

@@ -1,26 +1,16 @@
-"""Fits, verdicts, crossovers and efficiency: pure functions on the long-form results table.
+"""Exponents of every series in every swept axis, the verdict table, and why a fit is not as claimed.
 
-Knows nothing of files or figures. Each exponent is fitted as `log(cost) = a + p·log(x)` on the
-points above the overhead floor (docs/CLAIMS.md, "Verdicts"): the floor is found by fitting
-`cost = floor + c·xᵖ` and the small-x points where it makes up more than FLOOR_SHARE of the cost
-are left out of the fit, and named.
+Pure functions on the long-form results table (after `prepare`, which parses `params` once).
 """
 
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-FLOOR_SHARE = 0.10  # a point whose modelled floor is more than this share of its cost is left out
-TOLERANCE = 0.15  # docs/CLAIMS.md: confirmed when the 95% interval lies within claimed ± 0.15
-MIN_SPAN = 16.0  # docs/CLAIMS.md: a verdict needs a span of x of at least 16x
-MIN_POINTS = 3
-LEVEL = 0.95
+from suite.analyse.fits import MIN_POINTS, MIN_SPAN, TOLERANCE, fit_power, verdict
 
 SHAPE = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_heads",
          "num_kv_heads", "head_dim", "causal", "params"]
@@ -29,98 +19,15 @@ METRICS = {"time": "time_s", "memory": "peak_bytes", "flops": "flops_counted", "
            "work": "flops"}  # work: the algorithm's FLOPs (theory), where the counter cannot count
 
 
-@dataclass(frozen=True)
-class Fit:
-    """A power-law fit of y against x, with what was left out and why."""
-
-    slope: float
-    lo: float  # 95% interval of the slope
-    hi: float
-    intercept: float
-    used: tuple[float, ...]  # the x of the points fitted
-    excluded: tuple[float, ...] = ()  # the x of the points under the overhead floor
-    floor: float = 0.0  # modelled constant floor, in y's unit
-
-    @property
-    def span(self) -> float:
-        return max(self.used) / min(self.used) if self.used else 0.0
-
-
-def floor_model(x, y, exponents=np.linspace(-1.0, 4.0, 1001)) -> tuple[float, float, float]:
-    """(floor, c, p) minimizing the relative error of y ≈ floor + c·xᵖ, floor ≥ 0, c > 0.
-
-    For each p on a grid the model is linear in (floor, c): the 2x2 normal equations are solved
-    for every p at once, with the floor clamped to 0 where it comes out negative.
-    """
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    u = 1.0 / y  # (k,)  the floor's column, relative
-    w = x[None, :] ** exponents[:, None] / y[None, :]  # (P, k)  the power term's column, relative
-    suu, suw, sww = (u * u).sum(), (w * u).sum(1), (w * w).sum(1)
-    su, sw = u.sum(), w.sum(1)
-    det = suu * sww - suw**2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        floor = np.where(det > 0, (su * sww - suw * sw) / det, 0.0)
-        c = np.where(det > 0, (suu * sw - suw * su) / det, 0.0)
-        only_c = sw / sww  # floor clamped to 0
-    clamp = floor < 0
-    floor, c = np.where(clamp, 0.0, floor), np.where(clamp, only_c, c)
-    sse = ((1.0 - floor[:, None] * u[None, :] - c[:, None] * w) ** 2).sum(1)
-    sse = np.where(c > 0, sse, np.inf)
-    best = int(np.argmin(sse))
-    return float(floor[best]), float(c[best]), float(exponents[best])
-
-
-def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit | None:
-    """Least squares in log-log on the points above the floor; None with fewer than 3 points."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    x, y = x[keep], y[keep]
-    order = np.argsort(x)
-    x, y = x[order], y[order]
-    if len(np.unique(x)) < MIN_POINTS:
-        return None
-    floor, excluded = 0.0, np.zeros(len(x), bool)
-    if exclude_floor and len(x) > MIN_POINTS:
-        floor, c, p = floor_model(x, y)
-        if floor > 0 and p > 0:
-            share = floor / (floor + c * x**p)
-            # only a leading run of small x: the floor's share falls as x grows
-            excluded = np.cumprod(share > FLOOR_SHARE).astype(bool)
-            if len(np.unique(x[~excluded])) < MIN_POINTS:  # keep the largest 3 at least
-                excluded[-MIN_POINTS:] = False
-    lx, ly = np.log(x[~excluded]), np.log(y[~excluded])
-    res = stats.linregress(lx, ly)
-    dof = len(lx) - 2
-    half = stats.t.ppf(0.5 + level / 2, dof) * res.stderr if dof > 0 else math.inf
-    if not np.isfinite(half):
-        half = math.inf
-    return Fit(slope=float(res.slope), lo=float(res.slope - half), hi=float(res.slope + half),
-               intercept=float(res.intercept), used=tuple(map(float, x[~excluded])),
-               excluded=tuple(map(float, x[excluded])), floor=floor)
-
-
-def verdict(fit: Fit | None, claimed: float | None, *, tolerance: float = TOLERANCE,
-            min_span: float = MIN_SPAN) -> tuple[str, str]:
-    """(verdict, why) per docs/CLAIMS.md: the 95% interval against claimed ± tolerance."""
-    if claimed is None or (isinstance(claimed, float) and math.isnan(claimed)):
-        return "no claim", "nothing is claimed for this exponent"
-    if fit is None:
-        return "inconclusive", f"fewer than {MIN_POINTS} points measured"
-    if fit.span < min_span:
-        return "inconclusive", f"span {fit.span:.0f}x after the floor, {min_span:.0f}x needed"
-    low, high = claimed - tolerance, claimed + tolerance
-    if low <= fit.lo and fit.hi <= high:
-        return "confirmed", f"[{fit.lo:.2f}, {fit.hi:.2f}] within {claimed:g} ± {tolerance:g}"
-    if fit.hi < low or fit.lo > high:
-        return "refuted", f"[{fit.lo:.2f}, {fit.hi:.2f}] wholly outside {claimed:g} ± {tolerance:g}"
-    return "inconclusive", f"[{fit.lo:.2f}, {fit.hi:.2f}] overlaps the edge of {claimed:g} ± {tolerance:g}"
-
-
 # ------------------------------------------------------------------------------ the table's shape
 def prepare(frame: pd.DataFrame) -> pd.DataFrame:
-    """The results table with its JSON params expanded: `features` and a readable `series` label."""
+    """The results table with its JSON params parsed (once: `param_values`), `features`, and a
+    readable `series` label. A frame that is already prepared is returned as it is."""
+    if "param_values" in frame:
+        return frame
     out = frame.copy()
     params = out["params"].map(lambda s: json.loads(s) if isinstance(s, str) and s else {})
+    out["param_values"] = params
     out["features"] = params.map(lambda p: p.get("features"))
     out["series"] = [_series(impl, p, causal, mode)
                      for impl, p, causal, mode in zip(out["impl"], params, out["causal"], out["mode"])]
@@ -170,9 +77,9 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
     if axis == "features":
         ok = ok[ok["features"].notna()]
         fixed = fixed + ["param_rest"]
-        ok = ok.assign(param_rest=ok["params"].map(_without_features))
-        ok["series"] = [_series(i, json.loads(p), c, m) for i, p, c, m in
-                        zip(ok["impl"], ok["param_rest"], ok["causal"], ok["mode"])]
+        rest = ok["param_values"].map(lambda p: {k: v for k, v in p.items() if k != "features"})
+        ok = ok.assign(param_rest=rest.map(lambda p: json.dumps(p, sort_keys=True)))
+        ok["series"] = [_series(i, p, c, m) for i, p, c, m in zip(ok["impl"], rest, ok["causal"], ok["mode"])]
     if axis == "num_heads":  # KV heads follow the query heads (MHA) or stay fixed (MQA): hold the ratio
         fixed = [c for c in fixed if c != "num_kv_heads"] + ["kv_ratio"]
         ok = ok.assign(kv_ratio=ok["num_heads"] / ok["num_kv_heads"])
@@ -196,6 +103,7 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
             records.append({
                 **dict(zip(fixed, keys if isinstance(keys, tuple) else (keys,))),
                 "series": first["series"], "axis": axis, "metric": metric,
+                "impl_work": first.get("impl_work"), "impl_library": first.get("impl_library"),
                 "slope": fit.slope if fit else np.nan, "lo": fit.lo if fit else np.nan,
                 "hi": fit.hi if fit else np.nan, "intercept": fit.intercept if fit else np.nan,
                 "claimed": claimed, "verdict": status, "why": why, "points": len(series),
@@ -211,18 +119,13 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
     return pd.DataFrame.from_records(records)
 
 
-def _without_features(text) -> str:
-    params = json.loads(text) if isinstance(text, str) and text else {}
-    params.pop("features", None)
-    return json.dumps(params, sort_keys=True)
-
-
 def all_exponents(frame: pd.DataFrame) -> pd.DataFrame:
     """Exponents in every swept axis: n (time, memory, FLOPs), heads, head dim, KV heads, features.
 
     Each time fit carries `flops_slope` (the same series' counted-FLOP exponent, where counted) and
     a `diagnosis` of why it differs from its claim, where it does.
     """
+    frame = prepare(frame)
     parts = [exponents(frame, "seq_len"), exponents(frame, "num_heads", ("time", "flops")),
              exponents(frame, "head_dim", ("time", "flops")), exponents(frame, "num_kv_heads", ("time",)),
              exponents(frame, "features", ("time", "error"))]
@@ -263,12 +166,15 @@ def diagnose(row: pd.Series) -> str:
     notes = []
     flops_slope, source = row.get("flops_slope"), "counted FLOPs"
     uncounted = flops_slope is None or pd.isna(flops_slope)
-    if uncounted and row.get("impl") != "native" and not row.get("countable", True):
+    library = row.get("impl_library")
+    library = library if isinstance(library, str) else None
+    if uncounted and library and not row.get("countable", True):
         # a library kernel the counter cannot trace (flex): its own work is unknown, say only what time says
         notes.append(f"its own work cannot be counted (FlopCounterMode cannot trace {row.get('impl')}); time grows "
                      f"as {axis}^{row['slope']:.2f}" + (", as if it computed every pair" if row["slope"] >= 1.85 else ""))
         flops_slope = None
-    elif uncounted and row.get("impl") == "native" and not pd.isna(row.get("work_slope", np.nan)):
+    elif uncounted and not library and row.get("impl_work") == "algorithm" \
+            and not pd.isna(row.get("work_slope", np.nan)):
         flops_slope, source = row["work_slope"], "the algorithm's FLOPs; the counter cannot count this path"
     if flops_slope is not None and not pd.isna(flops_slope):
         if abs(flops_slope - row["claimed"]) <= TOLERANCE:
@@ -291,96 +197,3 @@ def diagnose(row: pd.Series) -> str:
     return "; ".join(notes)
 
 
-# ------------------------------------------------------------------------------ crossover
-def crossovers(frame: pd.DataFrame, references=("dense", "sdpa")) -> pd.DataFrame:
-    """Per sub-quadratic series, the n above which it beats `full` (each reference implementation).
-
-    From the measured times at the n both have, interpolated linearly in log(time ratio) against
-    log(n) between the last two points where the sign changes; never extrapolated.
-    """
-    data = prepare(frame)
-    ok = data[(data["status"] == "ok") & data["time_s"].notna()]
-    same = ["device", "dtype", "mode", "batch", "num_heads", "head_dim", "causal"]
-    full = ok[ok["variant"] == "full"]
-    candidates = ok[(ok["variant"] != "full") & (ok["claimed_exponent_n"] < 2) & (ok["mode"] != "decode")]
-    records = []
-    for keys, group in candidates.groupby(["variant", "impl", "params"] + same, sort=False):
-        info = dict(zip(["variant", "impl", "params"] + same, keys))
-        for ref in references:
-            base = full[(full["impl"] == ref)]
-            for col in same:
-                base = base[base[col] == info[col]]
-            mine = group.groupby("seq_len")["time_s"].median()
-            theirs = base.groupby("seq_len")["time_s"].median()
-            common = mine.index.intersection(theirs.index)
-            if len(common) < 2:
-                continue
-            ratio = np.log(mine[common].to_numpy() / theirs[common].to_numpy())  # < 0: faster
-            n = common.to_numpy(float)
-            records.append({**info, "series": group.iloc[0]["series"], "reference": f"full/{ref}",
-                            **_crossing(n, ratio)})
-    return pd.DataFrame.from_records(records)
-
-
-def _crossing(n: np.ndarray, log_ratio: np.ndarray) -> dict:
-    faster = log_ratio < 0
-    span = f"n = {n[0]:g}–{n[-1]:g}"
-    if faster.all():
-        return {"crossover_n": np.nan, "crossover": f"faster at every measured n ({span})"}
-    if not faster[-1]:
-        return {"crossover_n": np.nan, "crossover": f"slower at every measured n up to {n[-1]:g}"
-                if not faster.any() else f"slower again at n = {n[-1]:g}"}
-    i = int(np.flatnonzero(~faster)[-1])  # last slower point; faster from i + 1 on
-    a, b = np.log(n[i]), np.log(n[i + 1])
-    t = log_ratio[i] / (log_ratio[i] - log_ratio[i + 1])
-    cross = float(np.exp(a + t * (b - a)))
-    return {"crossover_n": cross, "crossover": f"faster above n ≈ {cross:,.0f} (interpolated in {span})"}
-
-
-# ------------------------------------------------------------------------------ efficiency
-def efficiency(frame: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
-    """Per ok case: useful FLOP/s (the algorithm's FLOPs over the time), its share of the device's
-    measured matmul peak, and counted-vs-theory work."""
-    data = prepare(frame)
-    ok = data[(data["status"] == "ok") & data["time_s"].notna()].copy()
-    ok["useful_flops_per_s"] = ok["flops"] / ok["time_s"]
-    ok["work_ratio"] = ok["flops_counted"] / ok["flops"]  # > 1: the implementation does extra work
-    peak = [_peak(peaks, device, dtype) for device, dtype in zip(ok["device"], ok["dtype"])]
-    ok["peak_flops_per_s"] = peak
-    # NB: the useful rate, not the counted one: FlopCounterMode counts causal SDPA as full attention
-    ok["peak_share"] = ok["useful_flops_per_s"] / ok["peak_flops_per_s"]
-    return ok
-
-
-def _peak(peaks: dict | None, device: str, dtype: str) -> float:
-    try:
-        return float(peaks[device][dtype]["flops_per_s"])
-    except (KeyError, TypeError):
-        return np.nan
-
-
-# ------------------------------------------------------------------------------ status
-def status_matrix(frame: pd.DataFrame) -> pd.DataFrame:
-    """Counts of each status per variant and implementation (rows) — what ran and what did not."""
-    counts = frame.groupby(["variant", "impl", "status"]).size().unstack("status", fill_value=0)
-    order = [s for s in ("ok", "skipped", "oom", "timeout", "error", "invalid", "not_run") if s in counts]
-    return counts[order + [c for c in counts if c not in order]]
-
-
-@dataclass
-class Analysis:
-    """Everything the report shows, computed once from the table (and the run's GEMM probe)."""
-
-    frame: pd.DataFrame
-    fits: pd.DataFrame
-    claims: pd.DataFrame
-    crossovers: pd.DataFrame
-    efficiency: pd.DataFrame
-    status: pd.DataFrame
-
-
-def analyse(frame: pd.DataFrame, peaks: dict | None = None) -> Analysis:
-    fits = all_exponents(frame)
-    table = claims(fits)
-    return Analysis(frame=prepare(frame), fits=fits, claims=table, crossovers=crossovers(frame),
-                    efficiency=efficiency(frame, peaks), status=status_matrix(frame))

@@ -4,12 +4,11 @@ A case is *slower* only when its change is both significant and larger than an e
 Significant: its change of median log time beyond the grid's common shift, against the noise
 between its worker processes (the replicates) and between runs (from the scatter of the whole
 grid's changes), with p-values corrected across the grid by Benjamini–Hochberg. Exponent drifts
-and verdict changes come from the fits of both runs (suite.analysis).
+and verdict changes come from the fits of both runs (suite.analyse.exponents).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
@@ -17,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from suite.analyse import exponents as analysis
+from suite.analyse.exponents import SHAPE, exponents as fit_exponents
 
 STABLE_ENV = ("torch", "xformers", "cuda", "python", "cpu_model", "cpu_count", "threads", "allocator",
               "cuda_device")
@@ -70,7 +69,8 @@ def log_change(base: np.ndarray, new: np.ndarray) -> tuple[float, float]:
     return float(np.median(ln) - np.median(lb)), se
 
 
-def cases(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> pd.DataFrame:
+def cases(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(), *, shift: float | None = None,
+          run_sigma: float | None = None) -> pd.DataFrame:
     """One row per case of either run: status faster / slower / unchanged / new / missing / failed /
     fixed / untested / skipped, with the ratio new/base, its 95% interval, p and the BH q-value.
 
@@ -81,43 +81,50 @@ def cases(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> pd.Data
     on its own (`grid_shift`): one slow case stands out, a machine that drifted moves everything.
     """
     b, n = base.set_index("case_id"), new.set_index("case_id")
-    records = []
-    for case_id in list(b.index) + [c for c in n.index if c not in b.index]:
-        row_b = b.loc[case_id] if case_id in b.index else None
-        row_n = n.loc[case_id] if case_id in n.index else None
-        label = (row_n if row_n is not None else row_b)[LABEL].to_dict()
-        record = {"case_id": case_id, **label, "ratio": np.nan, "ratio_lo": np.nan, "ratio_hi": np.nan,
-                  "p": np.nan, "base_time_s": np.nan, "new_time_s": np.nan, "change": np.nan, "se": np.nan,
-                  "reason": ""}
-        if row_n is None:
-            record.update(status="missing", reason=BLOCKING["missing"])
-        elif row_b is None:
-            record.update(status="new", reason=BLOCKING["new"])
-        elif row_b["status"] != "ok" or row_n["status"] != "ok":
-            record.update(_not_ok(row_b, row_n))
-        else:
-            (tb, kind_b), (tn, kind_n) = timings(row_b), timings(row_n)
-            record.update(base_time_s=row_b["time_s"], new_time_s=row_n["time_s"])
-            if len(tb) < 2 or len(tn) < 2:
-                record.update(status="untested", reason=BLOCKING["untested"])
-            else:
-                change, se = log_change(tb, tn)
-                record.update(change=change, se=se, status="tested",
-                              reason="" if kind_b == kind_n == "processes" else
-                              "tested on samples of one process: between-process noise is not in the test")
-        records.append(record)
+    records = [_pair(case_id, b.loc[case_id] if case_id in b.index else None,
+                     n.loc[case_id] if case_id in n.index else None)
+               for case_id in list(b.index) + [c for c in n.index if c not in b.index]]
     out = pd.DataFrame.from_records(records)
+    return _test(out, rule, shift, run_sigma)
+
+
+def _pair(case_id: str, row_b: pd.Series | None, row_n: pd.Series | None) -> dict:
+    """One case's record before the grid-wide test: its status so far, change of log time and se."""
+    label = (row_n if row_n is not None else row_b)[LABEL].to_dict()
+    record = {"case_id": case_id, **label, "ratio": np.nan, "ratio_lo": np.nan, "ratio_hi": np.nan,
+              "p": np.nan, "base_time_s": np.nan, "new_time_s": np.nan, "change": np.nan, "se": np.nan,
+              "reason": ""}
+    if row_n is None:
+        return {**record, "status": "missing", "reason": BLOCKING["missing"]}
+    if row_b is None:
+        return {**record, "status": "new", "reason": BLOCKING["new"]}
+    if row_b["status"] != "ok" or row_n["status"] != "ok":
+        return {**record, **_not_ok(row_b, row_n)}
+    (tb, kind_b), (tn, kind_n) = timings(row_b), timings(row_n)
+    record.update(base_time_s=row_b["time_s"], new_time_s=row_n["time_s"])
+    if len(tb) < 2 or len(tn) < 2:
+        return {**record, "status": "untested", "reason": BLOCKING["untested"]}
+    change, se = log_change(tb, tn)
+    return {**record, "change": change, "se": se, "status": "tested",
+            "reason": "" if kind_b == kind_n == "processes" else
+            "tested on samples of one process: between-process noise is not in the test"}
+
+
+def _test(out: pd.DataFrame, rule: Rule, shift: float | None, run_sigma: float | None) -> pd.DataFrame:
+    """The grid-wide test of the tested cases: shift, run noise, p, BH q, and the status."""
     tested = out["status"] == "tested"
     out["q"] = np.nan
     out.attrs.update(grid_shift=0.0, run_sigma=MIN_RUN_SIGMA, tested=int(tested.sum()))
     if not tested.any():
         return out
     change = out.loc[tested, "change"]
-    shift = float(change.median()) if tested.sum() >= MIN_CASES_FOR_SHIFT else 0.0
+    estimate = tested.sum() >= MIN_CASES_FOR_SHIFT
+    if shift is None:  # NB: a re-run of flagged cases passes the first pass's, never its own
+        shift = float(change.median()) if estimate else 0.0
     residual = change - shift
-    sigma = MIN_RUN_SIGMA
-    if tested.sum() >= MIN_CASES_FOR_SHIFT:
-        sigma = max(MIN_RUN_SIGMA, 1.4826 * float(np.median(np.abs(residual))))
+    sigma = run_sigma
+    if sigma is None:
+        sigma = max(MIN_RUN_SIGMA, 1.4826 * float(np.median(np.abs(residual)))) if estimate else MIN_RUN_SIGMA
     total = np.sqrt(out.loc[tested, "se"] ** 2 + sigma**2)
     z = residual / total
     out.loc[tested, "p"] = 2 * stats.norm.sf(np.abs(z))
@@ -146,11 +153,11 @@ def _not_ok(row_b: pd.Series, row_n: pd.Series) -> dict:
 
 def exponents(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> pd.DataFrame:
     """Fitted time exponents in n of both runs, joined per series: drift and verdict change flagged."""
-    fb = analysis.exponents(base, "seq_len", ("time",))
-    fn = analysis.exponents(new, "seq_len", ("time",))
+    fb = fit_exponents(base, "seq_len", ("time",))
+    fn = fit_exponents(new, "seq_len", ("time",))
     if fb.empty or fn.empty:
         return pd.DataFrame(columns=["series", "drift", "verdict_change"])
-    keys = [c for c in analysis.SHAPE if c != "seq_len"]
+    keys = [c for c in SHAPE if c != "seq_len"]
     cols = ["slope", "lo", "hi", "verdict", "claimed", "series"]
     both = fb[keys + cols].merge(fn[keys + cols], on=keys + ["series", "claimed"], suffixes=("_base", "_new"))
     apart = (both["lo_new"] > both["hi_base"]) | (both["hi_new"] < both["lo_base"])
@@ -178,10 +185,17 @@ class Verdict:
 
 def decide(base: pd.DataFrame, new: pd.DataFrame, env_base: dict, env_new: dict, rule: Rule = Rule(),
            force: bool = False) -> Verdict:
-    """0 / 1 / 2 and why. A regression found is reported as 1 even when other cases cannot be judged."""
+    """0 / 1 / 2 and why, for two stored runs."""
     env = env_differences(env_base, env_new)
     table = cases(base, new, rule)
-    exps = exponents(base, new, rule)
+    return judge(table, exponents(base, new, rule), env, rule, force)
+
+
+def judge(table: pd.DataFrame, exps: pd.DataFrame, env: list[str], rule: Rule = Rule(),
+          force: bool = False) -> Verdict:
+    """The one exit-code rule: 2 when the environments differ (unless forced); else 1 when any
+    regression is found, even beside cases that cannot be judged; else 2 when a case cannot be
+    judged (missing, failed, untested, or new without --allow-new); else 0."""
     reasons = []
     shift = table.attrs.get("grid_shift", 0.0)
     if shift >= math.log1p(rule.grid_floor):
@@ -189,8 +203,9 @@ def decide(base: pd.DataFrame, new: pd.DataFrame, env_base: dict, env_new: dict,
                        "shared code, or a slower machine: re-run both on a quiet machine to tell)")
     slower = table[table["status"] == "slower"]
     for _, row in slower.iterrows():
-        reasons.append(f"slower: {case_label(row)} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}], "
-                       f"q = {row['q']:.2g}")
+        confirmed = " (confirmed by a re-run)" if "confirmed" in str(row.get("reason", "")) else ""
+        reasons.append(f"slower{confirmed}: {case_label(row)} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, "
+                       f"{row['ratio_hi']:.3f}], q = {row['q']:.2g}")
     for _, row in exps[exps["drift"] == "steeper"].iterrows():
         reasons.append(f"exponent drift: {row['variant']}/{row['series']} n^{row['slope_base']:.2f} → "
                        f"n^{row['slope_new']:.2f}")
@@ -209,54 +224,20 @@ def decide(base: pd.DataFrame, new: pd.DataFrame, env_base: dict, env_new: dict,
     return Verdict(0, [], table, exps, env)
 
 
+def reconfirm(verdict: Verdict, still_slower: set[str], rule: Rule = Rule(), force: bool = False) -> Verdict:
+    """The verdict after a confirming re-run: flagged cases not slower again become `unconfirmed`;
+    then the same rule as the first pass decides."""
+    table = verdict.cases.copy()
+    table.attrs.update(verdict.cases.attrs)
+    slower = table["status"] == "slower"
+    gone = slower & ~table["case_id"].isin(still_slower)
+    table.loc[gone, "reason"] = "slower at first, not in the confirming re-run"
+    table.loc[gone, "status"] = "unconfirmed"
+    table.loc[slower & ~gone, "reason"] = "confirmed by a re-run"
+    return judge(table, verdict.exponents, verdict.env, rule, force)
+
+
 def case_label(row) -> str:
     params = "" if row["params"] in (None, "{}") else f" {row['params']}"
     return (f"{row['variant']}/{row['impl']} {row['device']} {row['dtype']} {row['mode']} n={row['seq_len']} "
             f"H={row['num_heads']}/{row['num_kv_heads']} d={row['head_dim']}{' causal' if row['causal'] else ''}{params}")
-
-
-def markdown(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule()) -> str:
-    """For a PR comment or $GITHUB_STEP_SUMMARY: the decision, flagged cases, then the counts."""
-    title = {0: "no regression", 1: "**regression**", 2: "**cannot judge**"}[verdict.code]
-    lines = [f"### `{new_name}` against `{base_name}`: {title} (exit {verdict.code})", ""]
-    lines += [f"- {reason}" for reason in verdict.reasons] + ([""] if verdict.reasons else [])
-    counts = verdict.cases["status"].value_counts()
-    lines.append("Cases: " + ", ".join(f"{count} {status}" for status, count in counts.items()) + ".")
-    lines.append(f"Rule: slower or faster when the Benjamini–Hochberg q ≤ {rule.alpha:g} over the grid and the "
-                 f"change is at least {rule.effect_floor:.0%}; ratio = new / base time, 95% interval.")
-    lines.append("")
-    shown = verdict.cases[~verdict.cases["status"].isin(["unchanged", "skipped"])]
-    if not shown.empty:
-        lines += ["| status | case | ratio [95% CI] | q | base | new | note |", "|---|---|---|---|---|---|---|"]
-        for _, row in shown.iterrows():
-            ratio = "" if pd.isna(row["ratio"]) else f"{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}]"
-            q = "" if pd.isna(row["q"]) else f"{row['q']:.2g}"
-            lines.append(f"| {row['status']} | {case_label(row)} | {ratio} | {q} | {_ms(row['base_time_s'])} | "
-                         f"{_ms(row['new_time_s'])} | {row['reason']} |")
-        lines.append("")
-    moved = verdict.exponents[(verdict.exponents["drift"] != "") | (verdict.exponents["verdict_change"] != "")] \
-        if not verdict.exponents.empty else verdict.exponents
-    if not moved.empty:
-        lines += ["| exponent in n | base | new | drift | verdict |", "|---|---|---|---|---|"]
-        for _, row in moved.iterrows():
-            lines.append(f"| {row['variant']}/{row['series']} | {row['slope_base']:.2f} | {row['slope_new']:.2f} | "
-                         f"{row['drift']} | {row['verdict_change']} |")
-    return "\n".join(lines) + "\n"
-
-
-def _ms(seconds) -> str:
-    return "" if seconds is None or pd.isna(seconds) else f"{seconds * 1e3:.3f} ms"
-
-
-def as_json(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule()) -> dict:
-    def records(frame: pd.DataFrame) -> list[dict]:  # via pandas' JSON: numpy scalars and NaN handled
-        return json.loads(frame.to_json(orient="records")) if not frame.empty else []
-
-    return {
-        "base": base_name, "new": new_name, "exit_code": verdict.code, "reasons": verdict.reasons,
-        "environment_differences": verdict.env,
-        "rule": {"alpha": rule.alpha, "effect_floor": rule.effect_floor, "exponent_drift": rule.exponent_drift},
-        "counts": {k: int(v) for k, v in verdict.cases["status"].value_counts().items()},
-        "cases": records(verdict.cases),
-        "exponents": records(verdict.exponents),
-    }

@@ -10,11 +10,9 @@ import torch
 
 import variants
 
+from variants.theory import MODES  # noqa: F401  (re-exported: the modes a case may have)
+
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
-MODES = ("fwd", "fwd_bwd", "decode")
-DEVICES = ("cpu", "cuda")
-# NB: backward is counted as twice the forward (two matmuls per forward matmul), the usual convention.
-FWD_BWD_FLOP_FACTOR = 3
 
 
 @dataclass(frozen=True)
@@ -65,22 +63,14 @@ class Case:
 
 
 def theory_of(case: Case) -> dict:
-    """Analytic figures of the case from the variant's theory (per docs/CLAIMS.md)."""
-    spec = variants.get(case.variant)
-    theory = spec.theory(
-        seq_len=case.seq_len, batch=case.batch, num_heads=case.num_heads,
-        num_kv_heads=case.num_kv_heads, head_dim=case.head_dim, causal=case.causal,
-        dtype_bytes=DTYPES[case.dtype].itemsize, **dict(case.params),
+    """The case's analytic figures, from its variant's mode-aware theory (docs/CLAIMS.md)."""
+    theory = variants.get(case.variant).theory(
+        seq_len=case.seq_len, batch=case.batch, num_heads=case.num_heads, num_kv_heads=case.num_kv_heads,
+        head_dim=case.head_dim, causal=case.causal, dtype_bytes=DTYPES[case.dtype].itemsize, mode=case.mode,
+        **dict(case.params),
     )
-    flops, pairs, exponent = theory.flops, theory.pairs, theory.claimed_exponent_n
-    if case.mode == "decode":  # one query (the last position) against all n keys
-        pairs = case.seq_len
-        flops = 4 * case.batch * case.num_heads * pairs * case.head_dim
-        exponent = 1.0
-    if case.mode == "fwd_bwd":
-        flops *= FWD_BWD_FLOP_FACTOR
     return {
-        "flops": int(flops), "pairs": pairs, "claimed_exponent_n": exponent,
+        "flops": int(theory.flops), "pairs": theory.pairs, "claimed_exponent_n": theory.claimed_exponent_n,
         "claimed_exponent_d": theory.claimed_exponent_d, "kv_bytes": theory.kv_bytes,
         "extra_flops": theory.extra_flops,
     }

@@ -24,7 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import variants
-from suite.plan.case import DEVICES, DTYPES, MODES, Case
+from suite.errors import UsageError, check_name
+from suite.plan.case import DTYPES, MODES, Case
+from suite.plan.settings import Settings
+from suite.plan.settings import validate as validate_settings
+from suite.run.device import DEVICES
 
 PRESETS = ("smoke", "quick", "full", "pr")
 AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_heads",
@@ -32,28 +36,8 @@ AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_h
 TOP_LEVEL = ("name", "description", "settings", "defaults", "block")
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError):
     """A grid that cannot be run, with the field, the value and what is allowed."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How cases are measured. Chosen for this 2-core machine (see the README for the figures)."""
-
-    threads: int = 1  # NB: two threads gave bimodal timings here (CV ~35%); one gives CV ~1-2%
-    min_run_time_s: float = 0.2  # torch.utils.benchmark blocked_autorange
-    max_samples: int = 50
-    case_timeout_s: float = 300.0
-    memory_budget_gib: float = 16.0  # CPU address-space limit of a worker
-    check_seq_len: int = 96  # correctness check against the dense reference at this n
-    allocator: str = "retain"
-    replicates: int = 1  # worker processes each case is timed in (process-level replicates)
-
-    LIMITS = {
-        "threads": (int, 1, 256), "min_run_time_s": (float, 0.0, 600.0), "max_samples": (int, 1, 100000),
-        "case_timeout_s": (float, 1.0, 86400.0), "memory_budget_gib": (float, 0.5, 4096.0),
-        "check_seq_len": (int, 1, 4096), "allocator": (str, None, None), "replicates": (int, 1, 64),
-    }
 
 
 @dataclass(frozen=True)
@@ -64,6 +48,17 @@ class Grid:
     cases: tuple[Case, ...]
     source: str = ""
     blocks: tuple[dict, ...] = field(default=(), repr=False)
+
+    def plan(self, plugins: list[str]) -> dict:
+        """plan.json's content: the grid's identity, settings, plugins and cases."""
+        from suite.plan.shard import grid_id
+
+        return {
+            "grid": self.name, "source": self.source, "description": self.description,
+            "settings": self.settings.to_plan(), "plugins": plugins,
+            "grid_id": grid_id(list(self.cases)), "grid_cases": len(self.cases),
+            "cases": [case.key for case in self.cases],
+        }
 
 
 def _fail(where: str, name: str, value: Any, allowed: str) -> None:
@@ -140,29 +135,22 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
             axes["device"] = devices
         for case in _expand(axes, where, only_variants):
             cases.setdefault(case.case_id, case)
+    if not cases:
+        raise ConfigError(f"{source or 'grid'}: no cases (every block is empty after --variant and the filters)")
     name = data.get("name", Path(source).stem if source else "grid")
+    try:
+        check_name(f"{source or 'grid'}: field 'name' =", name)
+    except UsageError as err:
+        raise ConfigError(str(err)) from None
     return Grid(name=str(name), description=str(data.get("description", "")), settings=settings,
                 cases=tuple(cases.values()), source=source, blocks=tuple(blocks))
 
 
 def _settings(raw: dict, where: str) -> Settings:
-    if not isinstance(raw, dict):
-        _fail(where, "settings", raw, "a table")
-    values = {}
-    for key, value in raw.items():
-        if key not in Settings.LIMITS:
-            _fail(where, key, value, ", ".join(Settings.LIMITS))
-        kind, low, high = Settings.LIMITS[key]
-        if key == "allocator":
-            from suite.run.allocator import MODES as ALLOCATORS
-
-            _choices(where, key, [value], ALLOCATORS)
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
-            _fail(where, key, value, f"a number ({kind.__name__}) in {low}..{high}")
-        elif not low <= value <= high:
-            _fail(where, key, value, f"{low}..{high}")
-        values[key] = value
-    return Settings(**values)
+    try:
+        return Settings(**validate_settings(raw, where))
+    except UsageError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _check_axes(axes: dict, where: str) -> None:
@@ -188,14 +176,14 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
     if only_variants:
         specs = [s for s in specs if s.name in only_variants]
     impls = _as_list(where, "impl", axes.get("impl", ["*"]))
-    device = _choices(where, "device", _as_list(where, "device", axes.get("device", ["cpu"])), DEVICES)
+    device = _choices(where, "device", _as_list(where, "device", axes.get("device", ["cpu"])), list(DEVICES))
     dtype = _choices(where, "dtype", _as_list(where, "dtype", axes.get("dtype", ["float32"])), list(DTYPES))
     mode = _choices(where, "mode", _as_list(where, "mode", axes.get("mode", ["fwd"])), MODES)
     batch = _ints(where, "batch", _as_list(where, "batch", axes.get("batch", [1])))
     seq_len = _ints(where, "seq_len", _as_list(where, "seq_len", axes.get("seq_len", [1024])))
     heads = _ints(where, "num_heads", _as_list(where, "num_heads", axes.get("num_heads", [8])))
     head_dim = _ints(where, "head_dim", _as_list(where, "head_dim", axes.get("head_dim", [64])))
-    causal = _choices(where, "causal", _as_list(where, "causal", axes.get("causal", [False])), [False, True])
+    causal = _bools(where, "causal", _as_list(where, "causal", axes.get("causal", [False])))
     kv_axis = axes.get("num_kv_heads")
     kv_values = None if kv_axis is None else _ints(where, "num_kv_heads", _as_list(where, "num_kv_heads", kv_axis))
     params = axes.get("params", {})
@@ -204,17 +192,9 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
     param_names = list(params)
     param_values = [_as_list(where, f"params.{k}", v) for k, v in params.items()]
 
-    for impl in impls:
-        if impl != "*" and not any(impl in s.impls for s in specs):
-            _fail(where, "impl", impl, "implementations of the chosen variants: "
-                  + ", ".join(sorted({i for s in specs for i in s.impls})))
+    _check_block(specs, explicit_variants, impls, params, kv_values, where)
     for spec in specs:
         chosen = list(spec.impls) if impls == ["*"] else [i for i in impls if i in spec.impls]
-        for name in param_names:
-            if name not in {p.name for p in spec.params}:
-                if explicit_variants:
-                    _fail(where, f"params.{name}", params[name],
-                          f"parameters of {spec.name}: {', '.join(p.name for p in spec.params) or 'none'}")
         if param_names and not explicit_variants and not set(param_names) <= {p.name for p in spec.params}:
             continue  # a parameter sweep under variant "*" applies to the variants that have it
         for m in mode:
@@ -235,6 +215,35 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
                     raise ConfigError(f"{where}: {err}") from None
                 for kv in _kv_heads(spec, h, kv_values, where):
                     yield Case(spec.name, impl, dev, dt, m, b, n, h, kv, d, c, tuple(sorted(pvals.items())))
+
+
+def _bools(where: str, name: str, values: list) -> list:
+    for v in values:
+        if not isinstance(v, bool):  # NB: 0 == False in Python, but a case's causal must be a bool
+            _fail(where, name, v, "true, false")
+    return values
+
+
+def _check_block(specs, explicit: bool, impls: list, params: dict, kv_values, where: str) -> None:
+    """What a block names must apply to some variant it chooses: an implementation, a parameter
+    (to every explicit variant; under "*" to one at least), explicit KV heads."""
+    for impl in impls:
+        if impl != "*" and not any(impl in s.impls for s in specs):
+            _fail(where, "impl", impl, "implementations of the chosen variants: "
+                  + ", ".join(sorted({i for s in specs for i in s.impls})))
+    known = {p.name for s in specs for p in s.params}
+    for name, values in params.items():
+        for spec in specs if explicit else []:
+            if name not in {p.name for p in spec.params}:
+                _fail(where, f"params.{name}", values,
+                      f"parameters of {spec.name}: {', '.join(p.name for p in spec.params) or 'none'}")
+        if name not in known:
+            _fail(where, f"params.{name}", values, "parameters of the chosen variants: " + ", ".join(sorted(known)))
+    if kv_values is not None:
+        shared = [s.name for s in specs if s.kv_heads == "divides"]
+        if not shared or (explicit and len(shared) < len(specs)):
+            _fail(where, "num_kv_heads", kv_values, "only with variants whose KV heads are an axis ("
+                  + ", ".join(n for n in variants.names() if variants.get(n).kv_heads == "divides") + ")")
 
 
 def _kv_heads(spec, heads: int, values: list[int] | None, where: str) -> list[int]:

@@ -15,6 +15,12 @@ def _name(row: pd.Series) -> str:
             f"{'-causal' if row['causal'] else ''}{extra}]")
 
 
+def _timer(device: str) -> str:
+    from suite.run.device import DEVICES
+
+    return DEVICES[device].timer_name if device in DEVICES else "unknown"
+
+
 def pytest_benchmark(frame: pd.DataFrame, env: dict) -> dict:
     """pytest-benchmark's saved-run JSON (`pytest-benchmark compare` reads it), one benchmark per ok case.
 
@@ -36,7 +42,7 @@ def pytest_benchmark(frame: pd.DataFrame, env: dict) -> dict:
                            "peak_bytes": None if pd.isna(row["peak_bytes"]) else int(row["peak_bytes"]),
                            "replicate_times_s": [float(x) for x in row["replicate_times_s"]]
                            if row.get("replicate_times_s") is not None else None},
-            "options": {"timer": "torch.utils.benchmark" if row["device"] == "cpu" else "cuda events",
+            "options": {"timer": _timer(row["device"]),
                         "min_rounds": len(row["samples"])},
             "stats": {**stats.as_dict(), "data": [float(x) for x in row["samples"]], "iterations": 1},
         })

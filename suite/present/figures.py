@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from suite.analyse.exponents import Analysis  # noqa: E402
+from suite.analyse import Analysis  # noqa: E402
 
 YLABEL = {"time_s": "time per call (s)", "peak_bytes": "peak memory above inputs (bytes)",
           "flops_counted": "FLOPs counted (implementation)", "approx_error": "relative error against full",

@@ -7,16 +7,15 @@ the results table is copied beside it so that the page and its raw data travel t
 from __future__ import annotations
 
 import base64
-import shutil
 from pathlib import Path
 
 import jinja2
 import numpy as np
 import pandas as pd
 
-from suite.analyse import exponents as analysis
+from suite.analyse import Analysis, analyse, fits
 from suite.present import figures
-from suite.store import table as results
+from suite.store.rundir import RunDir
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -79,28 +78,26 @@ def failures(frame: pd.DataFrame) -> pd.DataFrame:
                 "head_dim", "causal", "params", "status", "reason"]]
 
 
-def build(run_dir: Path, report_dir: Path) -> tuple[Path, analysis.Analysis]:
-    """Write report_dir/index.html (and the results beside it) from run_dir; the page's path and
+def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
+    """Write report_dir/index.html (and the results beside it) from the run; the page's path and
     the analysis it shows (for the terminal's summary, without fitting twice)."""
-    run_dir, report_dir = Path(run_dir), Path(report_dir)
-    frame = results.read(run_dir)
-    peaks, env, plan = (results.read_json(run_dir, name) for name in ("probe.json", "env.json", "plan.json"))
-    result = analysis.analyse(frame, peaks)
+    report_dir = Path(report_dir)
+    frame = run.read_table()
+    peaks, env, plan = run.probe(), run.env(), run.plan()
+    result = analyse(frame, peaks)
     images = {name: (caption, base64.b64encode(data).decode()) for name, (caption, data)
               in figures.all_figures(result).items()}
     report_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("results.csv", "results.parquet", "env.json", "probe.json"):
-        if (run_dir / name).is_file():
-            shutil.copyfile(run_dir / name, report_dir / name)
+    run.copy_to(report_dir, (RunDir.CSV, RunDir.PARQUET, RunDir.ENV, RunDir.PROBE))
     env_loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                     undefined=jinja2.StrictUndefined)
     env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded)
     page = env_loader.get_template("report.html.j2").render(
-        name=run_dir.name, plan=plan, env=env, peaks=peaks, claims=result.claims,
+        name=run.name, plan=plan, env=env, peaks=peaks, claims=result.claims,
         others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers),
         efficiency=efficiency_rows(result.efficiency), status=result.status,
         failures=failures(frame), images=images, counts=frame["status"].value_counts().to_dict(),
-        tolerance=analysis.TOLERANCE, min_span=analysis.MIN_SPAN, floor_share=analysis.FLOOR_SHARE,
+        tolerance=fits.TOLERANCE, min_span=fits.MIN_SPAN, floor_share=fits.FLOOR_SHARE,
         fits_count=len(result.fits),
     )
     path = report_dir / "index.html"

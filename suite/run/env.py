@@ -42,7 +42,7 @@ def _xformers_version() -> str | None:
         return None
 
 
-def fingerprint(settings: dict, devices: list[str]) -> dict:
+def fingerprint(settings, devices: list[str]) -> dict:
     """Everything that makes two runs comparable or not; `fingerprint_id` hashes the stable part."""
     env = {
         "torch": torch.__version__,
@@ -52,8 +52,8 @@ def fingerprint(settings: dict, devices: list[str]) -> dict:
         "platform": platform.platform(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
-        "threads": settings.get("threads"),
-        "allocator": settings.get("allocator"),
+        "threads": settings.threads,
+        "allocator": settings.allocator,
         "devices": devices,
         "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "git_commit": _git_commit(),

@@ -10,12 +10,16 @@ import gc
 import os
 import statistics
 import time
+from dataclasses import replace
 from typing import Callable
 
 import torch
 
 import variants
 from suite.plan.case import DTYPES, Case, theory_of
+from suite.plan.settings import Settings
+from suite.run import device as devices
+from suite.store.row import Row
 
 MIN_SAMPLES = 3  # per case, over all its replicates: each of R processes takes ceil(3 / R), 2 at least
 # Tolerances of the correctness check, relative to the reference output's largest magnitude.
@@ -109,76 +113,15 @@ def approximation_error(case: Case) -> tuple[float, int] | None:
 
 def gemm_peak(device: str, dtype: str, threads: int, min_run_time: float = 0.2) -> dict:
     """The device's matmul rate: the best FLOP/s of square matmuls, timed like the cases."""
-    sizes = (512, 1024, 2048) if device == "cpu" else (2048, 4096, 8192)
+    dev = devices.get(device)
     rates = {}
-    for n in sizes:
+    for n in dev.probe_sizes:
         gen = torch.Generator(device="cpu").manual_seed(0)
         a, b = (torch.randn(n, n, generator=gen).to(device=device, dtype=DTYPES[dtype]) for _ in range(2))
-        fn = lambda: torch.mm(a, b)  # noqa: E731
-        if device == "cuda":
-            samples = time_cuda(fn, min_run_time, 50)
-        else:
-            samples = time_cpu(fn, threads, min_run_time, 50)
+        samples = dev.time(lambda: torch.mm(a, b), min_run_time, 50, MIN_SAMPLES, threads)
         rates[str(n)] = 2 * n**3 / statistics.median(samples)
     return {"flops_per_s": max(rates.values()), "by_size": rates, "threads": threads,
             "note": "best median FLOP/s of square torch.mm over the sizes"}
-
-
-def time_cpu(fn, threads: int, min_run_time: float, max_samples: int, min_samples: int = MIN_SAMPLES) -> list[float]:
-    """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least `min_samples`."""
-    import torch.utils.benchmark as benchmark
-
-    fn()  # NB: warm-up; the block-size estimate alone left memory-heavy calls 3-5x slow at times
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
-    samples = list(timer.blocked_autorange(min_run_time=min_run_time).times)
-    while len(samples) < min_samples:  # slow cases: one block is one call
-        samples.extend(timer.timeit(1).times)
-    return samples[-max_samples:]
-
-
-def time_cuda(fn, min_run_time: float, max_samples: int, min_samples: int = MIN_SAMPLES, warmup: int = 3) -> list[float]:
-    """CUDA events around each call, after warm-up, with L2 flushed before each sample."""
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    flush = torch.empty(max(2 * getattr(props, "L2_cache_size", 50 << 20), 64 << 20), dtype=torch.int8, device="cuda")
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples, spent = [], 0.0
-    while len(samples) < min_samples or (spent < min_run_time and len(samples) < max_samples):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / 1e3)
-        spent += samples[-1]
-    return samples
-
-
-def peak_cpu(fn) -> int:
-    """Allocator peak of one call above what existed before it, from the profiler's memory events."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out = fn()
-    del out
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
-    current = peak = 0
-    for _, nbytes in events:
-        current += nbytes
-        peak = max(peak, current)
-    return peak
-
-
-def peak_cuda(fn) -> int:
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    out = fn()
-    torch.cuda.synchronize()
-    del out
-    return torch.cuda.max_memory_allocated() - base
 
 
 def count_flops(case: Case) -> tuple[int | None, str]:
@@ -190,7 +133,7 @@ def count_flops(case: Case) -> tuple[int | None, str]:
     from torch.utils.flop_counter import FlopCounterMode
 
     spec = variants.get(case.variant)
-    if case.impl in ("flex", "xformers"):
+    if not spec.impls[case.impl].countable:
         return None, f"not countable: FlopCounterMode cannot trace {case.impl}"
     try:
         q, k, v = inputs(case, device="meta", requires_grad=case.mode == "fwd_bwd")
@@ -213,63 +156,65 @@ def classify(err: BaseException) -> tuple[str, str]:
     return "error", text
 
 
-def measure(case: Case, settings: dict, replicate: int = 0) -> dict:
-    """Everything about one case, as a row. Never raises: failures become a status and a reason.
+def measure(case: Case, settings: Settings, replicate: int = 0) -> Row:
+    """Everything about one case, as a Row. Never raises: failures become a status and a reason.
 
     Replicate 0 measures everything; later replicates (other processes) only time the case.
     """
     started = time.perf_counter()
-    row: dict = {"case_id": case.case_id, **case.key, "status": "ok", "reason": "", "pid": os.getpid()}
+    row = Row(case, pid=os.getpid(), replicate=replicate)
     try:
-        row.update(theory_of(case))
-    except Exception as err:  # noqa: BLE001
-        row.update(status="error", reason=f"theory: {type(err).__name__}: {err}")
-        return row
-    spec = variants.get(case.variant)
-    reasons = spec.reasons(case.impl, device=case.device, dtype=DTYPES[case.dtype], batch=case.batch,
-                           num_heads=case.num_heads, num_kv_heads=case.num_kv_heads,
-                           seq_len=case.seq_len, head_dim=case.head_dim, causal=case.causal)
-    if reasons:
-        row.update(status="skipped", reason="; ".join(reasons))
-        return row
-    try:
-        err, tol = check(case, settings["check_seq_len"])
-        row.update(check_error=err, check_tol=tol)
-        if not err <= tol:
-            row.update(status="invalid", reason=f"differs from the dense reference by {err:.3g} (tolerance {tol:g})")
-            return row
-        q, k, v = inputs(case, requires_grad=case.mode == "fwd_bwd")
-        fn, setup = build(case, q, k, v)
-        row["setup"] = {key: float(val) for key, val in setup.items()}
-        row["notes"] = dict(getattr(fn, "notes", {}))
-        row["setup_s"] = float(sum(setup.values()))
-        min_samples = max(2, -(-MIN_SAMPLES // int(settings.get("replicates", 1))))
-        if case.device == "cuda":
-            samples = time_cuda(fn, settings["min_run_time_s"], settings["max_samples"], min_samples)
-            if replicate == 0:
-                row["peak_bytes"] = peak_cuda(fn)
-        else:
-            samples = time_cpu(fn, settings["threads"], settings["min_run_time_s"], settings["max_samples"], min_samples)
-            if replicate == 0:
-                row["peak_bytes"] = peak_cpu(fn)
-        row["samples"] = samples
-        row["time_s"] = statistics.median(samples)
-        quartiles = statistics.quantiles(samples, n=4) if len(samples) > 1 else [samples[0]] * 3
-        row["time_iqr_s"] = quartiles[2] - quartiles[0]
-        del fn, q, k, v
-        if replicate == 0:
-            row["flops_counted"], row["flops_counted_note"] = count_flops(case)
-            approx = approximation_error(case)
-            if approx is not None:
-                row["approx_error"], row["approx_seq_len"] = approx
+        row = _ready(row)
+        if row.status == "ok":
+            row = _measured(row, settings, replicate)
     except BaseException as err:  # noqa: BLE001 - a failing case is a row, not a crash
         if isinstance(err, KeyboardInterrupt):
             raise
-        row["status"], row["reason"] = classify(err)
+        row = replace(row, **dict(zip(("status", "reason"), classify(err))))
         del err  # NB: a kept traceback would keep the case's tensors alive
         gc.collect()  # only after a failure: a full collection costs ~0.1 s with torch loaded
     finally:
-        if case.device == "cuda" and torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        row["wall_s"] = time.perf_counter() - started
+        devices.get(case.device).release()
+    return replace(row, wall_s=time.perf_counter() - started)
+
+
+def _ready(row: Row) -> Row:
+    """Theory, traits and capability: the row of a case that can run here, or of one skipped."""
+    case = row.case
+    try:
+        row = replace(row, **theory_of(case))
+    except Exception as err:  # noqa: BLE001
+        return replace(row, status="error", reason=f"theory: {type(err).__name__}: {err}")
+    spec = variants.get(case.variant)
+    impl = spec.impls[case.impl]
+    row = replace(row, impl_work=impl.work, impl_library=impl.library)
+    reasons = spec.reasons(case.impl, params=dict(case.params), device=case.device, dtype=DTYPES[case.dtype],
+                           batch=case.batch, num_heads=case.num_heads, num_kv_heads=case.num_kv_heads,
+                           seq_len=case.seq_len, head_dim=case.head_dim, causal=case.causal)
+    return replace(row, status="skipped", reason="; ".join(reasons)) if reasons else row
+
+
+def _measured(row: Row, settings: Settings, replicate: int) -> Row:
+    """Check against the dense reference, set up, time; on replicate 0 also memory, FLOPs, error."""
+    case = row.case
+    err, tol = check(case, settings.check_seq_len)
+    row = replace(row, check_error=err, check_tol=tol)
+    if not err <= tol:
+        return replace(row, status="invalid", reason=f"differs from the dense reference by {err:.3g} (tolerance {tol:g})")
+    q, k, v = inputs(case, requires_grad=case.mode == "fwd_bwd")
+    fn, setup = build(case, q, k, v)
+    row = replace(row, setup={key: float(val) for key, val in setup.items()}, setup_s=float(sum(setup.values())),
+                  notes=dict(getattr(fn, "notes", {})))
+    dev = devices.get(case.device)
+    min_samples = max(2, -(-MIN_SAMPLES // settings.replicates))
+    row = row.with_samples(dev.time(fn, settings.min_run_time_s, settings.max_samples, min_samples, settings.threads))
+    if replicate == 0:
+        row = replace(row, peak_bytes=dev.peak_bytes(fn))
+    del fn, q, k, v
+    if replicate == 0:
+        counted, note = count_flops(case)
+        row = replace(row, flops_counted=counted, flops_counted_note=note)
+        approx = approximation_error(case)
+        if approx is not None:
+            row = replace(row, approx_error=approx[0], approx_seq_len=approx[1])
     return row

@@ -15,7 +15,9 @@ import time
 from collections import deque
 
 from suite.plan.case import Case
-from suite.run.runner import lost_row
+from suite.plan.settings import Settings
+from suite.run import device as devices
+from suite.store.row import Row
 
 INSTALL = "the Ray executor needs Ray: pip install -e '.[ray]' (or pip install 'ray[default]')"
 
@@ -28,28 +30,28 @@ def _ray():
     return ray
 
 
-def make_actor_class(ray, device: str, settings: dict):
-    resources = {"num_gpus": 1, "num_cpus": 1} if device == "cuda" else {"num_cpus": settings["threads"]}
+def make_actor_class(ray, device: str, settings: Settings):
+    resources = devices.get(device).ray_resources(settings.threads)
 
     @ray.remote(max_restarts=0, **resources)
     class CaseActor:
         """A measuring process: the same code path as a local worker (suite.worker), under Ray."""
 
-        def __init__(self, settings: dict, plugins: list[str]):
+        def __init__(self, settings: Settings, plugins: list[str]):
             from suite.run import worker
 
             worker.setup(settings, plugins, device)
             self.settings = settings
 
-        def measure(self, key: dict, replicate: int) -> dict:
+        def measure(self, case: Case, replicate: int) -> Row:
             from suite.run.worker import measure_case
 
-            return measure_case(key, replicate, self.settings)
+            return measure_case(case, replicate, self.settings)
 
         def gemm_peak(self, dtype: str) -> dict:
             from suite.run.measure import gemm_peak
 
-            return gemm_peak(device, dtype, self.settings["threads"])
+            return gemm_peak(device, dtype, self.settings.threads)
 
     return CaseActor
 
@@ -57,11 +59,11 @@ def make_actor_class(ray, device: str, settings: dict):
 class RayPool:
     """Actors per device; dispatches (case, replicate) tasks and yields rows as they finish."""
 
-    def __init__(self, settings: dict, plugins: list[str], address: str | None, slots: int | None):
+    def __init__(self, settings: Settings, plugins: list[str], address: str | None, slots: int | None):
         ray = self.ray = _ray()
         if not ray.is_initialized():
             # NB: a local cluster of `slots` CPU slots; an address joins an existing cluster instead
-            cpus = (slots * settings["threads"]) if slots else max(1, os.cpu_count() or 1)
+            cpus = (slots * settings.threads) if slots else max(1, os.cpu_count() or 1)
             kwargs = {"address": address} if address else {"num_cpus": cpus, "include_dashboard": False}
             ray.init(**kwargs, log_to_driver=False, configure_logging=False)
         self.settings, self.plugins = settings, plugins
@@ -76,9 +78,10 @@ class RayPool:
 
     def _size(self, device: str) -> int:
         total = self.ray.cluster_resources()
-        if device == "cuda":
-            return max(1, int(total.get("GPU", 0)))
-        return max(1, self.slots or int(total.get("CPU", 1) // self.settings["threads"]))
+        wants = devices.get(device).ray_resources(self.settings.threads)
+        if "num_gpus" in wants:  # one actor per accelerator
+            return max(1, int(total.get("GPU", 0) // wants["num_gpus"]))
+        return max(1, self.slots or int(total.get("CPU", 1) // wants["num_cpus"]))
 
     def actors_for(self, device: str) -> list:
         if device not in self.actors:
@@ -93,9 +96,12 @@ class RayPool:
     def gemm_peak(self, device: str, dtype: str) -> dict:
         try:
             return self.ray.get(self.actors_for(device)[0].gemm_peak.remote(dtype),
-                                timeout=self.settings["case_timeout_s"])
+                                timeout=self.settings.case_timeout_s)
         except Exception as err:  # noqa: BLE001
             return {"error": f"the matmul probe failed under Ray: {type(err).__name__}: {err}"[:300]}
+
+    def close(self) -> None:
+        self.ray.shutdown()
 
     def run(self, tasks: list[tuple[Case, int]], failed: set):
         """Yield (case, replicate, row) as each finishes. Replicate r > 0 of a case waits for r = 0."""
@@ -123,7 +129,7 @@ class RayPool:
                     waiting.remove(pick)
                     case, r = pick
                     used.setdefault(case.case_id, set()).add(index)
-                    ref = actors[index].measure.remote(case.key, r)
+                    ref = actors[index].measure.remote(case, r)
                     busy[ref] = (case, r, device, index, time.perf_counter())
             if not busy:
                 continue
@@ -131,21 +137,21 @@ class RayPool:
             now = time.perf_counter()
             finished = [(ref, None) for ref in ready]
             finished += [(ref, "timeout") for ref, b in busy.items()
-                         if ref not in ready and now - b[4] > self.settings["case_timeout_s"]]
+                         if ref not in ready and now - b[4] > self.settings.case_timeout_s]
             for ref, why in finished:
                 case, r, device, index, _ = busy.pop(ref)
                 if why == "timeout":
                     self.replace(device, index)
-                    row = lost_row(case, "timeout", f"no result within the case budget of "
-                                   f"{self.settings['case_timeout_s']:g}s; Ray actor killed")
+                    row = Row.lost(case, "timeout", f"no result within the case budget of "
+                                   f"{self.settings.case_timeout_s:g}s; Ray actor killed")
                 else:
                     try:
                         row = ray.get(ref)
                     except Exception as err:  # noqa: BLE001 - the actor died: the case is a row
                         self.replace(device, index)
-                        row = lost_row(case, *_death(err))
-                later = held.pop(case.case_id, []) if r == 0 or row["status"] != "ok" else []
-                if row["status"] != "ok":
+                        row = Row.lost(case, *_death(err))
+                later = held.pop(case.case_id, []) if r == 0 or row.status != "ok" else []
+                if row.status != "ok":
                     failed.add(case.case_id)  # a failing case is not replicated
                 else:
                     waiting.extend(later)

@@ -11,6 +11,12 @@ from __future__ import annotations
 import importlib
 import os
 import resource
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # NB: the worker imports torch only after its address-space limit is set
+    from suite.plan.case import Case
+    from suite.plan.settings import Settings
+    from suite.store.row import Row
 
 
 def limit_address_space(budget_gib: float) -> None:
@@ -25,36 +31,37 @@ def limit_address_space(budget_gib: float) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def setup(settings: dict, plugins: list[str], device: str) -> None:
+def setup(settings: Settings, plugins: list[str], device: str) -> None:
     """Make this process a measuring one: budget, allocator, threads, variants. Local or Ray alike."""
     # NB: inductor compiles in worker subprocesses by default; compiling in-process keeps the
     # address-space limit meaningful and leaves no background processes beside the timing.
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    if device == "cpu":
-        limit_address_space(settings["memory_budget_gib"])
+    from suite.run import device as devices
+
+    if devices.get(device).limit_address_space:  # NB: never where CUDA is initialized
+        limit_address_space(settings.memory_budget_gib)
     from suite.run import allocator
 
-    allocator.configure(settings["allocator"])
+    allocator.configure(settings.allocator)
     import torch
 
-    torch.set_num_threads(settings["threads"])
+    torch.set_num_threads(settings.threads)
     import variants  # noqa: F401  registers the built-in variants
     for module in plugins:
         importlib.import_module(module)
 
 
-def measure_case(key: dict, replicate: int, settings: dict) -> dict:
+def measure_case(case: Case, replicate: int, settings: Settings) -> Row:
     """One case's row, then the heap handed back: retained within a case, released between cases."""
     from suite.run import allocator
-    from suite.plan.case import Case
     from suite.run.measure import measure
 
-    row = measure(Case.from_key(key), settings, replicate=replicate)
+    row = measure(case, settings, replicate=replicate)
     allocator.trim()
     return row
 
 
-def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | None = None) -> None:
+def main(conn, settings: Settings, plugins: list[str], device: str, log_path: str | None = None) -> None:
     if log_path:  # compiler output, library warnings, the profiler's lines: kept, but off the terminal
         fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(fd, 1)
@@ -71,7 +78,7 @@ def main(conn, settings: dict, plugins: list[str], device: str, log_path: str | 
         if message is None:
             return
         if message[0] == "gemm_peak":  # the device's matmul rate, for the report's efficiency
-            conn.send(("peak", gemm_peak(device, message[1], settings["threads"])))
+            conn.send(("peak", gemm_peak(device, message[1], settings.threads)))
             continue
-        key, replicate = message
-        conn.send(("row", measure_case(key, replicate, settings)))
+        case, replicate = message
+        conn.send(("row", measure_case(case, replicate, settings)))

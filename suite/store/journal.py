@@ -12,10 +12,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from suite.store.row import Row
+
 
 @dataclass
 class JournalRead:
-    rows: list[dict] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # human-readable, one per bad line
 
 
@@ -23,8 +25,8 @@ class Journal:
     def __init__(self, path: Path):
         self.path = Path(path)
 
-    def append(self, row: dict) -> None:
-        line = json.dumps(row, sort_keys=True, allow_nan=True) + "\n"
+    def append(self, row: Row) -> None:
+        line = json.dumps(row.to_json(), sort_keys=True, allow_nan=True) + "\n"
         # O_APPEND: each line lands after the last; fsync: it is on disk before we go on.
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -44,14 +46,18 @@ class Journal:
             if not raw.strip():
                 continue
             try:
-                row = json.loads(raw)
-                if not isinstance(row, dict) or "case_id" not in row or "status" not in row:
+                data = json.loads(raw)
+                if not isinstance(data, dict) or "case_id" not in data or "status" not in data:
                     raise ValueError("not a result row")
             except ValueError as err:
                 kind = "truncated (interrupted while writing)" if number - 1 == last else "corrupt"
                 out.problems.append(f"{self.path.name} line {number} is {kind}: {err}; its case will run again")
                 continue
-            out.rows.append(row)
+            try:
+                out.rows.append(Row.from_json(data))
+            except (TypeError, ValueError) as err:
+                out.problems.append(f"{self.path.name} line {number} cannot be read by this version: {err}; "
+                                    "its case will run again")
         return out
 
     def repair(self) -> None:

@@ -1,89 +1,76 @@
-"""Journal rows -> the long-form results table (one row per planned case), Parquet and CSV."""
+"""Rows -> the long-form results table (one row per planned case), written as Parquet and CSV.
+
+The columns are `suite.store.row.COLUMNS`: derived from Case and Row, never hand-kept. Tables
+written by earlier versions load too: `read` adds the columns they lack (see `_upgrade`).
+"""
 
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 
 import pandas as pd
 
 from suite.plan.case import Case
+from suite.store.row import COLUMNS, JSON_COLUMNS, Row, aggregate
 
-COLUMNS = [
-    "variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_heads", "num_kv_heads",
-    "head_dim", "causal", "params", "status", "reason", "time_s", "time_iqr_s", "samples", "flops",
-    "flops_counted", "peak_bytes", "setup_s",
-    # beside the required columns:
-    "case_id", "pairs", "claimed_exponent_n", "claimed_exponent_d", "kv_bytes", "check_error",
-    "check_tol", "flops_counted_note", "setup", "notes", "extra_flops", "wall_s", "replicates",
-    "replicate_times_s", "approx_error", "approx_seq_len",
-]
-JSON_COLUMNS = ("params", "setup", "notes", "extra_flops")
+LIST_COLUMNS = ("samples", "replicate_times_s")
 
 
-def aggregate(rows: list[dict]) -> dict[str, dict]:
-    """One row per case from its replicate rows (one per worker process).
-
-    time_s is the median of the per-process medians; samples holds every process's samples and
-    replicate_times_s the per-process medians, so between-process spread stays visible. A case
-    any replicate of which failed takes that failure's status and reason.
-    """
-    per_case: dict[str, dict[int, dict]] = {}
+def by_case(rows: list[Row]) -> dict[str, Row]:
+    """One aggregated Row per case id, from its process rows."""
+    groups: dict[str, dict[int, Row]] = {}
     for row in rows:
-        per_case.setdefault(row["case_id"], {})[int(row.get("replicate", 0))] = row
-    out = {}
-    for case_id, reps in per_case.items():
-        base = dict(reps.get(0) or reps[min(reps)])
-        failed = [(r, row) for r, row in sorted(reps.items()) if row["status"] != "ok"]
-        if failed:
-            r, row = failed[0]
-            base.update(status=row["status"], reason=(f"replicate {r}: " if r else "") + row["reason"])
-        elif base.get("samples"):
-            medians = [statistics.median(row["samples"]) for _, row in sorted(reps.items())]
-            samples = [t for _, row in sorted(reps.items()) for t in row["samples"]]
-            quartiles = statistics.quantiles(samples, n=4) if len(samples) > 1 else [samples[0]] * 3
-            base.update(time_s=statistics.median(medians), time_iqr_s=quartiles[2] - quartiles[0],
-                        samples=samples, replicate_times_s=medians, replicates=len(medians))
-        out[case_id] = base
-    return out
+        groups.setdefault(row.case_id, {})[row.replicate] = row  # a re-run replicate replaces the old
+    return {case_id: aggregate(list(reps.values())) for case_id, reps in groups.items()}
 
 
-def statuses(rows: list[dict]) -> dict[str, str]:
-    return {case_id: row["status"] for case_id, row in aggregate(rows).items()}
+def statuses(rows: list[Row]) -> dict[str, str]:
+    return {case_id: row.status for case_id, row in by_case(rows).items()}
 
 
-def table(cases: list[Case], rows: list[dict]) -> pd.DataFrame:
+def record(row: Row) -> dict:
+    """The table's columns of one aggregated row (every Row field but the per-process ones)."""
+    data = row.to_json()
+    return {col: data[col] for col in COLUMNS}
+
+
+def table(cases: list[Case], rows: list[Row]) -> pd.DataFrame:
     """Every planned case, in plan order, with its row; cases without one are `not_run`."""
-    by_id = aggregate(rows)
-    records = []
-    for case in cases:
-        row = by_id.get(case.case_id)
-        if row is None:
-            row = {"case_id": case.case_id, **case.key, "status": "not_run",
-                   "reason": "the run stopped before this case; --resume runs it"}
-        records.append({col: row.get(col) for col in COLUMNS})
+    measured = by_case(rows)
+    records = [record(measured.get(case.case_id) or Row.lost(
+        case, "not_run", "the run stopped before this case; --resume runs it")) for case in cases]
     frame = pd.DataFrame.from_records(records, columns=COLUMNS)
     for col in JSON_COLUMNS:
         frame[col] = frame[col].map(lambda v: json.dumps(v, sort_keys=True) if v is not None else None)
     return frame
 
 
-def write(frame: pd.DataFrame, run_dir: Path) -> list[Path]:
-    parquet, csv = run_dir / "results.parquet", run_dir / "results.csv"
+def write(frame: pd.DataFrame, parquet: Path, csv: Path) -> list[Path]:
     frame.to_parquet(parquet, index=False)
     flat = frame.copy()
-    for col in ("samples", "replicate_times_s"):
+    for col in LIST_COLUMNS:
         flat[col] = flat[col].map(lambda v: json.dumps(list(v)) if v is not None else None)
     flat.to_csv(csv, index=False)
     return [parquet, csv]
 
 
-def read(run_dir: Path) -> pd.DataFrame:
-    return pd.read_parquet(Path(run_dir) / "results.parquet")
+def read(parquet: Path) -> pd.DataFrame:
+    return _upgrade(pd.read_parquet(parquet))
 
 
-def read_json(run_dir: Path, name: str) -> dict:
-    """A run's plan.json, env.json or probe.json (the matmul peaks); {} where the run has none."""
-    path = Path(run_dir) / name
-    return json.loads(path.read_text()) if path.is_file() else {}
+# NB: tables written before implementation traits were recorded (commit 7290207 and earlier) lack
+# `impl_work` and `impl_library`; then only the built-in names said what an implementation was.
+_LEGACY_LIBRARY = {"sdpa": "torch scaled_dot_product_attention", "flex": "torch FlexAttention",
+                   "xformers": "xformers memory_efficient_attention"}
+
+
+def _upgrade(frame: pd.DataFrame) -> pd.DataFrame:
+    if "impl_work" not in frame:
+        frame["impl_work"] = frame["impl"].map(lambda impl: "algorithm" if impl == "native" else None)
+    if "impl_library" not in frame:
+        frame["impl_library"] = frame["impl"].map(_LEGACY_LIBRARY.get)
+    for col in COLUMNS:
+        if col not in frame:
+            frame[col] = None
+    return frame

@@ -1,0 +1,109 @@
+"""Power-law fits with an overhead floor, and the verdict rule (docs/CLAIMS.md, "Verdicts").
+
+Pure numpy/scipy: `log(cost) = a + p·log(x)` on the points above the floor, found by fitting
+`cost = floor + c·xᵖ`; the small-x points where the floor is more than FLOOR_SHARE of the cost
+are left out, and named.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+FLOOR_SHARE = 0.10  # a point whose modelled floor is more than this share of its cost is left out
+TOLERANCE = 0.15  # docs/CLAIMS.md: confirmed when the 95% interval lies within claimed ± 0.15
+MIN_SPAN = 16.0  # docs/CLAIMS.md: a verdict needs a span of x of at least 16x
+MIN_POINTS = 3
+LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A power-law fit of y against x, with what was left out and why."""
+
+    slope: float
+    lo: float  # 95% interval of the slope
+    hi: float
+    intercept: float
+    used: tuple[float, ...]  # the x of the points fitted
+    excluded: tuple[float, ...] = ()  # the x of the points under the overhead floor
+    floor: float = 0.0  # modelled constant floor, in y's unit
+
+    @property
+    def span(self) -> float:
+        return max(self.used) / min(self.used) if self.used else 0.0
+
+
+def floor_model(x, y, exponents=np.linspace(-1.0, 4.0, 1001)) -> tuple[float, float, float]:
+    """(floor, c, p) minimizing the relative error of y ≈ floor + c·xᵖ, floor ≥ 0, c > 0.
+
+    For each p on a grid the model is linear in (floor, c): the 2x2 normal equations are solved
+    for every p at once, with the floor clamped to 0 where it comes out negative.
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    u = 1.0 / y  # (k,)  the floor's column, relative
+    w = x[None, :] ** exponents[:, None] / y[None, :]  # (P, k)  the power term's column, relative
+    suu, suw, sww = (u * u).sum(), (w * u).sum(1), (w * w).sum(1)
+    su, sw = u.sum(), w.sum(1)
+    det = suu * sww - suw**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        floor = np.where(det > 0, (su * sww - suw * sw) / det, 0.0)
+        c = np.where(det > 0, (suu * sw - suw * su) / det, 0.0)
+        only_c = sw / sww  # floor clamped to 0
+    clamp = floor < 0
+    floor, c = np.where(clamp, 0.0, floor), np.where(clamp, only_c, c)
+    sse = ((1.0 - floor[:, None] * u[None, :] - c[:, None] * w) ** 2).sum(1)
+    sse = np.where(c > 0, sse, np.inf)
+    best = int(np.argmin(sse))
+    return float(floor[best]), float(c[best]), float(exponents[best])
+
+
+def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit | None:
+    """Least squares in log-log on the points above the floor; None with fewer than 3 points."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    x, y = x[keep], y[keep]
+    order = np.argsort(x)
+    x, y = x[order], y[order]
+    if len(np.unique(x)) < MIN_POINTS:
+        return None
+    floor, excluded = 0.0, np.zeros(len(x), bool)
+    if exclude_floor and len(x) > MIN_POINTS:
+        floor, c, p = floor_model(x, y)
+        if floor > 0 and p > 0:
+            share = floor / (floor + c * x**p)
+            # only a leading run of small x: the floor's share falls as x grows
+            excluded = np.cumprod(share > FLOOR_SHARE).astype(bool)
+            if len(np.unique(x[~excluded])) < MIN_POINTS:  # keep the largest 3 at least
+                excluded[-MIN_POINTS:] = False
+    lx, ly = np.log(x[~excluded]), np.log(y[~excluded])
+    res = stats.linregress(lx, ly)
+    dof = len(lx) - 2
+    half = stats.t.ppf(0.5 + level / 2, dof) * res.stderr if dof > 0 else math.inf
+    if not np.isfinite(half):
+        half = math.inf
+    return Fit(slope=float(res.slope), lo=float(res.slope - half), hi=float(res.slope + half),
+               intercept=float(res.intercept), used=tuple(map(float, x[~excluded])),
+               excluded=tuple(map(float, x[excluded])), floor=floor)
+
+
+def verdict(fit: Fit | None, claimed: float | None, *, tolerance: float = TOLERANCE,
+            min_span: float = MIN_SPAN) -> tuple[str, str]:
+    """(verdict, why) per docs/CLAIMS.md: the 95% interval against claimed ± tolerance."""
+    if claimed is None or (isinstance(claimed, float) and math.isnan(claimed)):
+        return "no claim", "nothing is claimed for this exponent"
+    if fit is None:
+        return "inconclusive", f"fewer than {MIN_POINTS} points measured"
+    if fit.span < min_span:
+        return "inconclusive", f"span {fit.span:.0f}x after the floor, {min_span:.0f}x needed"
+    low, high = claimed - tolerance, claimed + tolerance
+    if low <= fit.lo and fit.hi <= high:
+        return "confirmed", f"[{fit.lo:.2f}, {fit.hi:.2f}] within {claimed:g} ± {tolerance:g}"
+    if fit.hi < low or fit.lo > high:
+        return "refuted", f"[{fit.lo:.2f}, {fit.hi:.2f}] wholly outside {claimed:g} ± {tolerance:g}"
+    return "inconclusive", f"[{fit.lo:.2f}, {fit.hi:.2f}] overlaps the edge of {claimed:g} ± {tolerance:g}"
+
+

@@ -1,0 +1,85 @@
+"""Crossovers against full attention, efficiency against the device's matmul peak, and the status matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from suite.analyse.exponents import prepare
+
+# ------------------------------------------------------------------------------ crossover
+def crossovers(frame: pd.DataFrame, references=("dense", "sdpa")) -> pd.DataFrame:
+    """Per sub-quadratic series, the n above which it beats `full` (each reference implementation).
+
+    From the measured times at the n both have, interpolated linearly in log(time ratio) against
+    log(n) between the last two points where the sign changes; never extrapolated.
+    """
+    data = prepare(frame)
+    ok = data[(data["status"] == "ok") & data["time_s"].notna()]
+    same = ["device", "dtype", "mode", "batch", "num_heads", "head_dim", "causal"]
+    full = ok[ok["variant"] == "full"]
+    candidates = ok[(ok["variant"] != "full") & (ok["claimed_exponent_n"] < 2) & (ok["mode"] != "decode")]
+    records = []
+    for keys, group in candidates.groupby(["variant", "impl", "params"] + same, sort=False):
+        info = dict(zip(["variant", "impl", "params"] + same, keys))
+        for ref in references:
+            base = full[(full["impl"] == ref)]
+            for col in same:
+                base = base[base[col] == info[col]]
+            mine = group.groupby("seq_len")["time_s"].median()
+            theirs = base.groupby("seq_len")["time_s"].median()
+            common = mine.index.intersection(theirs.index)
+            if len(common) < 2:
+                continue
+            ratio = np.log(mine[common].to_numpy() / theirs[common].to_numpy())  # < 0: faster
+            n = common.to_numpy(float)
+            records.append({**info, "series": group.iloc[0]["series"], "reference": f"full/{ref}",
+                            **_crossing(n, ratio)})
+    return pd.DataFrame.from_records(records)
+
+
+def _crossing(n: np.ndarray, log_ratio: np.ndarray) -> dict:
+    faster = log_ratio < 0
+    span = f"n = {n[0]:g}–{n[-1]:g}"
+    if faster.all():
+        return {"crossover_n": np.nan, "crossover": f"faster at every measured n ({span})"}
+    if not faster[-1]:
+        return {"crossover_n": np.nan, "crossover": f"slower at every measured n up to {n[-1]:g}"
+                if not faster.any() else f"slower again at n = {n[-1]:g}"}
+    i = int(np.flatnonzero(~faster)[-1])  # last slower point; faster from i + 1 on
+    a, b = np.log(n[i]), np.log(n[i + 1])
+    t = log_ratio[i] / (log_ratio[i] - log_ratio[i + 1])
+    cross = float(np.exp(a + t * (b - a)))
+    return {"crossover_n": cross, "crossover": f"faster above n ≈ {cross:,.0f} (interpolated in {span})"}
+
+
+# ------------------------------------------------------------------------------ efficiency
+def efficiency(frame: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
+    """Per ok case: useful FLOP/s (the algorithm's FLOPs over the time), its share of the device's
+    measured matmul peak, and counted-vs-theory work."""
+    data = prepare(frame)
+    ok = data[(data["status"] == "ok") & data["time_s"].notna()].copy()
+    ok["useful_flops_per_s"] = ok["flops"] / ok["time_s"]
+    ok["work_ratio"] = ok["flops_counted"] / ok["flops"]  # > 1: the implementation does extra work
+    peak = [_peak(peaks, device, dtype) for device, dtype in zip(ok["device"], ok["dtype"])]
+    ok["peak_flops_per_s"] = peak
+    # NB: the useful rate, not the counted one: FlopCounterMode counts causal SDPA as full attention
+    ok["peak_share"] = ok["useful_flops_per_s"] / ok["peak_flops_per_s"]
+    return ok
+
+
+def _peak(peaks: dict | None, device: str, dtype: str) -> float:
+    try:
+        return float(peaks[device][dtype]["flops_per_s"])
+    except (KeyError, TypeError):
+        return np.nan
+
+
+# ------------------------------------------------------------------------------ status
+def status_matrix(frame: pd.DataFrame) -> pd.DataFrame:
+    """Counts of each status per variant and implementation (rows) — what ran and what did not."""
+    counts = frame.groupby(["variant", "impl", "status"]).size().unstack("status", fill_value=0)
+    order = [s for s in ("ok", "skipped", "oom", "timeout", "error", "invalid", "not_run") if s in counts]
+    return counts[order + [c for c in counts if c not in order]]
+
+

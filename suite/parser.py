@@ -1,0 +1,109 @@
+"""The command line's arguments (suite.cli runs them)."""
+
+from __future__ import annotations
+
+import argparse
+
+from suite.plan.case import DTYPES
+from suite.run.device import DEVICES
+
+
+def csv_list(text: str) -> list[str]:
+    return [x for x in text.split(",") if x]
+
+
+def build_parser(commands: dict) -> argparse.ArgumentParser:
+    """The parser; `commands` maps each command's name to the function it sets as `func`."""
+    from suite.analyse.regression import Rule
+
+    rule = Rule()
+    parser = argparse.ArgumentParser(prog="python -m suite", description="Benchmark and complexity "
+                                     "analysis of attention variants: does each scale as its paper says?")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _list(sub, commands)
+    _run(sub, commands)
+    _compare(sub, commands, rule)
+    _store(sub, commands)
+    d = sub.add_parser("doctor", help="what the suite would use here: versions, devices, SDPA backends, flex, "
+                                      "xformers, do_bench; exit 1 when a requested --device cannot be measured")
+    d.add_argument("--device", type=csv_list, help="devices that must be measurable (default: report all, require none)")
+    d.set_defaults(func=commands["doctor"])
+    return parser
+
+
+def _list(sub, commands: dict) -> None:
+    p = sub.add_parser("list", help="every variant × implementation, its claim and whether it runs here")
+    p.add_argument("--variant", type=csv_list, help="comma-separated variant names (default: all)")
+    p.add_argument("--device", type=csv_list, default=list(DEVICES), help="devices to check (default: all the suite knows)")
+    p.add_argument("--dtype", choices=list(DTYPES), default="float32")
+    p.add_argument("--causal", action="store_true", help="check the causal form")
+    p.set_defaults(func=commands["list"])
+
+
+def _run(sub, commands: dict) -> None:
+    r = sub.add_parser("run", help="sweep a grid: time, FLOPs and peak memory of every case")
+    r.add_argument("--grid", default="smoke", help="smoke, quick, full, or a TOML/YAML file (default: smoke)")
+    r.add_argument("--device", type=csv_list, help="override the grid's devices: " + ",".join(DEVICES))
+    r.add_argument("--variant", type=csv_list, help="only these variants (comma-separated)")
+    r.add_argument("--run-id", help="name of the run folder under --results-dir (default: time and grid)")
+    r.add_argument("--resume", metavar="NAME", help="finish run NAME: only the cases its journal lacks")
+    r.add_argument("--dry-run", action="store_true", help="list the planned cases and their count")
+    r.add_argument("--plugin", action="append", default=[], help="a module that registers extra variants")
+    r.add_argument("--threads", type=int, help="override the grid's thread count")
+    r.add_argument("--results-dir", default="results")
+    r.add_argument("--reports-dir", default="reports")
+    r.add_argument("--no-report", action="store_true", help="write the results only, not the HTML report")
+    r.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local worker processes (default), or Ray actors: one per CPU slot or GPU")
+    r.add_argument("--address", help="with --executor ray: an existing cluster (default: start a local one)")
+    r.add_argument("--ray-workers", type=int, help="with --executor ray: actors per device "
+                                                   "(default: the cluster's CPUs / threads, or its GPUs)")
+    r.add_argument("--shard", metavar="K/N", help="run only shard K of N (balanced by predicted cost); "
+                                                 "join the shards with `merge`")
+    r.set_defaults(func=commands["run"])
+    rep = sub.add_parser("report", help="the HTML report and verdicts of a run, from its results alone")
+    rep.add_argument("name", help="a run name under --results-dir, or a run folder")
+    rep.add_argument("--results-dir", default="results")
+    rep.add_argument("--reports-dir", default="reports")
+    rep.set_defaults(func=commands["report"])
+
+
+def _compare(sub, commands: dict, rule) -> None:
+    c = sub.add_parser("compare", help="compare two runs; exit 0 no regression, 1 regression, 2 cannot judge")
+    c.add_argument("base", help="a run name, a run folder, or `baseline` (the saved baseline of NEW's "
+                                "fingerprint and grid)")
+    c.add_argument("new", help="a run name or folder")
+    c.add_argument("--results-dir", default="results")
+    c.add_argument("--alpha", type=float, default=rule.alpha, help="false discovery rate over the grid")
+    c.add_argument("--effect-floor", type=float, default=rule.effect_floor,
+                   help="smallest change called, as a fraction (default 0.05)")
+    c.add_argument("--allow-new", action="store_true", help="cases without a baseline do not block")
+    c.add_argument("--force", action="store_true", help="compare runs from different environments")
+    c.add_argument("--confirm", action="store_true",
+                   help="re-run flagged cases with the checked-out code; keep those slower again")
+    c.add_argument("--markdown", help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY)")
+    c.add_argument("--json", help="write the comparison as JSON here")
+    c.set_defaults(func=commands["compare"])
+
+
+def _store(sub, commands: dict) -> None:
+    m = sub.add_parser("merge", help="join shard runs of one grid into one run (then report, compare)")
+    m.add_argument("runs", nargs="+", help="the shard runs (names under --results-dir, or folders)")
+    m.add_argument("--run-id", required=True, help="the merged run's name")
+    m.add_argument("--results-dir", default="results")
+    m.add_argument("--reports-dir", default="reports")
+    m.add_argument("--no-report", action="store_true")
+    m.set_defaults(func=commands["merge"])
+
+    b = sub.add_parser("baseline", help="save a run as the baseline of its fingerprint and grid, or list them")
+    b.add_argument("action", choices=["save", "list"])
+    b.add_argument("run", nargs="?", help="the run to save")
+    b.add_argument("--results-dir", default="results")
+    b.set_defaults(func=commands["baseline"])
+
+    e = sub.add_parser("export", help="a run's timings as pytest-benchmark or github-action-benchmark JSON")
+    e.add_argument("run")
+    e.add_argument("--format", choices=["pytest-benchmark", "github-action-benchmark"], required=True)
+    e.add_argument("-o", "--output", required=True)
+    e.add_argument("--results-dir", default="results")
+    e.set_defaults(func=commands["export"])

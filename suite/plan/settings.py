@@ -1,0 +1,63 @@
+"""How cases are measured: one frozen Settings, its defaults and limits stated once.
+
+It crosses process boundaries as itself (pickled), and is written to plan.json as a plain table;
+`Settings.from_plan` reads that table back, old plans included (a missing key takes its default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from suite.errors import UsageError
+from suite.run.allocator import MODES as ALLOCATORS
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Chosen for a 2-core machine (README, "Noise", has the figures)."""
+
+    threads: int = 1  # NB: two threads gave bimodal timings here (CV ~35%); one gives CV ~1-2%
+    min_run_time_s: float = 0.2  # torch.utils.benchmark blocked_autorange
+    max_samples: int = 50
+    case_timeout_s: float = 300.0
+    memory_budget_gib: float = 16.0  # CPU address-space limit of a worker, above what it holds at start
+    check_seq_len: int = 96  # correctness check against the dense reference at this n
+    allocator: str = "retain"
+    replicates: int = 1  # worker processes each case is timed in (process-level replicates)
+
+    def to_plan(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_plan(cls, raw: dict[str, Any], where: str = "plan.json: settings") -> "Settings":
+        return cls(**validate(raw, where))
+
+
+# name -> (type, low, high); the allocator is a choice instead
+LIMITS: dict[str, tuple[type, float | None, float | None]] = {
+    "threads": (int, 1, 256), "min_run_time_s": (float, 0.0, 600.0), "max_samples": (int, 1, 100000),
+    "case_timeout_s": (float, 1.0, 86400.0), "memory_budget_gib": (float, 0.5, 4096.0),
+    "check_seq_len": (int, 1, 4096), "allocator": (str, None, None), "replicates": (int, 1, 64),
+}
+
+
+def validate(raw: Any, where: str) -> dict[str, Any]:
+    """The settings table checked key by key; UsageError names the key, the value and the rule."""
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: field 'settings' = {raw!r} (allowed: a table)")
+    values = {}
+    for key, value in raw.items():
+        if key not in LIMITS:
+            raise UsageError(f"{where}: field '{key}' = {value!r} (allowed: {', '.join(LIMITS)})")
+        kind, low, high = LIMITS[key]
+        if key == "allocator":
+            if value not in ALLOCATORS:
+                raise UsageError(f"{where}: field 'allocator' = {value!r} (allowed: {', '.join(ALLOCATORS)})")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
+            raise UsageError(f"{where}: field '{key}' = {value!r} (allowed: a number ({kind.__name__}) in {low}..{high})")
+        elif not low <= value <= high:
+            raise UsageError(f"{where}: field '{key}' = {value!r} (allowed: {low}..{high})")
+        values[key] = value
+    return values

@@ -1,0 +1,55 @@
+"""A comparison's rendering: Markdown for a PR comment or $GITHUB_STEP_SUMMARY, and JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from suite.analyse.regression import Rule, Verdict, case_label
+
+def markdown(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule()) -> str:
+    """For a PR comment or $GITHUB_STEP_SUMMARY: the decision, flagged cases, then the counts."""
+    title = {0: "no regression", 1: "**regression**", 2: "**cannot judge**"}[verdict.code]
+    lines = [f"### `{new_name}` against `{base_name}`: {title} (exit {verdict.code})", ""]
+    lines += [f"- {reason}" for reason in verdict.reasons] + ([""] if verdict.reasons else [])
+    counts = verdict.cases["status"].value_counts()
+    lines.append("Cases: " + ", ".join(f"{count} {status}" for status, count in counts.items()) + ".")
+    lines.append(f"Rule: slower or faster when the Benjamini–Hochberg q ≤ {rule.alpha:g} over the grid and the "
+                 f"change is at least {rule.effect_floor:.0%}; ratio = new / base time, 95% interval.")
+    lines.append("")
+    shown = verdict.cases[~verdict.cases["status"].isin(["unchanged", "skipped"])]
+    if not shown.empty:
+        lines += ["| status | case | ratio [95% CI] | q | base | new | note |", "|---|---|---|---|---|---|---|"]
+        for _, row in shown.iterrows():
+            ratio = "" if pd.isna(row["ratio"]) else f"{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}]"
+            q = "" if pd.isna(row["q"]) else f"{row['q']:.2g}"
+            lines.append(f"| {row['status']} | {case_label(row)} | {ratio} | {q} | {_ms(row['base_time_s'])} | "
+                         f"{_ms(row['new_time_s'])} | {row['reason']} |")
+        lines.append("")
+    moved = verdict.exponents[(verdict.exponents["drift"] != "") | (verdict.exponents["verdict_change"] != "")] \
+        if not verdict.exponents.empty else verdict.exponents
+    if not moved.empty:
+        lines += ["| exponent in n | base | new | drift | verdict |", "|---|---|---|---|---|"]
+        for _, row in moved.iterrows():
+            lines.append(f"| {row['variant']}/{row['series']} | {row['slope_base']:.2f} | {row['slope_new']:.2f} | "
+                         f"{row['drift']} | {row['verdict_change']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _ms(seconds) -> str:
+    return "" if seconds is None or pd.isna(seconds) else f"{seconds * 1e3:.3f} ms"
+
+
+def as_json(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule()) -> dict:
+    def records(frame: pd.DataFrame) -> list[dict]:  # via pandas' JSON: numpy scalars and NaN handled
+        return json.loads(frame.to_json(orient="records")) if not frame.empty else []
+
+    return {
+        "base": base_name, "new": new_name, "exit_code": verdict.code, "reasons": verdict.reasons,
+        "environment_differences": verdict.env,
+        "rule": {"alpha": rule.alpha, "effect_floor": rule.effect_floor, "exponent_drift": rule.exponent_drift},
+        "counts": {k: int(v) for k, v in verdict.cases["status"].value_counts().items()},
+        "cases": records(verdict.cases),
+        "exponents": records(verdict.exponents),
+    }

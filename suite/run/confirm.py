@@ -1,0 +1,34 @@
+"""`compare --confirm`: re-run the flagged cases with the code checked out now, in fresh processes,
+and judge them against the base with the first pass's grid shift and run noise (never re-estimated
+from the flagged subset, which would remove a regression shared by many cases)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+
+import pandas as pd
+
+from suite.analyse import regression
+from suite.run import runner
+from suite.store.rundir import RunDir
+
+
+def confirm(verdict: regression.Verdict, base: pd.DataFrame, new: RunDir, rule: regression.Rule,
+            force: bool = False, out=sys.stderr) -> regression.Verdict:
+    flagged = verdict.cases[verdict.cases["status"] == "slower"]
+    plan = runner.load(new)
+    by_id = {case.case_id: case for case in plan.cases}
+    cases = [by_id[case_id] for case_id in flagged["case_id"] if case_id in by_id]
+    for module in plan.plugins:
+        importlib.import_module(module)
+    rerun = RunDir.new(new.path.parent, f"{new.name}-confirm-{time.strftime('%H%M%S')}")
+    rerun.path.mkdir(parents=True)
+    print(f"confirming {len(cases)} flagged case(s) in {rerun.path}", file=out)
+    runner.run(run=rerun, cases=cases, settings=plan.settings, plugins=plan.plugins, resume=False, out=out)
+    first = verdict.cases.attrs
+    again = regression.cases(base[base["case_id"].isin(flagged["case_id"])], rerun.read_table(), rule,
+                             shift=first.get("grid_shift", 0.0), run_sigma=first.get("run_sigma"))
+    still = set(again.loc[again["status"] == "slower", "case_id"])
+    return regression.reconfirm(verdict, still, rule, force)

@@ -1,0 +1,56 @@
+"""Devices as data: what the suite needs to measure on one. Adding a device is one entry in DEVICES.
+
+Each entry names how to time a call (raw per-call samples), how to read a call's peak memory above
+what existed before it, how to wait for queued work, whether a worker may cap its address space,
+what a Ray actor reserves, and a rough rate for balancing shards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from suite.errors import UsageError
+from suite.run import timing
+
+Timer = Callable[..., list[float]]  # (fn, min_run_time, max_samples, min_samples, threads) -> seconds
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    time: Timer
+    peak_bytes: Callable[[Callable[[], object]], int]
+    synchronize: Callable[[], None]
+    release: Callable[[], None]  # hand cached memory back after a case
+    limit_address_space: bool  # RLIMIT_AS in the worker; NB: never with CUDA (its context maps huge ranges)
+    ray_resources: Callable[[int], dict]  # threads -> resources of one measuring actor
+    assumed_flop_rate: float  # for balancing shards only: ratios between cases matter
+    probe_sizes: tuple[int, ...]  # square matmul sizes of the GEMM probe
+    timer_name: str  # what `time` uses, for exports
+
+    def reasons(self) -> list[str]:
+        """Why this machine cannot measure on the device ([] when it can)."""
+        from variants.registry import device_reasons
+
+        return device_reasons(self.name)
+
+
+def _nothing() -> None:
+    return None
+
+
+DEVICES: dict[str, Device] = {
+    "cpu": Device("cpu", timing.time_cpu, timing.peak_cpu, _nothing, _nothing, True,
+                  lambda threads: {"num_cpus": threads}, 2e10, (512, 1024, 2048), "torch.utils.benchmark"),
+    "cuda": Device("cuda", timing.time_cuda, timing.peak_cuda, timing.cuda_synchronize, timing.cuda_release,
+                   False, lambda threads: {"num_gpus": 1, "num_cpus": 1}, 2e13, (2048, 4096, 8192),
+                   "CUDA events, L2 flushed before each call"),
+}
+
+
+def get(name: str, field: str = "device") -> Device:
+    """The entry of `name`; UsageError naming the field and the devices there are."""
+    if name not in DEVICES:
+        raise UsageError(f"{field} {name!r} (allowed: {', '.join(DEVICES)})")
+    return DEVICES[name]

@@ -1,0 +1,128 @@
+"""Local worker processes: one per (device, replicate), restarted after any case that takes it down.
+
+Replicate r of every case runs in worker process r, case by case (interleaved), so a comparison
+sees the spread between processes, not only within one.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from pathlib import Path
+
+from suite.plan.case import Case
+from suite.plan.settings import Settings
+from suite.store.row import Row
+
+WORKER_START_TIMEOUT_S = 300.0
+
+
+class WorkerError(RuntimeError):
+    """A worker that could not start: not any one case's fault, so the run stops with the reason."""
+
+
+class Worker:
+    """One worker process for one device, restarted after any case that takes it down."""
+
+    def __init__(self, device: str, settings: Settings, plugins: list[str], log_path: Path | None = None):
+        from suite.run import worker
+
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=worker.main, daemon=True,
+                                   args=(child, settings, plugins, device, str(log_path) if log_path else None))
+        self.process.start()
+        child.close()
+        if not self.conn.poll(WORKER_START_TIMEOUT_S):
+            self.kill()
+            raise WorkerError(f"a {device} worker did not start within {WORKER_START_TIMEOUT_S:.0f}s")
+        try:
+            self.conn.recv()
+        except EOFError:
+            self.process.join(5)
+            raise WorkerError(f"a {device} worker died while starting (exit code {self.process.exitcode}); "
+                              "run with the same --plugin modules in a Python shell to see why") from None
+
+    def run(self, case: Case, timeout_s: float, replicate: int = 0) -> Row:
+        self.conn.send((case, replicate))
+        if self.conn.poll(timeout_s):
+            try:
+                _, row = self.conn.recv()
+                return row
+            except EOFError:
+                pass
+        else:
+            self.kill()
+            return Row.lost(case, "timeout", f"no result within the case budget of {timeout_s:g}s; worker killed")
+        self.process.join(5)
+        return Row.lost(case, *_death(self.process.exitcode))
+
+    def gemm_peak(self, dtype: str, timeout_s: float) -> dict:
+        self.conn.send(("gemm_peak", dtype))
+        if self.conn.poll(timeout_s):
+            try:
+                return self.conn.recv()[1]
+            except EOFError:
+                pass
+        self.kill()
+        return {"error": f"the matmul probe did not finish within {timeout_s:g}s or killed its worker"}
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self.process.join(10)
+        self.kill()
+
+
+def _death(exitcode: int | None) -> tuple[str, str]:
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        if -exitcode == signal.SIGKILL:
+            return "oom", f"worker killed by {name} (the kernel's out-of-memory killer sends it)"
+        return "error", f"worker crashed with {name}"
+    return "error", f"worker exited with code {exitcode} while running the case"
+
+
+
+
+class LocalPool:
+    """Worker processes on this machine, with the executor interface the runner uses (as RayPool)."""
+
+    def __init__(self, settings: Settings, plugins: list[str], log_path: Path | None):
+        self.settings, self.plugins, self.log_path = settings, plugins, log_path
+        self.workers: dict[tuple[str, int], Worker] = {}
+
+    def _worker(self, device: str, replicate: int) -> Worker:
+        worker = self.workers.get((device, replicate))
+        if worker is None or not worker.alive():
+            worker = Worker(device, self.settings, self.plugins, self.log_path)
+            self.workers[(device, replicate)] = worker
+        return worker
+
+    def gemm_peak(self, device: str, dtype: str) -> dict:
+        return self._worker(device, 0).gemm_peak(dtype, self.settings.case_timeout_s)
+
+    def run(self, tasks: list[tuple[Case, int]], failed: set[str]):
+        """Yield (case, replicate, row) in task order; a case that failed is not replicated further."""
+        for case, r in tasks:
+            if case.case_id in failed:
+                continue
+            row = self._worker(case.device, r).run(case, self.settings.case_timeout_s, r)
+            if row.status != "ok":
+                failed.add(case.case_id)
+            yield case, r, row
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.close()

@@ -1,0 +1,91 @@
+"""Join shard runs of one grid into one run: the journal rows as measured, the grid's order, one table.
+
+Refuses, with the reason, shards of different grids or settings, from environments with different
+fingerprints, or from different commits of the code; reports every journal line it cannot read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+from suite.errors import UsageError
+from suite.plan.case import Case
+from suite.store import table
+from suite.store.rundir import RunDir
+
+
+@dataclass
+class Merged:
+    run: RunDir
+    cases: int
+    counts: Counter
+    missing: int  # cases of the grid in no shard given
+    problems: list[str] = field(default_factory=list)  # journal lines that could not be read
+
+
+def check_mergeable(plans: list[dict], envs: list[dict], names: list[str]) -> None:
+    """UsageError unless the runs are distinct shards of one grid, measured in one environment
+    by one commit of the code."""
+    first, env0 = plans[0], envs[0]
+    for plan, env, name in zip(plans, envs, names):
+        if plan.get("grid_id", None) != first.get("grid_id") or plan.get("grid") != first.get("grid"):
+            raise UsageError(f"{name} is from grid {plan.get('grid')!r} ({plan.get('grid_id')}), "
+                             f"{names[0]} from {first.get('grid')!r} ({first.get('grid_id')}): not shards of one grid")
+        if plan.get("settings") != first.get("settings"):
+            raise UsageError(f"{name} was measured with other settings than {names[0]}")
+        if env.get("fingerprint_id") != env0.get("fingerprint_id"):
+            raise UsageError(f"{name} ran in environment {env.get('fingerprint_id')} ({env.get('cpu_model')}, "
+                             f"{env.get('cuda_device')}), {names[0]} in {env0.get('fingerprint_id')}: "
+                             "timings from different machines are not one run")
+        if env.get("git_commit") != env0.get("git_commit"):
+            raise UsageError(f"{name} was measured by commit {env.get('git_commit')}, {names[0]} by "
+                             f"{env0.get('git_commit')}: timings of different code are not one run")
+    shards = [plan.get("shard") for plan in plans]
+    if len(set(map(json.dumps, shards))) != len(shards):
+        raise UsageError(f"the same shard twice: {shards}")
+
+
+def merged_plan(plans: list[dict], names: list[str]) -> dict:
+    """The merged run's plan: the shards' cases in the grid's order (kept by each shard's plan)."""
+    first = plans[0]
+    seen, indexed = set(), []
+    for plan in plans:
+        index = plan.get("grid_index") or range(len(plan["cases"]))
+        for i, key in zip(index, plan["cases"]):
+            case_id = Case.from_key(key).case_id
+            if case_id not in seen:
+                seen.add(case_id)
+                indexed.append((i, key))
+    cases = [key for _, key in sorted(indexed, key=lambda pair: pair[0])]
+    total = first.get("grid_cases")
+    return {**{k: v for k, v in first.items() if k not in ("cases", "shard")}, "cases": cases,
+            "merged_from": names, "shards": [plan.get("shard") for plan in plans],
+            "complete": total is not None and len(cases) == total}
+
+
+def merge(shards: list[RunDir], target: RunDir) -> Merged:
+    """Write `target` from the shard runs (checked first); nothing is written when they do not fit."""
+    plans, envs = [s.plan() for s in shards], [s.env() for s in shards]
+    names = [s.name for s in shards]
+    check_mergeable(plans, envs, names)
+    if target.path.exists():
+        raise UsageError(f"--run-id {target.name!r}: {target.path} exists")
+    plan = merged_plan(plans, names)
+    cases = [Case.from_key(key) for key in plan["cases"]]
+    target.path.mkdir(parents=True)
+    target.write_json(RunDir.PLAN, plan)
+    target.write_json(RunDir.ENV, {**envs[0], "merged_from": {s.name: e.get("git_commit") for s, e in zip(shards, envs)}})
+    shards[0].copy_to(target.path, (RunDir.PROBE,))
+    journal, wanted, problems = target.journal, {c.case_id for c in cases}, []
+    for shard in shards:
+        read = shard.journal.read()
+        problems += [f"{shard.name}: {p}" for p in read.problems]
+        for row in read.rows:
+            if row.case_id in wanted:
+                journal.append(row)
+    rows = journal.read().rows
+    target.write_table(table.table(cases, rows))
+    counts = Counter(status for case_id, status in table.statuses(rows).items() if case_id in wanted)
+    return Merged(target, len(cases), counts, plan.get("grid_cases", len(cases)) - len(cases), problems)

@@ -1,0 +1,117 @@
+"""One observation: a Row per (case, worker process), and the long-form table's columns derived from it.
+
+A Row holds the raw samples; `time_s` and `time_iqr_s` are derived from them in one place
+(`with_samples`), and a case measured in several processes is aggregated here too. The journal
+stores `Row.to_json()`; `Row.from_json` reads it back and refuses a field it does not know, so no
+measurement is ever dropped on the way to the table. A new metric is one field here.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from suite.plan.case import Case
+
+PROCESS = {"table": False}  # metadata: a field of one process's row, not of the case's table row
+CASE_FIELDS = tuple(f.name for f in fields(Case))
+
+
+@dataclass(frozen=True)
+class Row:
+    case: Case
+    status: str = "ok"  # ok, skipped, invalid, oom, timeout, error, not_run
+    reason: str = ""
+    time_s: float | None = None  # median of the samples (of the per-process medians, aggregated)
+    time_iqr_s: float | None = None
+    samples: list[float] | None = None  # seconds per call, every one kept
+    flops: int | None = None  # the algorithm's FLOPs (docs/CLAIMS.md)
+    flops_counted: int | None = None  # FlopCounterMode on meta tensors, where it can trace the path
+    peak_bytes: int | None = None  # allocator peak of one call above its inputs
+    setup_s: float | None = None  # mask, plan, compile: never in the timed call
+    pairs: int | None = None
+    claimed_exponent_n: float | None = None
+    claimed_exponent_d: float | None = None
+    kv_bytes: int | None = None
+    check_error: float | None = None  # max |impl − dense float64| / scale at a small n
+    check_tol: float | None = None
+    flops_counted_note: str | None = None
+    setup: dict[str, float] | None = None  # named setup costs
+    notes: dict[str, str] | None = None  # how it ran (compile mode, kernel)
+    extra_flops: dict[str, int] | None = None  # named terms apart from `flops` (softmax)
+    impl_work: str | None = None  # the implementation's traits (variants.registry.Impl)
+    impl_library: str | None = None
+    wall_s: float | None = None  # everything this process spent on the case
+    replicates: int | None = None  # processes aggregated into this row
+    replicate_times_s: list[float] | None = None  # each process's median
+    approx_error: float | None = None  # against the variant it approximates, float64
+    approx_seq_len: int | None = None
+    pid: int | None = field(default=None, metadata=PROCESS)
+    replicate: int = field(default=0, metadata=PROCESS)
+    finished_at: float | None = field(default=None, metadata=PROCESS)
+
+    @property
+    def case_id(self) -> str:
+        return self.case.case_id
+
+    def with_samples(self, samples: list[float]) -> "Row":
+        """The row with its raw samples and the statistics derived from them."""
+        median, iqr = sample_stats(samples)
+        return replace(self, samples=list(samples), time_s=median, time_iqr_s=iqr)
+
+    def to_json(self) -> dict[str, Any]:
+        """A flat JSON object: the case's key, then every measured field (the journal's line)."""
+        out = {"case_id": self.case_id, **self.case.key}
+        out.update({f.name: getattr(self, f.name) for f in fields(self) if f.name != "case"})
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Row":
+        """The inverse of to_json; ValueError naming a field this version does not know."""
+        known = set(MEASURED) | set(CASE_FIELDS) | {"case_id"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        case = Case.from_key({k: data[k] for k in CASE_FIELDS if k in data})
+        if "case_id" in data and data["case_id"] != case.case_id:
+            raise ValueError(f"case_id {data['case_id']} does not match its fields ({case.case_id})")
+        return cls(case, **{k: v for k, v in data.items() if k in MEASURED})
+
+    @classmethod
+    def lost(cls, case: Case, status: str, reason: str) -> "Row":
+        """The row of a case whose process died or overran: a status and why."""
+        return cls(case, status=status, reason=reason)
+
+
+MEASURED = tuple(f.name for f in fields(Row) if f.name != "case")
+# The table: one row per case; its columns are the case's fields and the row's, nothing hand-kept.
+COLUMNS = ["case_id", *CASE_FIELDS, *(f.name for f in fields(Row) if f.name != "case" and f.metadata != PROCESS)]
+JSON_COLUMNS = ["params", *(f.name for f in fields(Row) if str(f.type).startswith("dict"))]
+
+
+def sample_stats(samples: list[float]) -> tuple[float, float]:
+    """(median, interquartile range) of raw samples."""
+    quartiles = statistics.quantiles(samples, n=4) if len(samples) > 1 else [samples[0]] * 3
+    return statistics.median(samples), quartiles[2] - quartiles[0]
+
+
+def aggregate(replicates: list[Row]) -> Row:
+    """One row per case from its process rows: time_s is the median of the per-process medians.
+
+    Every process's samples are kept, and its median in replicate_times_s, so the spread between
+    processes stays visible. A case any process of which failed takes that failure's status.
+    """
+    reps = sorted(replicates, key=lambda r: r.replicate)
+    base = next((r for r in reps if r.replicate == 0), reps[0])
+    failed = [r for r in reps if r.status != "ok"]
+    if failed:
+        first = failed[0]
+        prefix = f"replicate {first.replicate}: " if first.replicate else ""
+        return replace(base, status=first.status, reason=prefix + first.reason)
+    if not base.samples:
+        return base
+    medians = [statistics.median(r.samples) for r in reps]
+    _, iqr = sample_stats([t for r in reps for t in r.samples])
+    return replace(base, time_s=statistics.median(medians), time_iqr_s=iqr,
+                   samples=[t for r in reps for t in r.samples], replicate_times_s=medians, replicates=len(medians))

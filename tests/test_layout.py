@@ -1,0 +1,80 @@
+"""The shape of the code: the project stands alone, stages import one way, modules and functions stay short."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = ROOT / "suite"
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def tracked(*patterns: str) -> list[Path]:
+    out = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:  # not a git checkout (an sdist): every file on disk
+        return [p for pattern in patterns for p in ROOT.glob(f"**/{pattern}")]
+    return [ROOT / line for line in out.stdout.splitlines()]
+
+
+def test_nothing_points_outside_the_repository():
+    outside = [str(p.relative_to(ROOT)) for p in tracked("*.py", "*.md", "*.toml", "*.j2", "*.yml", ".ci/run")
+               if "../shared" in p.read_text(errors="replace") and p.name != "test_layout.py"]
+    assert outside == []
+    assert (ROOT / "docs" / "CLAIMS.md").is_file()
+
+
+def _imports(path: Path) -> set[str]:
+    """The suite modules `path` imports, at any depth of the file (lazy imports count too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("suite"):
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("suite"))
+    return found
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_import_cycles_between_suite_modules():
+    modules = {_module(p): p for p in SUITE.rglob("*.py")}
+    graph = {name: {m for m in _imports(path) if m in modules and m != name} for name, path in modules.items()}
+    graph = {name: {m for m in deps if not name.startswith(m + ".")} for name, deps in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = 1
+        for dep in sorted(graph[name]):
+            assert state.get(dep) != 1, "import cycle: " + " -> ".join(trail + [name, dep])
+            if dep not in state:
+                visit(dep, trail + [name])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
+
+
+def test_variants_know_nothing_of_the_suite():
+    assert [p.name for p in (ROOT / "variants").glob("*.py") if _imports(p)] == []
+
+
+def test_modules_and_functions_are_short():
+    long_modules, long_functions = [], []
+    for path in list(SUITE.rglob("*.py")) + list((ROOT / "variants").glob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long_modules.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
+    assert long_modules == [] and long_functions == []
