@@ -21,6 +21,7 @@ import torch
 import variants
 from suite.plan import grid as grids
 from suite.plan.case import DTYPES
+from suite.run import device as devices
 from suite.run.measure import build, inputs
 
 for _module in filter(None, os.environ.get("SUITE_BENCH_PLUGINS", "").split(",")):  # like run --plugin
@@ -30,12 +31,13 @@ GRID = grids.resolve(os.environ.get("SUITE_BENCH_GRID", "smoke"),
 CASES = list(GRID.cases)
 
 
-def synchronized(fn):
-    """fn, then wait for the device: the timer around it sees the kernel's whole time."""
+def synchronized(fn, device: str):
+    """fn, then wait for the device (its entry in the Device table): the timer sees the whole kernel."""
+    wait = devices.get(device).synchronize
+
     def call():
         out = fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        wait()
         return out
 
     return call
@@ -55,7 +57,7 @@ def test_case(benchmark, case):
     fn, setup = build(case, q, k, v)
     benchmark.group = case.variant
     benchmark.extra_info.update(case_id=case.case_id, flops=case_flops(case), setup_s=sum(setup.values()))
-    benchmark.pedantic(synchronized(fn), rounds=max(5, GRID.settings.max_samples), warmup_rounds=1)
+    benchmark.pedantic(synchronized(fn, case.device), rounds=max(5, GRID.settings.max_samples), warmup_rounds=1)
 
 
 def case_flops(case) -> int:
