@@ -39,7 +39,8 @@ class Job:
     settings: Settings
     plugins: list[str]
     label: str
-    start: object = None  # a callable that writes the new run folder; None when resuming
+    grid: object = None  # the Grid of a new run (None when resuming: its folder exists)
+    shard: dict | None = None  # plan.json's record of the shard, when one
 
 
 def _job(args: argparse.Namespace) -> Job:
@@ -66,8 +67,7 @@ def _job(args: argparse.Namespace) -> Job:
         k, n = info["shard"]["k"], info["shard"]["n"]
         label, suffix = f"{grid.name} shard {k}/{n}", f"-shard{k}of{n}"
     run = RunDir.new(Path(args.results_dir), args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{grid.name}{suffix}")
-    start = lambda: runner.start(grid, run, list(args.plugin), cases=cases if info else None, extra=info)  # noqa: E731
-    return Job(run, cases, grid.settings, list(args.plugin), label, start)
+    return Job(run, cases, grid.settings, list(args.plugin), label, grid, info)
 
 
 def _check_executor(args: argparse.Namespace) -> None:
@@ -100,8 +100,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(case.label())
         print(f"{len(job.cases)} cases planned (grid {job.label}); nothing run, nothing written")
         return 0
-    if job.start is not None:
-        job.start()
+    if job.grid is not None:
+        runner.start(job.grid, job.run, job.plugins, cases=job.cases if job.shard else None, extra=job.shard)
     print(f"run {job.run.name}: {len(job.cases)} cases, grid {job.label}, results in {job.run.path}/", file=sys.stderr)
     started = time.perf_counter()
     try:

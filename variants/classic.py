@@ -196,8 +196,10 @@ def multiplicative(q, k, v, causal: bool, seed: int, ws=None) -> torch.Tensor:
 
 def multiplicative_sdpa() -> Impl:
     def prepare(q, k, v, *, causal, params):
+        start = time.perf_counter()
         (w,) = multiplicative_weights(q, params)
-        return Prepared(lambda: F.scaled_dot_product_attention(q @ w, k, v, is_causal=causal, scale=1.0))
+        return Prepared(lambda: F.scaled_dot_product_attention(q @ w, k, v, is_causal=causal, scale=1.0),
+                        {"weights_s": time.perf_counter() - start})
 
     return Impl("sdpa", prepare, cost="O(n²·d + n·d²): qW once, then the fused kernel",
                 library="torch scaled_dot_product_attention")
@@ -216,8 +218,10 @@ def additive_native() -> Impl:
         # about 8 MiB of scores per chunk: memory O(chunk·n·d_a), independent of n² for long inputs
         per_row = q.shape[0] * q.shape[1] * q.shape[2] * params["attn_dim"] * q.element_size()
         chunk = max(1, (8 << 20) // per_row)
+        start = time.perf_counter()
         ws = additive_weights(q, params)  # NB: in setup, never in the timed call
-        return Prepared(lambda: additive(q, k, v, causal, chunk=chunk, ws=ws, **params))
+        return Prepared(lambda: additive(q, k, v, causal, chunk=chunk, ws=ws, **params),
+                        {"weights_s": time.perf_counter() - start})
 
     return Impl("native", prepare, cost="O(n²·d_a) time, O(chunk·n·d_a) memory: query rows in chunks")
 

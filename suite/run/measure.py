@@ -1,7 +1,8 @@
-"""Measure one case: check it, time it, count its FLOPs, take its peak memory. Returns a plain row.
+"""Measure one case: check it, time it, count its FLOPs, take its peak memory. Returns a Row.
 
-Runs inside a worker process (suite.worker). Knows nothing of files or pandas: a row is a dict of
-plain values, raw timing samples included; medians and spreads are derived from them later too.
+Runs inside a worker process (suite.run.worker). Knows nothing of files or pandas; devices are
+entries of suite.run.device, implementation traits come from the registry. The Row keeps every raw
+sample; its median and spread are derived in one place (suite.store.row).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Ray schedules, the runner keeps the books: every finished (case, replicate) is appended to the
 driver's journal the moment it comes back, so a lost worker or a killed driver loses nothing that
 finished, and `--resume` works as with the local executor. An actor is a long-lived process like a
-local worker (it measures with the same `suite.measure.measure`); one that dies or overruns the
+local worker (it measures with the same `suite.run.measure.measure`); one that dies or overruns the
 case budget becomes a row with its status and is replaced. Replicates of a case go to distinct
 actors, and only after replicate 0 came back ok (a failing case is not replicated).
 """
@@ -35,7 +35,7 @@ def make_actor_class(ray, device: str, settings: Settings):
 
     @ray.remote(max_restarts=0, **resources)
     class CaseActor:
-        """A measuring process: the same code path as a local worker (suite.worker), under Ray."""
+        """A measuring process: the same code path as a local worker (suite.run.worker), under Ray."""
 
         def __init__(self, settings: Settings, plugins: list[str]):
             from suite.run import worker

@@ -70,12 +70,14 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
     todo = list({case.case_id: case for case, _ in tasks}.values())
     if resume:
         print(f"resuming {run.name}: {len(cases) - len(todo)} of {len(cases)} cases already in the journal", file=out)
-    pool = _pool(executor, settings, plugins, run, address, slots)
-    try:
+    pool = None
+    try:  # NB: the pool starts inside: a cluster that fails to start still leaves the table written
+        pool = _pool(executor, settings, plugins, run, address, slots)
         _probe(run, cases, pool.gemm_peak, out)
         _record(pool.run(tasks, failed), journal, todo, tasks, out)
     finally:
-        pool.close()
+        if pool is not None:
+            pool.close()
         rows = journal.read().rows
         run.write_table(table.table(cases, rows))
     wanted = {c.case_id for c in cases}
