@@ -1,4 +1,4 @@
-"""Command line: `python -m suite list | run | report | compare | merge | baseline | export`.
+"""Command line: `python -m suite list | run | report | compare | ab | merge | baseline | export | doctor`.
 
 Thin: it parses, delegates to the stages, prints, and maps bad input (UsageError) to exit code 2.
 """
@@ -123,6 +123,7 @@ def make_report(run: RunDir, report_dir: Path) -> int:
     started = time.perf_counter()
     path, result = report.build(run, report_dir)
     print(report.summary(result.claims))
+    print(result.noise.line())
     print(f"report: {path} ({time.perf_counter() - started:.1f}s)")
     return 0
 
@@ -133,32 +134,87 @@ def cmd_report(args: argparse.Namespace) -> int:
     return make_report(run, Path(args.reports_dir) / run.name)
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    from suite.analyse import regression
-    from suite.present import comparison
+def _rule(args: argparse.Namespace):
+    """The gate's rule from --alpha, --effect-floor, --allow-new (and compare's --allow-shift)."""
+    from suite.analyse.regression import Rule
 
     for name, value, low, high in (("--alpha", args.alpha, 0, 1), ("--effect-floor", args.effect_floor, 0, 10)):
         if not low < value < high:
             raise UsageError(f"{name} {value} (allowed: {low} < value < {high})")
+    return Rule(alpha=args.alpha, effect_floor=args.effect_floor, allow_new=args.allow_new,
+                allow_shift=getattr(args, "allow_shift", False))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from suite.analyse import regression
+    from suite.present import comparison
+
+    rule = _rule(args)
     new = RunDir.resolve(args.new, Path(args.results_dir))
     base = RunDir.resolve(args.base, Path(args.results_dir), like=new)
-    rule = regression.Rule(alpha=args.alpha, effect_floor=args.effect_floor, allow_new=args.allow_new)
     base_frame = base.read_table()
     verdict = regression.decide(base_frame, new.read_table(), base.env(), new.env(), rule, force=args.force)
     if args.confirm and verdict.code == 1:
         from suite.run.confirm import confirm
 
         verdict = confirm(verdict, base_frame, new, rule, force=args.force)
-    text = comparison.markdown(verdict, base.name, new.name, rule)
+    return _emit(verdict, base.name, new.name, rule, args)
+
+
+def _emit(verdict, base_name: str, new_name: str, rule, args: argparse.Namespace, also: Path | None = None) -> int:
+    """Print the comparison; write its Markdown and JSON where asked (and into `also`, a folder)."""
+    from suite.present import comparison
+
+    text = comparison.markdown(verdict, base_name, new_name, rule)
+    payload = json.dumps(comparison.as_json(verdict, base_name, new_name, rule), indent=1, default=str)
     print(text)
-    if args.markdown:
-        Path(args.markdown).write_text(text)
+    targets = [(args.markdown, text), (args.json, payload)]
+    if also is not None:
+        targets += [(also / "compare.md", text), (also / "compare.json", payload)]
+    for path, content in targets:
+        if path:
+            Path(path).write_text(content)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as summary:
             summary.write(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(comparison.as_json(verdict, base.name, new.name, rule), indent=1, default=str))
     return verdict.code
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    """Interleaved A/B of two checkouts on one grid: A, B, B, A per case and process pair."""
+    from suite.analyse import paired
+    from suite.plan import grid as grids
+    from suite.run import ab, sides
+
+    rule = _rule(args)
+    for module in args.plugin:
+        importlib.import_module(module)
+    grid = grids.resolve(args.grid, devices=args.device, only_variants=args.variant)
+    pairs = args.pairs or max(grid.settings.replicates, ab.MIN_DEFAULT_PAIRS)
+    if not 2 <= pairs <= 64:
+        raise UsageError(f"--pairs {pairs} (allowed: 2..64: the test needs two pairs at least)")
+    if not 1 <= args.rounds <= 16:
+        raise UsageError(f"--rounds {args.rounds} (allowed: 1..16)")
+    run = RunDir.new(Path(args.results_dir), args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-ab-{grid.name}")
+    repo = Path(args.repo).resolve()
+    with sides.checked_out(args.base, args.new, repo) as (a, b):
+        ab.start(run, grid, a, b, pairs, args.rounds, list(args.plugin))
+        print(f"ab {run.name}: {len(grid.cases)} cases × {pairs} process pairs × {args.rounds} × A,B,B,A; "
+              f"A = {args.base} ({(a.commit or 'no commit')[:12]}), B = {args.new} ({(b.commit or 'no commit')[:12]})",
+              file=sys.stderr)
+        try:
+            ab.sweep(list(grid.cases), a, b, grid.settings, list(args.plugin), pairs, run.path / RunDir.AB_JOURNAL,
+                     run.log_path, rounds=args.rounds)
+        except RuntimeError as err:  # a side whose workers cannot start: nothing to judge
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    lines, problems = run.ab_lines()
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    frame = paired.blocks(lines)
+    run.write_ab_table(frame)
+    verdict = paired.verdict(frame, rule)
+    return _emit(verdict, f"A {args.base}", f"B {args.new}", rule, args, also=run.path)
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
@@ -237,5 +293,5 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report, "compare": cmd_compare, "merge": cmd_merge,
+COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report, "compare": cmd_compare, "ab": cmd_ab, "merge": cmd_merge,
             "baseline": cmd_baseline, "export": cmd_export, "doctor": cmd_doctor}

@@ -23,6 +23,7 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     _list(sub, commands)
     _run(sub, commands)
     _compare(sub, commands, rule)
+    _ab(sub, commands, rule)
     _store(sub, commands)
     d = sub.add_parser("doctor", help="what the suite would use here: versions, devices, SDPA backends, flex, "
                                       "xformers, do_bench; exit 1 when a requested --device cannot be measured")
@@ -78,12 +79,38 @@ def _compare(sub, commands: dict, rule) -> None:
     c.add_argument("--effect-floor", type=float, default=rule.effect_floor,
                    help="smallest change called, as a fraction (default 0.05)")
     c.add_argument("--allow-new", action="store_true", help="cases without a baseline do not block")
+    c.add_argument("--allow-shift", action="store_true",
+                   help="the machine moved between the runs: test each case beyond the grid's median change, "
+                        "which then does not block")
     c.add_argument("--force", action="store_true", help="compare runs from different environments")
     c.add_argument("--confirm", action="store_true",
                    help="re-run flagged cases with the checked-out code; keep those slower again")
     c.add_argument("--markdown", help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY)")
     c.add_argument("--json", help="write the comparison as JSON here")
     c.set_defaults(func=commands["compare"])
+
+
+def _ab(sub, commands: dict, rule) -> None:
+    a = sub.add_parser("ab", help="interleaved A/B of two commits on one grid (A, B, B, A per case and process "
+                                  "pair); exit 0 no regression, 1 regression, 2 cannot judge")
+    a.add_argument("base", help="side A: a git commit-ish of --repo (checked out into a worktree), or a directory")
+    a.add_argument("new", help="side B: the same kinds")
+    a.add_argument("--grid", default="pr", help="a preset or a TOML/YAML file (default: pr); read by this checkout")
+    a.add_argument("--device", type=csv_list, help="override the grid's devices")
+    a.add_argument("--variant", type=csv_list, help="only these variants (comma-separated)")
+    a.add_argument("--pairs", type=int, help="process pairs (default: the grid's replicates, 8 at least)")
+    a.add_argument("--rounds", type=int, default=1, help="A, B, B, A rounds per case in each pair (default 1)")
+    a.add_argument("--plugin", action="append", default=[], help="a module that registers extra variants")
+    a.add_argument("--repo", default=".", help="the git repository the commits are in (default: here)")
+    a.add_argument("--run-id", help="name of the run folder under --results-dir")
+    a.add_argument("--results-dir", default="results")
+    a.add_argument("--alpha", type=float, default=rule.alpha, help="false discovery rate over the grid")
+    a.add_argument("--effect-floor", type=float, default=rule.effect_floor,
+                   help="smallest change called, as a fraction (default 0.05)")
+    a.add_argument("--allow-new", action="store_true", help="cases only side B has do not block")
+    a.add_argument("--markdown", help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY)")
+    a.add_argument("--json", help="write the comparison as JSON here")
+    a.set_defaults(func=commands["ab"])
 
 
 def _store(sub, commands: dict) -> None:

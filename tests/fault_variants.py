@@ -71,9 +71,24 @@ _register("fault_wrong", _wrong())
 PACE_S = 0.002  # each call sleeps this long (times SUITE_TEST_SLOWDOWN for `paced/native`)
 
 
-def _paced(factor_env: str | None) -> Impl:
+def pace_factor(n: int) -> float:
+    """How much `paced/native` is slowed at length n: $SUITE_TEST_SLOWDOWN, only at the lengths in
+    $SUITE_TEST_SLOW_N (comma-separated) when that is set; and times a module `pace_factor` (FACTOR
+    at its SLOW_N) where the process finds one: how `suite ab`'s tests make side B's code slower."""
+    factor = float(os.environ.get("SUITE_TEST_SLOWDOWN", "1"))
+    only = os.environ.get("SUITE_TEST_SLOW_N")
+    if only and str(n) not in only.split(","):
+        factor = 1.0
+    try:
+        import pace_factor as side
+    except ImportError:
+        return factor
+    return factor * (side.FACTOR if n in side.SLOW_N else 1.0)
+
+
+def _paced(slowed: bool) -> Impl:
     def prepare(q, k, v, *, causal, params):
-        pause = PACE_S * (float(os.environ.get(factor_env, "1")) if factor_env else 1.0)
+        pause = PACE_S * (pace_factor(q.shape[-2]) if slowed else 1.0)
 
         def call():
             time.sleep(pause)
@@ -81,8 +96,8 @@ def _paced(factor_env: str | None) -> Impl:
 
         return Prepared(call)
 
-    return Impl("native" if factor_env else "sdpa", prepare,
-                cost="SDPA plus a sleep" + (f" stretched by ${factor_env}" if factor_env else ""))
+    return Impl("native" if slowed else "sdpa", prepare,
+                cost="SDPA plus a sleep" + (" stretched by pace_factor(n)" if slowed else ""))
 
 
 if "paced" not in __import__("variants").names():
@@ -90,6 +105,6 @@ if "paced" not in __import__("variants").names():
         name="paced", family="test", summary="test-only: full attention plus a sleep; native's sleep "
         "is multiplied by $SUITE_TEST_SLOWDOWN (an injected regression), sdpa's is not",
         source="tests", params=(), theory_fn=full.SPEC.theory_fn,
-        impls={"dense": dense_impl(None), "native": _paced("SUITE_TEST_SLOWDOWN"), "sdpa": _paced(None)},
+        impls={"dense": dense_impl(None), "native": _paced(True), "sdpa": _paced(False)},
         mask_fn=full.SPEC.mask_fn, row_counts_fn=full.row_counts,
     ))

@@ -240,13 +240,28 @@ def test_a_significant_change_under_the_effect_floor_is_unchanged():
     assert lower.loc[0, "status"] == "slower"
 
 
-def test_a_whole_grid_shift_is_called_on_its_own_not_case_by_case():
+def test_a_whole_grid_shift_blocks_with_its_cases_listed_unless_allowed():
     rng = np.random.default_rng(5)
     base = {f"c{i}": list(1e-3 * (1 + 0.01 * rng.standard_normal(5))) for i in range(12)}
     new = {name: [t * 1.15 for t in times] for name, times in base.items()}  # everything 15% slower
     verdict = compare.decide(_frame(base), _frame(new), {}, {})
-    assert verdict.code == 1 and verdict.reasons[0].startswith("the whole grid is slower: the median case by 15.0%")
-    assert set(verdict.cases["status"]) == {"unchanged"}
+    assert verdict.code == 1 and verdict.reasons[0].startswith("the whole grid is slower: the median case by 15.0%, "
+                                                               "12 of 12 cases called slower")
+    assert set(verdict.cases["status"]) == {"slower"}
+    allowed = compare.decide(_frame(base), _frame(new), {}, {}, compare.Rule(allow_shift=True))
+    assert allowed.code == 0 and set(allowed.cases["status"]) == {"unchanged"}
+
+
+def test_half_the_grid_moved_does_not_hide_itself_in_the_run_noise():
+    """25 of 50 cases 8% slower: the median change is 4%, and the MAD about it would be 4% too (so
+    nothing would be called); the Qn scale sees the two tight groups."""
+    rng = np.random.default_rng(6)
+    base = {f"c{i}": list(1e-3 * (1 + 0.005 * rng.standard_normal(5))) for i in range(50)}
+    new = {name: [t * (1.08 if i < 25 else 1.0) * (1 + 0.005 * rng.standard_normal()) for t in times]
+           for i, (name, times) in enumerate(base.items())}
+    verdict = compare.decide(_frame(base), _frame(new), {}, {})
+    assert verdict.code == 1
+    assert set(verdict.cases.loc[verdict.cases["status"] == "slower", "case_id"]) == {f"c{i}" for i in range(25)}
 
 
 def test_the_same_failure_in_both_runs_does_not_block():
@@ -289,3 +304,73 @@ def test_the_pytest_benchmark_module_times_a_grid_and_its_compare_fail_gate_work
     failing = subprocess.run(common + ["--benchmark-compare", "--benchmark-compare-fail=median:50%"],
                              capture_output=True, text=True, env={**env, "SUITE_TEST_SLOWDOWN": "3"}, timeout=300)
     assert failing.returncode != 0 and "Performance has regressed" in failing.stdout + failing.stderr
+
+
+# ------------------------------------------------------------------ 1, 5, 12 and 60% of 100 real cases
+MANY = """
+name = "many"
+[settings]
+threads = 1
+min_run_time_s = 0.01
+max_samples = 10
+case_timeout_s = 60
+memory_budget_gib = 4
+check_seq_len = 16
+replicates = 3
+[defaults]
+batch = [1]
+num_heads = [1]
+head_dim = [8]
+[[block]]
+variant = ["paced"]
+impl = ["native"]
+seq_len = [{lengths}]
+"""
+LENGTHS = list(range(16, 116))  # 100 sleep-paced cases
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("many")
+    (tmp / "many.toml").write_text(MANY.format(lengths=", ".join(map(str, LENGTHS))))
+    for run_id in ("m1", "m2"):
+        res = suite("run", "--grid", str(tmp / "many.toml"), "--plugin", "fault_variants", "--run-id", run_id,
+                    "--results-dir", str(tmp / "results"), cwd=tmp)
+        assert res.returncode == 0, res.stderr
+    return tmp
+
+
+def _slowed(frame: pd.DataFrame, lengths: list[int], factor: float) -> pd.DataFrame:
+    out = frame.copy()
+    for i in out.index[out["seq_len"].isin(lengths)]:
+        for col in ("replicate_times_s", "samples"):
+            out.at[i, col] = np.asarray(out.at[i, col]) * factor
+        out.at[i, "time_s"] *= factor
+    return out
+
+
+@pytest.mark.parametrize("share", [0.01, 0.05, 0.12, 0.60])
+@pytest.mark.parametrize("slowdown", [0.08, 0.30])
+def test_a_regression_of_any_share_of_the_cases_is_caught(many, share, slowdown):
+    """Two real runs of the same 100 cases; k of the second's cases slowed: exactly those are called."""
+    base, new = (RunDir(many / "results" / r).read_table() for r in ("m1", "m2"))
+    assert compare.decide(base, new, {}, {}).code == 0  # A/A first
+    slow = LENGTHS[: round(share * len(LENGTHS))]
+    verdict = compare.decide(base, _slowed(new, slow, 1 + slowdown), {}, {})
+    assert verdict.code == 1
+    assert sorted(verdict.cases.loc[verdict.cases["status"] == "slower", "seq_len"]) == slow
+
+
+@pytest.mark.parametrize("share", [0.05, 0.60])
+def test_a_confirming_rerun_keeps_a_regression_shared_by_many_cases(many, share):
+    """Hole 1: the re-run of the flagged cases is judged with the first pass's shift and noise."""
+    slow = LENGTHS[: round(share * len(LENGTHS))]
+    name = f"slow{int(share * 100)}"
+    target = many / "results" / name
+    shutil.copytree(many / "results" / "m2", target)
+    RunDir(target).write_table(_slowed(RunDir(target).read_table(), slow, 1.08))
+    env = {"SUITE_TEST_SLOWDOWN": "1.08", "SUITE_TEST_SLOW_N": ",".join(map(str, slow))}
+    res, payload = compare_runs(many, "m1", name, "--confirm", env_extra=env)
+    assert res.returncode == 1, res.stdout + res.stderr
+    confirmed = sorted(c["seq_len"] for c in payload["cases"] if c["status"] == "slower")
+    assert confirmed == slow

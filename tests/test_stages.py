@@ -31,6 +31,15 @@ def test_a_row_round_trips_through_its_journal_line_and_every_field_has_a_column
     assert set(row.to_json()) - per_process == set(COLUMNS)
 
 
+def test_replicates_that_shared_a_process_count_as_one_process():
+    """Hole 4: fewer Ray actors than replicates put two replicates in one process."""
+    reps = [Row(CASE, pid=pid, replicate=r, busy_cores=b).with_samples(times)
+            for r, (pid, times, b) in enumerate([(11, [1.0, 1.1], 0.1), (11, [1.2, 1.3], 0.6), (12, [2.0, 2.1], 0.0)])]
+    row = aggregate(reps)
+    assert row.replicates == 2 and row.replicate_times_s == [1.15, 2.05]
+    assert row.busy_cores == 0.6 and len(row.samples) == 6
+
+
 def test_a_journal_field_this_version_does_not_know_is_reported_never_dropped(tmp_path):
     path = tmp_path / "j.jsonl"
     path.write_text(json.dumps({**Row(CASE).to_json(), "energy_j": 1.5}) + "\n")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from suite.analyse.exponents import all_exponents, claims, prepare
+from suite.analyse.noise import Noise, noise
 from suite.analyse.tables import crossovers, efficiency, status_matrix
 
 
@@ -23,10 +24,12 @@ class Analysis:
     crossovers: pd.DataFrame
     efficiency: pd.DataFrame
     status: pd.DataFrame
+    noise: Noise
 
 
-def analyse(frame: pd.DataFrame, peaks: dict | None = None) -> Analysis:
+def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 0.5) -> Analysis:
     data = prepare(frame)  # NB: params are parsed here, once for the whole report
     fits = all_exponents(data)
     return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossovers(data),
-                    efficiency=efficiency(data, peaks), status=status_matrix(data))
+                    efficiency=efficiency(data, peaks), status=status_matrix(data),
+                    noise=noise(data, busy_limit))

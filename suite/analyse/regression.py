@@ -1,9 +1,11 @@
 """Compare two runs case by case, and decide whether the new one regressed. Pure: tables in, tables out.
 
 A case is *slower* only when its change is both significant and larger than an effect floor.
-Significant: its change of median log time beyond the grid's common shift, against the noise
-between its worker processes (the replicates) and between runs (from the scatter of the whole
-grid's changes), with p-values corrected across the grid by Benjamini–Hochberg. Exponent drifts
+Significant: its change of median log time, against the noise between its worker processes (the
+replicates) and between runs (from the scatter of the whole grid's changes, by the Qn scale: a
+half of the grid moved together does not inflate it), with p-values corrected across the grid by
+Benjamini–Hochberg. A common move of the grid under the effect floor is drift and is taken out; one
+at the floor or beyond is a finding that blocks, unless `allow_shift` says the machine moved. Exponent drifts
 and verdict changes come from the fits of both runs (suite.analyse.exponents).
 """
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy import stats
+from statsmodels.robust.scale import qn_scale
 
 from suite.analyse.exponents import SHAPE, exponents as fit_exponents
 
@@ -34,7 +37,7 @@ class Rule:
     effect_floor: float = 0.05  # changes under 5% are never called
     exponent_drift: float = 0.15  # docs/CLAIMS.md's tolerance, applied to a change of fitted exponent
     allow_new: bool = False  # new cases (no baseline) do not block
-    grid_floor: float = 0.10  # a shift of the whole grid's median case this large is called
+    allow_shift: bool = False  # test each case beyond the grid's common shift, which then does not block
 
 
 MIN_PROCESS_SIGMA = 0.005  # a case's processes never agree better than 0.5% (log time)
@@ -76,9 +79,10 @@ def cases(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(), *, shift: 
 
     The test is against two sources of noise: between processes within a run (each case's own
     spread) and between runs (each case moving by its own few percent from one run to the next,
-    estimated from how the whole grid's changes scatter about their median; at least
-    MIN_RUN_SIGMA). A case is tested on its change beyond the grid's common shift, which is judged
-    on its own (`grid_shift`): one slow case stands out, a machine that drifted moves everything.
+    estimated by the Qn scale of the grid's changes; at least MIN_RUN_SIGMA). The grid's common move
+    (`grid_shift`, the shortest half's midpoint) is subtracted when it is under the effect floor
+    (drift between runs); at the floor or beyond it is a finding and every case is tested on its
+    whole change, unless `rule.allow_shift` (`applied_shift` says which).
     """
     b, n = base.set_index("case_id"), new.set_index("case_id")
     records = [_pair(case_id, b.loc[case_id] if case_id in b.index else None,
@@ -111,28 +115,50 @@ def _pair(case_id: str, row_b: pd.Series | None, row_n: pd.Series | None) -> dic
 
 
 def _test(out: pd.DataFrame, rule: Rule, shift: float | None, run_sigma: float | None) -> pd.DataFrame:
-    """The grid-wide test of the tested cases: shift, run noise, p, BH q, and the status."""
+    """The grid-wide test of the tested cases: shift, run noise, p, BH q, and the status.
+
+    `shift` and `run_sigma` are the first pass's when a re-run of flagged cases is judged: never
+    re-estimated from the flagged subset, which would remove a regression shared by many cases.
+    """
     tested = out["status"] == "tested"
     out["q"] = np.nan
-    out.attrs.update(grid_shift=0.0, run_sigma=MIN_RUN_SIGMA, tested=int(tested.sum()))
+    out.attrs.update(grid_shift=0.0, applied_shift=0.0, run_sigma=MIN_RUN_SIGMA, tested=int(tested.sum()))
     if not tested.any():
         return out
     change = out.loc[tested, "change"]
     estimate = tested.sum() >= MIN_CASES_FOR_SHIFT
-    if shift is None:  # NB: a re-run of flagged cases passes the first pass's, never its own
-        shift = float(change.median()) if estimate else 0.0
-    residual = change - shift
+    centre = shorth_midpoint(change.to_numpy()) if estimate else 0.0
+    if shift is None:  # a shift of the floor or more is a finding (tested as it is) unless allowed
+        called = abs(centre) >= math.log1p(rule.effect_floor) and not rule.allow_shift
+        shift = 0.0 if called else centre
     sigma = run_sigma
-    if sigma is None:
-        sigma = max(MIN_RUN_SIGMA, 1.4826 * float(np.median(np.abs(residual)))) if estimate else MIN_RUN_SIGMA
+    if sigma is None:  # NB: Qn, not MAD: with half the grid moved, the MAD is the move itself
+        sigma = max(MIN_RUN_SIGMA, float(qn_scale(change.to_numpy() - centre))) if estimate else MIN_RUN_SIGMA
+    residual = change - shift
     total = np.sqrt(out.loc[tested, "se"] ** 2 + sigma**2)
-    z = residual / total
-    out.loc[tested, "p"] = 2 * stats.norm.sf(np.abs(z))
+    out.loc[tested, "p"] = 2 * stats.norm.sf(np.abs(residual / total))
     out.loc[tested, "ratio"] = np.exp(change)
     out.loc[tested, "ratio_lo"] = np.exp(change - 1.96 * total)
     out.loc[tested, "ratio_hi"] = np.exp(change + 1.96 * total)
     out.loc[tested, "q"] = stats.false_discovery_control(out.loc[tested, "p"].to_numpy(), method="bh")
-    out.attrs.update(grid_shift=shift, run_sigma=sigma)
+    out.attrs.update(grid_shift=centre, applied_shift=shift, run_sigma=sigma)
+    return status(out, tested, rule)
+
+
+def shorth_midpoint(x: np.ndarray) -> float:
+    """The middle of the shortest interval holding half the values: where most cases moved together.
+    Unlike the median it sits in one group when the grid splits in two (half the cases 8% slower),
+    so a split grid is tested either against the unmoved group or as a shift."""
+    x = np.sort(x)
+    h = (len(x) + 1) // 2
+    widths = x[h - 1:] - x[: len(x) - h + 1]
+    i = int(np.argmin(widths))
+    return float((x[i] + x[i + h - 1]) / 2)
+
+
+def status(out: pd.DataFrame, tested: pd.Series, rule: Rule) -> pd.DataFrame:
+    """Slower / faster / unchanged from q, the change beyond the applied shift, and the effect floor."""
+    shift = out.attrs.get("applied_shift", 0.0)
     significant = tested & (out["q"] <= rule.alpha)
     out.loc[tested, "status"] = "unchanged"
     out.loc[significant & (out["change"] > shift) & (out["ratio"] >= 1 + rule.effect_floor), "status"] = "slower"
@@ -197,11 +223,13 @@ def judge(table: pd.DataFrame, exps: pd.DataFrame, env: list[str], rule: Rule = 
     regression is found, even beside cases that cannot be judged; else 2 when a case cannot be
     judged (missing, failed, untested, or new without --allow-new); else 0."""
     reasons = []
-    shift = table.attrs.get("grid_shift", 0.0)
-    if shift >= math.log1p(rule.grid_floor):
-        reasons.append(f"the whole grid is slower: the median case by {math.expm1(shift):.1%} (a regression in "
-                       "shared code, or a slower machine: re-run both on a quiet machine to tell)")
-    slower = table[table["status"] == "slower"]
+    shift, slower = table.attrs.get("grid_shift", 0.0), table[table["status"] == "slower"]
+    if shift >= math.log1p(rule.effect_floor) and not rule.allow_shift:
+        reasons.append(f"the whole grid is slower: the median case by {math.expm1(shift):.1%}, {len(slower)} of "
+                       f"{table.attrs.get('tested', 0)} cases called slower " + (
+                           "(interleaved: drift cancels, so this is the code)" if table.attrs.get("interleaved") else
+                           "(shared code, or a slower machine: `suite ab` tells them apart; --allow-shift tests each "
+                           "case beyond the shift)"))
     for _, row in slower.iterrows():
         confirmed = " (confirmed by a re-run)" if "confirmed" in str(row.get("reason", "")) else ""
         reasons.append(f"slower{confirmed}: {case_label(row)} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, "

@@ -26,6 +26,8 @@ class Settings:
     check_seq_len: int = 96  # correctness check against the dense reference at this n
     allocator: str = "retain"
     replicates: int = 1  # worker processes each case is timed in (process-level replicates)
+    busy_limit_cores: float = 0.5  # other processes' CPU above this while timing: time again (suite.run.load)
+    retimes: int = 1  # at most this many more timings of a case measured on a busy machine
 
     def to_plan(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -40,6 +42,7 @@ LIMITS: dict[str, tuple[type, float | None, float | None]] = {
     "threads": (int, 1, 256), "min_run_time_s": (float, 0.0, 600.0), "max_samples": (int, 1, 100000),
     "case_timeout_s": (float, 1.0, 86400.0), "memory_budget_gib": (float, 0.5, 4096.0),
     "check_seq_len": (int, 1, 4096), "allocator": (str, None, None), "replicates": (int, 1, 64),
+    "busy_limit_cores": (float, 0.0, 1024.0), "retimes": (int, 0, 10),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 
@@ -16,7 +17,8 @@ def markdown(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule(
     counts = verdict.cases["status"].value_counts()
     lines.append("Cases: " + ", ".join(f"{count} {status}" for status, count in counts.items()) + ".")
     lines.append(f"Rule: slower or faster when the Benjamini–Hochberg q ≤ {rule.alpha:g} over the grid and the "
-                 f"change is at least {rule.effect_floor:.0%}; ratio = new / base time, 95% interval.")
+                 f"change is at least {rule.effect_floor:.0%}; ratio = new / base time, 95% interval. "
+                 + _shift_line(verdict.cases.attrs, rule))
     lines.append("")
     shown = verdict.cases[~verdict.cases["status"].isin(["unchanged", "skipped"])]
     if not shown.empty:
@@ -27,6 +29,13 @@ def markdown(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule(
             lines.append(f"| {row['status']} | {case_label(row)} | {ratio} | {q} | {_ms(row['base_time_s'])} | "
                          f"{_ms(row['new_time_s'])} | {row['reason']} |")
         lines.append("")
+    tested = verdict.cases[verdict.cases["ratio"].notna()].sort_values("ratio", ascending=False)
+    if not tested.empty:
+        lines += [f"<details><summary>All {len(tested)} tested cases, slowest change first</summary>", "",
+                  "| case | ratio [95% CI] | q | status |", "|---|---|---|---|"]
+        lines += [f"| {case_label(row)} | {row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}] | "
+                  f"{row['q']:.2g} | {row['status']} |" for _, row in tested.iterrows()]
+        lines += ["", "</details>", ""]
     moved = verdict.exponents[(verdict.exponents["drift"] != "") | (verdict.exponents["verdict_change"] != "")] \
         if not verdict.exponents.empty else verdict.exponents
     if not moved.empty:
@@ -35,6 +44,22 @@ def markdown(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule(
             lines.append(f"| {row['variant']}/{row['series']} | {row['slope_base']:.2f} | {row['slope_new']:.2f} | "
                          f"{row['drift']} | {row['verdict_change']} |")
     return "\n".join(lines) + "\n"
+
+
+def _shift_line(attrs: dict, rule: Rule) -> str:
+    median, sigma = attrs.get("grid_shift", 0.0), attrs.get("run_sigma", float("nan"))
+    if attrs.get("interleaved"):
+        prior = attrs.get("prior_df", 0.0)
+        test = (f"a paired t-test over the pairs, each case's variance shrunk towards the grid's (prior of "
+                f"{prior:.0f} degrees of freedom)".replace("1000000 degrees", "∞ degrees") if prior
+                else "a paired t-test over the pairs")
+        return (f"Interleaved A, B, B, A per process pair and {test}: drift cancels and nothing is subtracted. "
+                f"Median change of the grid {math.expm1(median):+.1%}.")
+    applied = attrs.get("applied_shift", 0.0)
+    how = ("each case tested beyond it" + (" (--allow-shift)" if rule.allow_shift else ": under the effect floor, "
+           "taken as drift between the runs")) if applied else "each case tested on its whole change"
+    return (f"Common move of the grid {math.expm1(median):+.1%} ({how}); run-to-run noise per case "
+            f"±{sigma:.1%} (log time).")
 
 
 def _ms(seconds) -> str:
@@ -48,7 +73,9 @@ def as_json(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule()
     return {
         "base": base_name, "new": new_name, "exit_code": verdict.code, "reasons": verdict.reasons,
         "environment_differences": verdict.env,
-        "rule": {"alpha": rule.alpha, "effect_floor": rule.effect_floor, "exponent_drift": rule.exponent_drift},
+        "rule": {"alpha": rule.alpha, "effect_floor": rule.effect_floor, "exponent_drift": rule.exponent_drift,
+                 "allow_shift": rule.allow_shift},
+        "grid": {key: float(value) for key, value in verdict.cases.attrs.items()},
         "counts": {k: int(v) for k, v in verdict.cases["status"].value_counts().items()},
         "cases": records(verdict.cases),
         "exponents": records(verdict.exponents),

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analyse import Analysis, analyse, fits
+from suite.plan.settings import Settings
 from suite.present import figures
 from suite.store.rundir import RunDir
 
@@ -84,7 +85,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     report_dir = Path(report_dir)
     frame = run.read_table()
     peaks, env, plan = run.probe(), run.env(), run.plan()
-    result = analyse(frame, peaks)
+    result = analyse(frame, peaks, Settings.from_plan(plan.get("settings", {})).busy_limit_cores)
     images = {name: (caption, base64.b64encode(data).decode()) for name, (caption, data)
               in figures.all_figures(result).items()}
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -98,7 +99,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
         efficiency=efficiency_rows(result.efficiency), status=result.status,
         failures=failures(frame), images=images, counts=frame["status"].value_counts().to_dict(),
         tolerance=fits.TOLERANCE, min_span=fits.MIN_SPAN, floor_share=fits.FLOOR_SHARE,
-        fits_count=len(result.fits),
+        fits_count=len(result.fits), noise=result.noise,
     )
     path = report_dir / "index.html"
     path.write_text(page)

@@ -29,6 +29,6 @@ def confirm(verdict: regression.Verdict, base: pd.DataFrame, new: RunDir, rule: 
     runner.run(run=rerun, cases=cases, settings=plan.settings, plugins=plan.plugins, resume=False, out=out)
     first = verdict.cases.attrs
     again = regression.cases(base[base["case_id"].isin(flagged["case_id"])], rerun.read_table(), rule,
-                             shift=first.get("grid_shift", 0.0), run_sigma=first.get("run_sigma"))
+                             shift=first.get("applied_shift", 0.0), run_sigma=first.get("run_sigma"))
     still = set(again.loc[again["status"] == "slower", "case_id"])
     return regression.reconfirm(verdict, still, rule, force)

@@ -5,13 +5,15 @@ driver's journal the moment it comes back, so a lost worker or a killed driver l
 finished, and `--resume` works as with the local executor. An actor is a long-lived process like a
 local worker (it measures with the same `suite.run.measure.measure`); one that dies or overruns the
 case budget becomes a row with its status and is replaced. Replicates of a case go to distinct
-actors, and only after replicate 0 came back ok (a failing case is not replicated).
+actors where there are enough, and only after replicate 0 came back ok (a failing case is not
+replicated); replicates that had to share an actor are aggregated as one process (store.row).
 """
 
 from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections import deque
 
 from suite.plan.case import Case
@@ -86,7 +88,12 @@ class RayPool:
     def actors_for(self, device: str) -> list:
         if device not in self.actors:
             cls = self._class(device)
-            self.actors[device] = [cls.remote(self.settings, self.plugins) for _ in range(self._size(device))]
+            size = self._size(device)
+            if size < self.settings.replicates:
+                warnings.warn(f"{size} Ray actor(s) on {device} for {self.settings.replicates} replicates: some "
+                              "replicates share a process and count as one (the local executor gives each its own)",
+                              stacklevel=2)
+            self.actors[device] = [cls.remote(self.settings, self.plugins) for _ in range(size)]
         return self.actors[device]
 
     def replace(self, device: str, index: int) -> None:

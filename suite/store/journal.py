@@ -37,10 +37,21 @@ class Journal:
 
     def read(self) -> JournalRead:
         out = JournalRead()
+        lines, out.problems = self.lines()
+        for number, data in lines:
+            try:
+                out.rows.append(Row.from_json(data))
+            except (TypeError, ValueError) as err:
+                out.problems.append(f"{self.path.name} line {number} cannot be read by this version: {err}; "
+                                    "its case will run again")
+        return out
+
+    def lines(self) -> tuple[list[tuple[int, dict]], list[str]]:
+        """(line number, object) of every readable line, and a problem per line that is not."""
+        found, problems = [], []
         if not self.path.exists():
-            return out
-        data = self.path.read_bytes()
-        lines = data.split(b"\n")
+            return found, problems
+        lines = self.path.read_bytes().split(b"\n")
         last = len(lines) - 1  # after the final newline comes b"" (or a partial line)
         for number, raw in enumerate(lines, start=1):
             if not raw.strip():
@@ -51,14 +62,10 @@ class Journal:
                     raise ValueError("not a result row")
             except ValueError as err:
                 kind = "truncated (interrupted while writing)" if number - 1 == last else "corrupt"
-                out.problems.append(f"{self.path.name} line {number} is {kind}: {err}; its case will run again")
+                problems.append(f"{self.path.name} line {number} is {kind}: {err}; its case will run again")
                 continue
-            try:
-                out.rows.append(Row.from_json(data))
-            except (TypeError, ValueError) as err:
-                out.problems.append(f"{self.path.name} line {number} cannot be read by this version: {err}; "
-                                    "its case will run again")
-        return out
+            found.append((number, data))
+        return found, problems
 
     def repair(self) -> None:
         """Cut a partial last line so the next append starts on a line of its own."""

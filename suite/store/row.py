@@ -45,6 +45,10 @@ class Row:
     wall_s: float | None = None  # everything this process spent on the case
     replicates: int | None = None  # processes aggregated into this row
     replicate_times_s: list[float] | None = None  # each process's median
+    busy_cores: float | None = None  # other processes' CPU while timing, in cores (suite.run.load)
+    steal_cores: float | None = None  # CPU the hypervisor gave away while timing, in cores
+    load_avg: float | None = None  # 1-minute load average when timing ended
+    retimed: int | None = None  # timings thrown away because the machine was busy
     approx_error: float | None = None  # against the variant it approximates, float64
     approx_seq_len: int | None = None
     pid: int | None = field(default=None, metadata=PROCESS)
@@ -100,7 +104,7 @@ def aggregate(replicates: list[Row]) -> Row:
     """One row per case from its process rows: time_s is the median of the per-process medians.
 
     Every process's samples are kept, and its median in replicate_times_s, so the spread between
-    processes stays visible. A case any process of which failed takes that failure's status.
+    processes stays visible; replicates that shared a process (same pid) count as one process. A case any process of which failed takes that failure's status.
     """
     reps = sorted(replicates, key=lambda r: r.replicate)
     base = next((r for r in reps if r.replicate == 0), reps[0])
@@ -111,7 +115,18 @@ def aggregate(replicates: list[Row]) -> Row:
         return replace(base, status=first.status, reason=prefix + first.reason)
     if not base.samples:
         return base
-    medians = [statistics.median(r.samples) for r in reps]
+    # NB: replicates that ran in one process (fewer Ray actors than replicates) are one process's
+    # samples, not independent processes: the gate's between-process test must not count them twice
+    by_process: dict[object, list[float]] = {}
+    for r in reps:
+        by_process.setdefault(r.pid if r.pid is not None else ("replicate", r.replicate), []).extend(r.samples)
+    medians = [statistics.median(samples) for samples in by_process.values()]
     _, iqr = sample_stats([t for r in reps for t in r.samples])
+    def worst(name):  # the busiest process's figure: a case is as trustworthy as its noisiest timing
+        values = [getattr(r, name) for r in reps if getattr(r, name) is not None]
+        return max(values) if values else None
+
     return replace(base, time_s=statistics.median(medians), time_iqr_s=iqr,
-                   samples=[t for r in reps for t in r.samples], replicate_times_s=medians, replicates=len(medians))
+                   samples=[t for r in reps for t in r.samples], replicate_times_s=medians, replicates=len(medians),
+                   busy_cores=worst("busy_cores"), steal_cores=worst("steal_cores"), load_avg=worst("load_avg"),
+                   retimed=sum(r.retimed or 0 for r in reps))

@@ -5,6 +5,8 @@
                  probe.json     the device's measured matmul peak
                  journal.jsonl  one Row per finished (case, process), fsynced
                  worker.log     what the workers printed
+                 ab.jsonl       `suite ab`: one line per timed block (side, pair, position, row)
+                 ab.parquet, ab.csv, compare.md, compare.json   its table and its decision
                  results.parquet, results.csv   the long-form table
     results/baselines/FINGERPRINT/GRID/        a saved run (table, env, plan, probe, baseline.json)
 
@@ -31,6 +33,7 @@ BASELINES = "baselines"
 class RunDir:
     PLAN, ENV, PROBE, JOURNAL, LOG = "plan.json", "env.json", "probe.json", "journal.jsonl", "worker.log"
     PARQUET, CSV, BASELINE = "results.parquet", "results.csv", "baseline.json"
+    AB_JOURNAL, AB_PARQUET, AB_CSV = "ab.jsonl", "ab.parquet", "ab.csv"
     SAVED = (PARQUET, CSV, ENV, PLAN, PROBE)  # what a baseline keeps and a report copies
 
     def __init__(self, path: Path):
@@ -114,6 +117,15 @@ class RunDir:
 
     def write_table(self, frame: pd.DataFrame) -> list[Path]:
         return table.write(frame, self.path / self.PARQUET, self.path / self.CSV)
+
+    def ab_lines(self) -> tuple[list[dict], list[str]]:
+        """`suite ab`'s journal: its blocks as objects, and a problem per unreadable line."""
+        lines, problems = Journal(self.path / self.AB_JOURNAL).lines()
+        return [data for _, data in lines], problems
+
+    def write_ab_table(self, frame: pd.DataFrame) -> None:
+        frame.to_parquet(self.path / self.AB_PARQUET, index=False)
+        frame.drop(columns=["samples"], errors="ignore").to_csv(self.path / self.AB_CSV, index=False)
 
     def copy_to(self, target: Path, names=SAVED) -> None:
         for name in names:

@@ -1,0 +1,157 @@
+"""Interleaved A/B (`suite ab`): the paired test on its own, then real sweeps of two checkouts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suite.analyse import paired
+from suite.run import sides
+from suite.errors import UsageError
+from test_runner import suite
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _blocks(times: dict[str, tuple[float, float]], pairs: int = 8, seed: int = 0, status: dict | None = None,
+            process_sd: float = 0.03) -> list[dict]:
+    """Journal lines of a sweep: case -> (A's time, B's time), with per-process offsets and 1% per block."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for name, (ta, tb) in times.items():
+        for pair in range(pairs):
+            offset = {"a": rng.normal(0, process_sd), "b": rng.normal(0, process_sd)}
+            for position, side in enumerate("abba"):
+                t = (ta if side == "a" else tb) * np.exp(offset[side] + rng.normal(0, 0.01))
+                st = (status or {}).get((name, side), "ok")
+                lines.append({"case_id": name, "variant": name, "impl": "native", "device": "cpu", "dtype": "float32",
+                              "mode": "fwd", "batch": 1, "seq_len": 64, "num_heads": 2, "num_kv_heads": 2,
+                              "head_dim": 16, "causal": False, "params": {}, "side": side, "pair": pair,
+                              "position": position, "status": st, "reason": "" if st == "ok" else f"{st} here",
+                              "time_s": t if st == "ok" else None})
+    return lines
+
+
+def _verdict(times, **kw):
+    return paired.verdict(paired.blocks(_blocks(times, **kw)))
+
+
+def test_the_same_code_on_both_sides_is_no_regression():
+    verdict = _verdict({f"c{i}": (1e-3, 1e-3) for i in range(40)})
+    assert verdict.code == 0 and set(verdict.cases["status"]) == {"unchanged"}
+
+
+@pytest.mark.parametrize("share,slowdown", [(0.01, 0.30), (0.05, 0.08), (0.12, 0.08), (0.60, 0.08), (1.0, 0.08)])
+def test_every_slowed_case_is_called_whatever_share_of_the_grid_it_is(share, slowdown):
+    """No grid shift is removed: 60% or all of the cases 8% slower are 60% or all of them flagged.
+    (1% process noise, as sleep-paced cases have; the power on real kernels is benchmarks/ab_power.py's.)"""
+    names = [f"c{i}" for i in range(100)]
+    slow = set(names[: max(1, round(share * len(names)))])
+    verdict = _verdict({n: (1e-3, 1e-3 * (1 + slowdown if n in slow else 1)) for n in names}, pairs=8,
+                       process_sd=0.01)
+    flagged = set(verdict.cases.loc[verdict.cases["status"] == "slower", "case_id"])
+    assert verdict.code == 1 and flagged == slow
+
+
+def test_the_interval_and_ratio_come_from_the_pairs():
+    table = paired.cases(paired.blocks(_blocks({"x": (1e-3, 1.2e-3)}, pairs=6)))
+    row = table.iloc[0]
+    assert row["pairs"] == 6 and row["ratio_lo"] < row["ratio"] < row["ratio_hi"]
+    assert 1.1 < row["ratio"] < 1.3 and row["ratio_lo"] > 1.05
+
+
+def test_one_pair_cannot_be_tested():
+    table = paired.cases(paired.blocks(_blocks({"x": (1e-3, 1e-3)}, pairs=1)))
+    assert table.iloc[0]["status"] == "untested"
+
+
+def test_sides_that_differ_in_status_say_how():
+    status = {("gone", "b"): "absent", ("added", "a"): "absent", ("broke", "b"): "error", ("healed", "a"): "oom",
+              ("xf", "a"): "skipped", ("xf", "b"): "skipped"}
+    names = ["gone", "added", "broke", "healed", "xf", "fine"]
+    table = paired.cases(paired.blocks(_blocks({n: (1e-3, 1e-3) for n in names}, status=status)))
+    got = dict(zip(table["case_id"], table["status"]))
+    assert got == {"gone": "missing", "added": "new", "broke": "failed", "healed": "fixed", "xf": "skipped",
+                   "fine": "unchanged"}
+
+
+def test_a_ref_that_is_not_a_commit_or_could_be_an_option_is_refused(tmp_path):
+    for bad in ("--upload-pack=evil", "HEAD..main", "no-such-ref-anywhere", "a b"):
+        with pytest.raises(UsageError, match="field 'base'"):
+            sides.resolve("base", bad, ROOT)
+    directory, commit = sides.resolve("base", str(tmp_path), ROOT)
+    assert directory == tmp_path.resolve() and commit is None
+
+
+GRID = """
+name = "abreal"
+[settings]
+threads = 1
+min_run_time_s = 0.01
+max_samples = 10
+case_timeout_s = 60
+memory_budget_gib = 4
+check_seq_len = 16
+replicates = 6
+[defaults]
+batch = [1]
+num_heads = [1]
+head_dim = [8]
+[[block]]
+variant = ["paced"]
+impl = ["native"]
+seq_len = [{lengths}]
+"""
+
+
+def _side(tmp: Path, name: str, factor: float = 1.0, slow=()) -> Path:
+    folder = tmp / name
+    folder.mkdir()
+    if slow:  # this side's code is slower at these lengths: `paced/native` reads the module
+        (folder / "pace_factor.py").write_text(f"FACTOR = {factor}\nSLOW_N = {set(slow)!r}\n")
+    return folder
+
+
+def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
+    """25 sleep-paced cases, 3 of them (12%) 8% slower in B's code: A, B, B, A in 6 process pairs."""
+    lengths = list(range(16, 41))
+    (tmp_path / "g.toml").write_text(GRID.format(lengths=", ".join(map(str, lengths))))
+    a, b = _side(tmp_path, "a"), _side(tmp_path, "b", 1.08, slow=lengths[:3])
+    res = suite("ab", str(a), str(b), "--grid", str(tmp_path / "g.toml"), "--plugin", "fault_variants", "--pairs", "6",
+                "--results-dir", str(tmp_path / "results"), "--run-id", "r", cwd=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    payload = json.loads((tmp_path / "results" / "r" / "compare.json").read_text())
+    slower = sorted(c["seq_len"] for c in payload["cases"] if c["status"] == "slower")
+    assert slower == lengths[:3] and payload["counts"] == {"unchanged": 22, "slower": 3}
+    lines = (tmp_path / "results" / "r" / "ab.jsonl").read_text().splitlines()
+    assert len(lines) == 25 * 6 * 4  # every block journaled
+    order = [json.loads(line)["side"] for line in lines[:4]]
+    assert order == ["a", "b", "b", "a"]
+    assert (tmp_path / "results" / "r" / "ab.parquet").is_file()
+
+
+def test_two_commits_are_checked_out_into_worktrees_and_removed_after(tmp_path):
+    (tmp_path / "g.toml").write_text(GRID.format(lengths="16, 17").replace("replicates = 6", "replicates = 2"))
+    before = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
+    res = suite("ab", "HEAD", "HEAD", "--repo", str(ROOT), "--pairs", "2", "--grid", str(tmp_path / "g.toml"),
+                "--plugin", "fault_variants", "--results-dir", str(tmp_path / "results"), "--run-id", "c", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    plan = json.loads((tmp_path / "results" / "c" / "plan.json").read_text())
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert plan["ab"]["sides"]["a"]["commit"] == plan["ab"]["sides"]["b"]["commit"] == head
+    after = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert after == before
+
+
+def test_bad_input_is_refused_before_any_work(tmp_path):
+    for args, field in ((("no-such-ref-xyz", "HEAD"), "field 'base'"), (("HEAD", "HEAD..x"), "field 'new'"),
+                        (("HEAD", "HEAD", "--pairs", "1"), "--pairs 1"),
+                        (("HEAD", "HEAD", "--run-id", "../out"), "--run-id")):
+        res = suite("ab", *args, "--repo", str(ROOT), "--grid", "smoke", "--results-dir", str(tmp_path / "r"),
+                    cwd=tmp_path)
+        assert res.returncode == 2 and field in res.stderr, res.stderr
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
