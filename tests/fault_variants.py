@@ -68,7 +68,7 @@ _register("fault_wrong", _wrong())
 
 
 # ------------------------------------------------------------------ a slowdown injected on demand
-PACE_S = 0.002  # each call sleeps this long (times SUITE_TEST_SLOWDOWN for `paced/native`)
+PACE_S = 0.002  # each call sleeps this long ($SUITE_TEST_PACE_S if set; times pace_factor for `paced/native`)
 
 
 def pace_factor(n: int) -> float:
@@ -88,7 +88,8 @@ def pace_factor(n: int) -> float:
 
 def _paced(slowed: bool) -> Impl:
     def prepare(q, k, v, *, causal, params):
-        pause = PACE_S * (pace_factor(q.shape[-2]) if slowed else 1.0)
+        pace = float(os.environ.get("SUITE_TEST_PACE_S", PACE_S))
+        pause = pace * (pace_factor(q.shape[-2]) if slowed else 1.0)
 
         def call():
             time.sleep(pause)
