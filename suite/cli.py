@@ -193,18 +193,19 @@ def cmd_ab(args: argparse.Namespace) -> int:
     pairs = args.pairs or max(grid.settings.replicates, ab.MIN_DEFAULT_PAIRS)
     if not 2 <= pairs <= 64:
         raise UsageError(f"--pairs {pairs} (allowed: 2..64: the test needs two pairs at least)")
-    if not 1 <= args.rounds <= 16:
-        raise UsageError(f"--rounds {args.rounds} (allowed: 1..16)")
+    rounds = ab.DEFAULT_ROUNDS if args.rounds is None else args.rounds
+    if not 1 <= rounds <= 16:
+        raise UsageError(f"--rounds {rounds} (allowed: 1..16)")
     run = RunDir.new(Path(args.results_dir), args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-ab-{grid.name}")
     repo = Path(args.repo).resolve()
     with sides.checked_out(args.base, args.new, repo) as (a, b):
-        ab.start(run, grid, a, b, pairs, args.rounds, list(args.plugin))
-        print(f"ab {run.name}: {len(grid.cases)} cases × {pairs} process pairs × {args.rounds} × A,B,B,A; "
+        ab.start(run, grid, a, b, pairs, rounds, list(args.plugin))
+        print(f"ab {run.name}: {len(grid.cases)} cases × {pairs} process pairs × {rounds} × A,B,B,A; "
               f"A = {args.base} ({(a.commit or 'no commit')[:12]}), B = {args.new} ({(b.commit or 'no commit')[:12]})",
               file=sys.stderr)
         try:
             ab.sweep(list(grid.cases), a, b, grid.settings, list(args.plugin), pairs, run.path / RunDir.AB_JOURNAL,
-                     run.log_path, rounds=args.rounds)
+                     run.log_path, rounds=rounds)
         except RuntimeError as err:  # a side whose workers cannot start: nothing to judge
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -121,7 +121,8 @@ def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
     lengths = list(range(16, 36))
     (tmp_path / "g.toml").write_text(GRID.format(lengths=", ".join(map(str, lengths))))
     a, b = _side(tmp_path, "a"), _side(tmp_path, "b", 1.08, slow=lengths[:3])
-    res = suite("ab", str(a), str(b), "--grid", str(tmp_path / "g.toml"), "--plugin", "fault_variants", "--pairs", "5",
+    res = suite("ab", str(a), str(b), "--grid", str(tmp_path / "g.toml"), "--plugin", "fault_variants",
+                "--pairs", "5", "--rounds", "1",
                 "--results-dir", str(tmp_path / "results"), "--run-id", "r", cwd=tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
     payload = json.loads((tmp_path / "results" / "r" / "compare.json").read_text())
@@ -137,7 +138,8 @@ def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
 def test_two_commits_are_checked_out_into_worktrees_and_removed_after(tmp_path):
     (tmp_path / "g.toml").write_text(GRID.format(lengths="16, 17").replace("replicates = 6", "replicates = 2"))
     before = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
-    res = suite("ab", "HEAD", "HEAD", "--repo", str(ROOT), "--pairs", "2", "--grid", str(tmp_path / "g.toml"),
+    res = suite("ab", "HEAD", "HEAD", "--repo", str(ROOT), "--pairs", "2", "--rounds", "1",
+                "--grid", str(tmp_path / "g.toml"),
                 "--plugin", "fault_variants", "--results-dir", str(tmp_path / "results"), "--run-id", "c", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     plan = json.loads((tmp_path / "results" / "c" / "plan.json").read_text())
@@ -150,6 +152,7 @@ def test_two_commits_are_checked_out_into_worktrees_and_removed_after(tmp_path):
 def test_bad_input_is_refused_before_any_work(tmp_path):
     for args, field in ((("no-such-ref-xyz", "HEAD"), "field 'base'"), (("HEAD", "HEAD..x"), "field 'new'"),
                         (("HEAD", "HEAD", "--pairs", "1"), "--pairs 1"),
+                        (("HEAD", "HEAD", "--rounds", "0"), "--rounds 0"),
                         (("HEAD", "HEAD", "--run-id", "../out"), "--run-id")):
         res = suite("ab", *args, "--repo", str(ROOT), "--grid", "smoke", "--results-dir", str(tmp_path / "r"),
                     cwd=tmp_path)

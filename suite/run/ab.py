@@ -27,7 +27,8 @@ from suite.store.row import Row
 from suite.store.rundir import RunDir
 
 ORDER = ("a", "b", "b", "a")  # within a pair, per case
-MIN_DEFAULT_PAIRS = 8  # without --pairs: the grid's replicates, at least this many (README: power)
+MIN_DEFAULT_PAIRS = 6  # without --pairs: the grid's replicates, at least this many (README: power)
+DEFAULT_ROUNDS = 2  # A, B, B, A twice per pair: the block-to-block noise dominates (README: power)
 START_TIMEOUT_S = 300.0
 
 
