@@ -75,18 +75,13 @@ def _compare(sub, commands: dict, rule) -> None:
                                 "fingerprint and grid)")
     c.add_argument("new", help="a run name or folder")
     c.add_argument("--results-dir", default="results")
-    c.add_argument("--alpha", type=float, default=rule.alpha, help="false discovery rate over the grid")
-    c.add_argument("--effect-floor", type=float, default=rule.effect_floor,
-                   help="smallest change called, as a fraction (default 0.05)")
-    c.add_argument("--allow-new", action="store_true", help="cases without a baseline do not block")
     c.add_argument("--allow-shift", action="store_true",
-                   help="the machine moved between the runs: test each case beyond the grid's median change, "
+                   help="the machine moved between the runs: test each case beyond the grid's common move, "
                         "which then does not block")
     c.add_argument("--force", action="store_true", help="compare runs from different environments")
     c.add_argument("--confirm", action="store_true",
                    help="re-run flagged cases with the checked-out code; keep those slower again")
-    c.add_argument("--markdown", help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY)")
-    c.add_argument("--json", help="write the comparison as JSON here")
+    _gate_options(c, rule, "cases without a baseline do not block")
     c.set_defaults(func=commands["compare"])
 
 
@@ -104,13 +99,18 @@ def _ab(sub, commands: dict, rule) -> None:
     a.add_argument("--repo", default=".", help="the git repository the commits are in (default: here)")
     a.add_argument("--run-id", help="name of the run folder under --results-dir")
     a.add_argument("--results-dir", default="results")
-    a.add_argument("--alpha", type=float, default=rule.alpha, help="false discovery rate over the grid")
-    a.add_argument("--effect-floor", type=float, default=rule.effect_floor,
-                   help="smallest change called, as a fraction (default 0.05)")
-    a.add_argument("--allow-new", action="store_true", help="cases only side B has do not block")
-    a.add_argument("--markdown", help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY)")
-    a.add_argument("--json", help="write the comparison as JSON here")
+    _gate_options(a, rule, "cases only side B has do not block")
     a.set_defaults(func=commands["ab"])
+
+
+def _gate_options(p, rule, new_help: str) -> None:
+    """The rule and the outputs that `compare` and `ab` share."""
+    p.add_argument("--alpha", type=float, default=rule.alpha, help="false discovery rate over the grid")
+    p.add_argument("--effect-floor", type=float, default=rule.effect_floor,
+                   help="smallest change called, as a fraction (default 0.05)")
+    p.add_argument("--allow-new", action="store_true", help=new_help)
+    p.add_argument("--markdown", help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY)")
+    p.add_argument("--json", help="write the comparison as JSON here")
 
 
 def _store(sub, commands: dict) -> None:

@@ -162,18 +162,8 @@ def _case(case_id: str, group: pd.DataFrame) -> dict:
     if sa is None or sb is None:
         return {**record, "status": "untested", "reason": "not timed on both sides"}
     if sa != "ok" or sb != "ok":
-        return {**record, **_not_ok(sa, ra, sb, rb)}
+        return {**record, **regression.not_ok(sa, ra, sb, rb, where=("on side A", "on side B"))}
     return {**record, **_paired(group)}
-
-
-def _not_ok(sa: str, ra: str, sb: str, rb: str) -> dict:
-    if sa == sb:
-        return {"status": "skipped" if sa == "skipped" else "unchanged", "reason": f"{sa} on both sides: {rb}"}
-    if sa == "ok":
-        return {"status": "failed", "reason": f"{BLOCKING['failed']}: {sb}: {rb}"}
-    if sb == "ok":
-        return {"status": "fixed", "reason": f"{sa} on side A ({ra}), ok on side B"}
-    return {"status": "failed", "reason": f"{sa} on side A, {sb} on side B: {rb}"}
 
 
 def differences(group: pd.DataFrame) -> np.ndarray:

@@ -167,14 +167,19 @@ def status(out: pd.DataFrame, tested: pd.Series, rule: Rule) -> pd.DataFrame:
 
 
 def _not_ok(row_b: pd.Series, row_n: pd.Series) -> dict:
-    sb, sn = row_b["status"], row_n["status"]
+    return not_ok(row_b["status"], row_b["reason"], row_n["status"], row_n["reason"])
+
+
+def not_ok(sb: str, rb: str, sn: str, rn: str, where: tuple[str, str] = ("in the baseline", "now")) -> dict:
+    """Status and reason of a case not ok on a side: (status, reason) of base and new; `where`
+    names the two sides (a stored baseline and now, or side A and side B of `suite ab`)."""
     if sb == sn:  # skipped in both, or the same failure in both (a known out-of-memory): nothing changed
-        return {"status": "skipped" if sb == "skipped" else "unchanged", "reason": f"{sb} in both: {row_n['reason']}"}
+        return {"status": "skipped" if sb == "skipped" else "unchanged", "reason": f"{sb} in both: {rn}"}
     if sb == "ok":
-        return {"status": "failed", "reason": f"{BLOCKING['failed']}: {sn}: {row_n['reason']}"}
+        return {"status": "failed", "reason": f"{BLOCKING['failed']}: {sn}: {rn}"}
     if sn == "ok":
-        return {"status": "fixed", "reason": f"{sb} in the baseline ({row_b['reason']}), ok now"}
-    return {"status": "failed", "reason": f"{sb} in the baseline, {sn} now: {row_n['reason']}"}
+        return {"status": "fixed", "reason": f"{sb} {where[0]} ({rb}), ok {where[1]}"}
+    return {"status": "failed", "reason": f"{sb} {where[0]}, {sn} {where[1]}: {rn}"}
 
 
 def exponents(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> pd.DataFrame:
