@@ -57,6 +57,20 @@ def test_every_slowed_case_is_called_whatever_share_of_the_grid_it_is(share, slo
     assert verdict.code == 1 and flagged == slow
 
 
+def test_a_common_move_blocks_when_the_pairs_agree_on_it_even_with_no_case_called():
+    """40 cases 6% slower, each too noisy (15% per process) to be called alone: the pairs' medians agree."""
+    verdict = _verdict({f"c{i}": (1e-3, 1.06e-3) for i in range(40)}, process_sd=0.15)
+    assert "slower" not in set(verdict.cases["status"])
+    assert verdict.code == 1 and verdict.reasons[0].startswith("the whole grid is slower")
+    assert verdict.cases.attrs["grid_shift_p"] < 0.01
+
+
+def test_two_cases_are_no_grid_and_a_noisy_one_does_not_block_for_it():
+    """The CI failure of stop 20: two paced cases, one whose two pairs disagreed by 2x, median +8.7%."""
+    verdict = _verdict({"c0": (1e-3, 1e-3), "c1": (1e-3, 1.19e-3)}, pairs=2, process_sd=0.3)
+    assert verdict.code == 0 and verdict.cases.attrs["grid_shift"] == 0.0
+
+
 def test_the_interval_and_ratio_come_from_the_pairs():
     table = paired.cases(paired.blocks(_blocks({"x": (1e-3, 1.2e-3)}, pairs=6)))
     row = table.iloc[0]

@@ -7,8 +7,9 @@ noise. The test is Yuen's trimmed-mean t on the d_p (a pair whose process fell i
 does not decide alone), its variance moderated towards the grid's (empirical Bayes: the prior's
 degrees of freedom add to the case's own), p-values corrected over the grid by Benjamini–Hochberg,
 and a change is called only at the effect floor or beyond (the same `regression.status` as
-`compare`). No grid shift is estimated or removed: a change of every case
-is a regression of every case.
+`compare`). No grid shift is removed: a change of every case is a regression of
+every case. The grid's common move blocks by itself when the median case moved by the floor or more
+and the pairs agree on it (`grid_move`).
 """
 
 from __future__ import annotations
@@ -58,10 +59,28 @@ def cases(frame: pd.DataFrame, rule: regression.Rule = regression.Rule(), modera
         d0, s0 = test["prior"]
     else:
         d0, s0 = 0.0, 0.0
-    out.attrs.update(grid_shift=float(out.loc[tested, "change"].median()) if tested.any() else 0.0,
-                     applied_shift=0.0, run_sigma=0.0, tested=int(tested.sum()), interleaved=True,
+    move, move_p = grid_move(frame, out.loc[tested, ["case_id", "change"]])
+    out.attrs.update(grid_shift=move, grid_shift_p=move_p, applied_shift=0.0, run_sigma=0.0, tested=int(tested.sum()), interleaved=True,
                      prior_df=float(min(d0, 1e6)), prior_sd=float(np.sqrt(s0)))
     return regression.status(out, tested, rule)
+
+
+def grid_move(frame: pd.DataFrame, tested: pd.DataFrame) -> tuple[float, float]:
+    """(the median case's change, its p): per pair, the median over the tested cases of d_p, then a
+    t-test over the pairs, so a common move counts only when the pairs agree on it (interleaving has
+    already cancelled drift). (0, 1) with fewer than `regression.MIN_CASES_FOR_SHIFT` cases, as in
+    `compare`: two cases are no grid."""
+    if len(tested) < regression.MIN_CASES_FOR_SHIFT:
+        return 0.0, 1.0
+    ids = set(tested["case_id"])
+    per_case = {c: pd.Series(dict(_pair_differences(g))) for c, g in frame.groupby("case_id") if c in ids}
+    per_pair = pd.DataFrame(per_case).median(axis=1, skipna=True).to_numpy()  # [pairs]
+    median = float(tested["change"].median())
+    if len(per_pair) < 2:
+        return median, 1.0
+    if np.ptp(per_pair) == 0:  # every pair agrees exactly
+        return median, float(per_pair[0] == 0)
+    return median, float(stats.ttest_1samp(per_pair, 0.0).pvalue)
 
 
 def calls(mean: np.ndarray, var: np.ndarray, n: np.ndarray, df: np.ndarray, rule: regression.Rule = regression.Rule(),
@@ -168,9 +187,16 @@ def _case(case_id: str, group: pd.DataFrame) -> dict:
 
 def differences(group: pd.DataFrame) -> np.ndarray:
     """d_p per pair that has blocks of both sides: mean log B − mean log A."""
-    logs = group.assign(log=np.log(group["time_s"].astype(float)))
+    return np.array([d for _, d in _pair_differences(group)])
+
+
+def _pair_differences(group: pd.DataFrame) -> list[tuple[int, float]]:
+    ok = group[group["status"] == "ok"] if "status" in group else group
+    logs = ok.assign(log=np.log(ok["time_s"].astype(float)))
     means = logs.pivot_table(index="pair", columns="side", values="log", aggfunc="mean").dropna()
-    return (means["b"] - means["a"]).to_numpy() if {"a", "b"} <= set(means.columns) else np.array([])
+    if not {"a", "b"} <= set(means.columns):
+        return []
+    return list((means["b"] - means["a"]).items())
 
 
 def _paired(group: pd.DataFrame) -> dict:

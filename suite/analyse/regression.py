@@ -229,7 +229,8 @@ def judge(table: pd.DataFrame, exps: pd.DataFrame, env: list[str], rule: Rule = 
     judged (missing, failed, untested, or new without --allow-new); else 0."""
     reasons = []
     shift, slower = table.attrs.get("grid_shift", 0.0), table[table["status"] == "slower"]
-    if shift >= math.log1p(rule.effect_floor) and not rule.allow_shift:
+    supported = table.attrs.get("grid_shift_p", 0.0) <= rule.alpha  # ab tests its move over the pairs
+    if shift >= math.log1p(rule.effect_floor) and supported and not rule.allow_shift:
         reasons.append(f"the whole grid is slower: the median case by {math.expm1(shift):.1%}, {len(slower)} of "
                        f"{table.attrs.get('tested', 0)} cases called slower " + (
                            "(interleaved: drift cancels, so this is the code)" if table.attrs.get("interleaved") else

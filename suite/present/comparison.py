@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from suite.analyse.regression import Rule, Verdict, case_label
+from suite.analyse.regression import MIN_CASES_FOR_SHIFT, Rule, Verdict, case_label
 
 def markdown(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule()) -> str:
     """For a PR comment or $GITHUB_STEP_SUMMARY: the decision, flagged cases, then the counts."""
@@ -54,7 +54,9 @@ def _shift_line(attrs: dict, rule: Rule) -> str:
                 f"{prior:.0f} degrees of freedom)".replace("1000000 degrees", "∞ degrees") if prior
                 else "a paired t-test over the pairs")
         return (f"Interleaved A, B, B, A per process pair and {test}: drift cancels and nothing is subtracted. "
-                f"Median change of the grid {math.expm1(median):+.1%}.")
+                f"Median change of the grid {math.expm1(median):+.1%}" + (
+                    f" (p = {attrs['grid_shift_p']:.2g} over the pairs' medians)." if attrs.get("tested", 0) >=
+                    MIN_CASES_FOR_SHIFT else f" (under {MIN_CASES_FOR_SHIFT} cases: no grid move is judged)."))
     applied = attrs.get("applied_shift", 0.0)
     how = ("each case tested beyond it" + (" (--allow-shift)" if rule.allow_shift else ": under the effect floor, "
            "taken as drift between the runs")) if applied else "each case tested on its whole change"
