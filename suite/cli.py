@@ -41,6 +41,7 @@ class Job:
     label: str
     grid: object = None  # the Grid of a new run (None when resuming: its folder exists)
     shard: dict | None = None  # plan.json's record of the shard, when one
+    ladders: list = dataclasses.field(default_factory=list)  # series with adaptive lengths
 
 
 def _job(args: argparse.Namespace) -> Job:
@@ -55,7 +56,7 @@ def _job(args: argparse.Namespace) -> Job:
         plan = runner.load(run)
         for module in plan.plugins:
             importlib.import_module(module)
-        return Job(run, plan.cases, plan.settings, plan.plugins, f"{plan.grid} (resumed)")
+        return Job(run, plan.cases, plan.settings, plan.plugins, f"{plan.grid} (resumed)", ladders=plan.ladders)
     grid = grids.resolve(args.grid, devices=args.device, only_variants=args.variant)
     if args.threads is not None:
         if args.threads < 1:
@@ -63,11 +64,13 @@ def _job(args: argparse.Namespace) -> Job:
         grid = dataclasses.replace(grid, settings=dataclasses.replace(grid.settings, threads=args.threads))
     cases, info, label, suffix = list(grid.cases), None, grid.name, ""
     if args.shard is not None:
-        cases, info = shards.select(cases, grid.settings, args.shard)
+        cases, info = shards.select(cases, grid.settings, args.shard, grid.ladders)
         k, n = info["shard"]["k"], info["shard"]["n"]
         label, suffix = f"{grid.name} shard {k}/{n}", f"-shard{k}of{n}"
     run = RunDir.new(Path(args.results_dir), args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{grid.name}{suffix}")
-    return Job(run, cases, grid.settings, list(args.plugin), label, grid, info)
+    mine = {case.case_id for case in cases}  # a shard climbs the ladders it holds (they are never split)
+    ladders = [ladder for ladder in grid.ladders if ladder.template.case_id in mine]
+    return Job(run, cases, grid.settings, list(args.plugin), label, grid, info, ladders)
 
 
 def _check_executor(args: argparse.Namespace) -> None:
@@ -98,7 +101,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"shard {args.shard}: predicted {predicted / 60:.1f} min of measuring")
         for case in job.cases:
             print(case.label())
-        print(f"{len(job.cases)} cases planned (grid {job.label}); nothing run, nothing written")
+        climbing = f"; {len(job.ladders)} series of them have adaptive lengths and may climb further" \
+            if job.ladders else ""
+        print(f"{len(job.cases)} cases planned (grid {job.label}){climbing}; nothing run, nothing written")
         return 0
     if job.grid is not None:
         runner.start(job.grid, job.run, job.plugins, cases=job.cases if job.shard else None, extra=job.shard)
@@ -107,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         counts = runner.run(run=job.run, cases=job.cases, settings=job.settings, plugins=job.plugins,
                             resume=bool(args.resume), executor=args.executor, address=args.address,
-                            slots=args.ray_workers)
+                            slots=args.ray_workers, ladders=job.ladders)
     except WorkerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

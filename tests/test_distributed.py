@@ -39,9 +39,10 @@ def test_shards_of_the_smoke_grid_cover_every_case_exactly_once(n):
 def test_shards_are_balanced_by_predicted_cost_not_count():
     grid = grids.resolve("full")
     settings = grid.settings
-    parts = shard.split(list(grid.cases), settings, 4)
+    parts = shard.split(list(grid.cases), settings, 4, grid.ladders)
     loads = [sum(shard.predicted_s(c, settings) for c in part) for part in parts]
-    assert max(loads) <= 1.1 * min(loads) + max(shard.predicted_s(c, settings) for c in grid.cases)
+    units = [sum(shard.predicted_s(c, settings) for c in ladder.start()) for ladder in grid.ladders]
+    assert max(loads) <= 1.1 * min(loads) + max(units + [shard.predicted_s(c, settings) for c in grid.cases])
     counts = [len(part) for part in parts]
     assert max(counts) - min(counts) > 2, "the heavy cases of the full grid make counts unequal"
 
@@ -57,8 +58,19 @@ def test_a_bad_shard_spec_exits_2_before_any_work(tmp_path):
     assert res.returncode == 2 and "--shard '4/3'" in res.stderr and not (tmp_path / "results").exists()
 
 
+CLIMB = """
+[[block]]   # adaptive lengths whose choice does not depend on the machine: a 2 ms sleep is all floor,
+variant = ["paced"]    # so the span above it never reaches 16x and the ladders climb to their max
+impl = ["sdpa"]
+num_heads = [1, 2]
+head_dim = [8]
+seq_len = { min = 16, max = 1024 }
+"""
+
+
 def test_merged_shards_equal_the_unsharded_run_and_shards_of_other_grids_are_refused(tmp_path):
-    grid = write_grid(tmp_path, SMALL, name="sh")
+    """Ladders (adaptive lengths) go whole to a shard, climb there, and merge back with their decisions."""
+    grid = write_grid(tmp_path, SMALL + CLIMB, name="sh")
     results = tmp_path / "results"
     common = ("--grid", str(grid), "--plugin", "fault_variants", "--results-dir", str(results))
     for k in (1, 2, 3):
@@ -72,6 +84,9 @@ def test_merged_shards_equal_the_unsharded_run_and_shards_of_other_grids_are_ref
     assert list(merged["case_id"]) == list(whole["case_id"]), "same cases, in the grid's order"
     assert list(merged["status"]) == list(whole["status"])
     assert json.loads((results / "merged" / "plan.json").read_text())["complete"] is True
+    assert sorted(merged.loc[merged["variant"] == "paced", "seq_len"]) == sorted(2 * [16, 32, 64, 128, 256, 512, 1024])
+    stops = json.loads((results / "merged" / "ladders.json").read_text())["ladders"]
+    assert len(stops) == 2 and {s["stop"] for s in stops} == {"max"}
 
     other = write_grid(tmp_path, SMALL.replace("seq_len = [16, 32]", "seq_len = [16, 48]"), name="sh")
     res = suite("run", "--grid", str(other), "--plugin", "fault_variants", "--results-dir", str(results),

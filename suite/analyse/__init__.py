@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from suite.analyse.exponents import all_exponents, claims, prepare
+from suite.analyse.exponents import all_exponents, claims, prepare, with_ladders
 from suite.analyse.noise import Noise, noise
 from suite.analyse.tables import crossovers, efficiency, status_matrix
 
@@ -27,9 +27,11 @@ class Analysis:
     noise: Noise
 
 
-def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 0.5) -> Analysis:
+def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 0.5,
+            ladders: list[dict] = ()) -> Analysis:
+    """`ladders`: ladders.json's records (adaptive lengths), shown beside the fits in n they chose."""
     data = prepare(frame)  # NB: params are parsed here, once for the whole report
-    fits = all_exponents(data)
+    fits = with_ladders(all_exponents(data), list(ladders))
     return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossovers(data),
                     efficiency=efficiency(data, peaks), status=status_matrix(data),
                     noise=noise(data, busy_limit))

@@ -137,6 +137,23 @@ def all_exponents(frame: pd.DataFrame) -> pd.DataFrame:
     return fits
 
 
+def with_ladders(fits: pd.DataFrame, ladders: list[dict]) -> pd.DataFrame:
+    """`lengths` on each time/memory fit in n of a series with adaptive lengths: where its ladder
+    stopped and why, with what would settle it (ladders.json's records, suite.run.climb)."""
+    from suite.plan.ladder import series_key
+
+    if fits.empty:
+        return fits
+    out = fits.copy()
+    out["lengths"] = ""
+    if not ladders:
+        return out
+    stops = {record["series"]: f"{record['stop']}: {record['why']}" for record in ladders}
+    in_n = out["axis"] == "seq_len"
+    out.loc[in_n, "lengths"] = [stops.get(series_key(row), "") for _, row in out[in_n].iterrows()]
+    return out
+
+
 # ------------------------------------------------------------------------------ verdict table
 def claims(fits: pd.DataFrame) -> pd.DataFrame:
     """The verdict table: per variant, device and dtype, each forward, non-causal time fit in n.

@@ -9,6 +9,9 @@
     variant = ["sliding_window"]
     impl = ["native", "sdpa"]
     params = { window = [64, 128] }
+    [[block]]
+    variant = ["linear"]
+    seq_len = {min = 256, max = 65536}   # adaptive: measured upward until the exponent settles
 
 Everything is validated before any case runs: an error names the field, the value and what is
 allowed (ConfigError; the command line exits 2 and writes nothing).
@@ -25,7 +28,9 @@ from typing import Any
 
 import variants
 from suite.errors import UsageError, check_name
+from suite.plan import ladder as ladders
 from suite.plan.case import DTYPES, MODES, Case
+from suite.plan.ladder import Ladder
 from suite.plan.settings import Settings
 from suite.plan.settings import validate as validate_settings
 from suite.run.device import DEVICES
@@ -48,6 +53,7 @@ class Grid:
     cases: tuple[Case, ...]
     source: str = ""
     blocks: tuple[dict, ...] = field(default=(), repr=False)
+    ladders: tuple[Ladder, ...] = ()  # series with adaptive lengths (suite.plan.ladder)
 
     def plan(self, plugins: list[str]) -> dict:
         """plan.json's content: the grid's identity, settings, plugins and cases."""
@@ -58,6 +64,7 @@ class Grid:
             "settings": self.settings.to_plan(), "plugins": plugins,
             "grid_id": grid_id(list(self.cases)), "grid_cases": len(self.cases),
             "cases": [case.key for case in self.cases],
+            "ladders": [ladder.to_plan() for ladder in self.ladders],
         }
 
 
@@ -125,6 +132,7 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
         for name in only_variants:
             _variant(f"{source}: --variant", name)
     cases: dict[str, Case] = {}
+    found: dict[str, Ladder] = {}
     for index, block in enumerate(blocks):
         where = f"{source}: block {index + 1}"
         if not isinstance(block, dict):
@@ -133,8 +141,11 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
         axes = {**defaults, **block}
         if devices is not None:
             axes["device"] = devices
-        for case in _expand(axes, where, only_variants):
-            cases.setdefault(case.case_id, case)
+        for case, ladder in _expand(axes, where, only_variants):
+            if ladder is not None and found.setdefault(ladder.key, ladder) is not ladder:
+                continue  # the same series twice: the first block's range holds
+            for one in ladder.start() if ladder else [case]:
+                cases.setdefault(one.case_id, one)
     if not cases:
         raise ConfigError(f"{source or 'grid'}: no cases (every block is empty after --variant and the filters)")
     name = data.get("name", Path(source).stem if source else "grid")
@@ -143,7 +154,7 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
     except UsageError as err:
         raise ConfigError(str(err)) from None
     return Grid(name=str(name), description=str(data.get("description", "")), settings=settings,
-                cases=tuple(cases.values()), source=source, blocks=tuple(blocks))
+                cases=tuple(cases.values()), source=source, blocks=tuple(blocks), ladders=tuple(found.values()))
 
 
 def _settings(raw: dict, where: str) -> Settings:
@@ -180,7 +191,7 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
     dtype = _choices(where, "dtype", _as_list(where, "dtype", axes.get("dtype", ["float32"])), list(DTYPES))
     mode = _choices(where, "mode", _as_list(where, "mode", axes.get("mode", ["fwd"])), MODES)
     batch = _ints(where, "batch", _as_list(where, "batch", axes.get("batch", [1])))
-    seq_len = _ints(where, "seq_len", _as_list(where, "seq_len", axes.get("seq_len", [1024])))
+    seq_len, climb = _lengths(where, axes.get("seq_len", [1024]))
     heads = _ints(where, "num_heads", _as_list(where, "num_heads", axes.get("num_heads", [8])))
     head_dim = _ints(where, "head_dim", _as_list(where, "head_dim", axes.get("head_dim", [64])))
     causal = _bools(where, "causal", _as_list(where, "causal", axes.get("causal", [False])))
@@ -209,12 +220,25 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
                 if m == "decode" and c:
                     continue  # a single last query sees every key: causal adds nothing
                 pvals = dict(zip(param_names, combo))
-                try:
-                    spec.resolve(n, pvals)
-                except ValueError as err:
-                    raise ConfigError(f"{where}: {err}") from None
+                for length in ladders.start_lengths(*climb) if climb else [n]:
+                    try:
+                        spec.resolve(length, pvals)
+                    except ValueError as err:
+                        raise ConfigError(f"{where}: {err}") from None
                 for kv in _kv_heads(spec, h, kv_values, where):
-                    yield Case(spec.name, impl, dev, dt, m, b, n, h, kv, d, c, tuple(sorted(pvals.items())))
+                    case = Case(spec.name, impl, dev, dt, m, b, n, h, kv, d, c, tuple(sorted(pvals.items())))
+                    yield case, Ladder(case, *climb) if climb else None
+
+
+def _lengths(where: str, value) -> tuple[list[int], tuple[int, int, int] | None]:
+    """A list of lengths, or a range / "auto" (adaptive): ([min], (min, max, step))."""
+    if value == "auto" or isinstance(value, dict):
+        low, high, step = ladders.parse_range(value, where, _fail)
+        return [low], (low, high, step)
+    if isinstance(value, str):
+        _fail(where, "seq_len", value, 'a list of integers, a range {min = .., max = .., step = 2 or 4}, or "auto"')
+    return _ints(where, "seq_len", _as_list(where, "seq_len", value)), None
+
 
 
 def _bools(where: str, name: str, values: list) -> list:

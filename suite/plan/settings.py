@@ -28,6 +28,8 @@ class Settings:
     replicates: int = 1  # worker processes each case is timed in (process-level replicates)
     busy_limit_cores: float = 0.5  # other processes' CPU above this while timing: time again (suite.run.load)
     retimes: int = 1  # at most this many more timings of a case measured on a busy machine
+    ladder_width: float = 0.2  # adaptive lengths: a series is settled when its exponent's interval is this narrow
+    max_call_s: float = 10.0  # adaptive lengths: no length whose one call is predicted to take longer
 
     def to_plan(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -42,7 +44,8 @@ LIMITS: dict[str, tuple[type, float | None, float | None]] = {
     "threads": (int, 1, 256), "min_run_time_s": (float, 0.0, 600.0), "max_samples": (int, 1, 100000),
     "case_timeout_s": (float, 1.0, 86400.0), "memory_budget_gib": (float, 0.5, 4096.0),
     "check_seq_len": (int, 1, 4096), "allocator": (str, None, None), "replicates": (int, 1, 64),
-    "busy_limit_cores": (float, 0.0, 1024.0), "retimes": (int, 0, 10),
+    "busy_limit_cores": (float, 0.0, 1024.0), "retimes": (int, 0, 10), "ladder_width": (float, 0.01, 10.0),
+    "max_call_s": (float, 0.001, 86400.0),
 }
 
 

@@ -58,23 +58,30 @@ def _work(case: Case) -> str:
         return "all_pairs"
 
 
-def select(cases: list[Case], settings: Settings, spec: str) -> tuple[list[Case], dict]:
+def select(cases: list[Case], settings: Settings, spec: str, ladders=()) -> tuple[list[Case], dict]:
     """Shard K of N of `spec` ('K/N') and what plan.json records of it (its identity, grid order)."""
     k, n = parse(spec)
     index = {case.case_id: i for i, case in enumerate(cases)}
-    mine = split(cases, settings, n)[k - 1]
+    mine = split(cases, settings, n, ladders)[k - 1]
     return mine, {"shard": {"k": k, "n": n}, "grid_index": [index[c.case_id] for c in mine]}
 
 
-def split(cases: list[Case], settings: Settings, shards: int) -> list[list[Case]]:
-    """N lists of cases covering every case exactly once, balanced by predicted cost; each keeps plan order."""
+def split(cases: list[Case], settings: Settings, shards: int, ladders=()) -> list[list[Case]]:
+    """N lists of cases covering every case exactly once, balanced by predicted cost; each keeps plan order.
+
+    A ladder's cases (adaptive lengths, suite.plan.ladder) go to one shard together: it climbs there."""
     order = {case.case_id: i for i, case in enumerate(cases)}
+    series = {case.case_id: ladder.key for ladder in ladders for case in ladder.start()}
+    units: dict[str, list[Case]] = {}
+    for case in cases:
+        units.setdefault(series.get(case.case_id, case.case_id), []).append(case)
+    cost = {key: sum(predicted_s(c, settings) for c in unit) for key, unit in units.items()}
     load = [0.0] * shards
     members: list[list[Case]] = [[] for _ in range(shards)]
-    for case in sorted(cases, key=lambda c: (-predicted_s(c, settings), c.case_id)):
+    for key in sorted(units, key=lambda u: (-cost[u], units[u][0].case_id)):
         target = min(range(shards), key=lambda s: (load[s], s))
-        load[target] += predicted_s(case, settings)
-        members[target].append(case)
+        load[target] += cost[key]
+        members[target].extend(units[key])
     return [sorted(group, key=lambda c: order[c.case_id]) for group in members]
 
 

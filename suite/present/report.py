@@ -85,11 +85,12 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     report_dir = Path(report_dir)
     frame = run.read_table()
     peaks, env, plan = run.probe(), run.env(), run.plan()
-    result = analyse(frame, peaks, Settings.from_plan(plan.get("settings", {})).busy_limit_cores)
+    result = analyse(frame, peaks, Settings.from_plan(plan.get("settings", {})).busy_limit_cores,
+                     run.read_json(RunDir.LADDERS).get("ladders", []))
     images = {name: (caption, base64.b64encode(data).decode()) for name, (caption, data)
               in figures.all_figures(result).items()}
     report_dir.mkdir(parents=True, exist_ok=True)
-    run.copy_to(report_dir, (RunDir.CSV, RunDir.PARQUET, RunDir.ENV, RunDir.PROBE))
+    run.copy_to(report_dir, (RunDir.CSV, RunDir.PARQUET, RunDir.ENV, RunDir.PROBE, RunDir.LADDERS))
     env_loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                     undefined=jinja2.StrictUndefined)
     env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded)
@@ -114,4 +115,11 @@ def summary(table: pd.DataFrame) -> str:
     for _, row in table.iterrows():
         lines.append(f"{row['variant']:<15} {row['series'][:22]:<22} {fmt_slope(row):<24} "
                      f"{row['claimed']:>5g}  {row['verdict']}")
+    lengths = table["lengths"] if "lengths" in table else pd.Series("", index=table.index)
+    open_ = table[(table["verdict"] == "inconclusive") | ((lengths != "") & ~lengths.str.startswith("settled"))]
+    if not open_.empty:
+        lines.append("not settled, and what would settle it:")
+    for _, row in open_.iterrows():
+        lines.append(f"  {row['variant']}/{row['series']}: {row['why']}" + (
+            f"; lengths {row['lengths']}" if row.get("lengths") else ""))
     return "\n".join(lines)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from suite.plan.case import Case
 from suite.plan.grid import Grid
+from suite.plan.ladder import Ladder
 from suite.plan.settings import Settings
 from suite.run.env import fingerprint
 from suite.store import table
@@ -31,6 +32,7 @@ class Plan:
     cases: list[Case]
     settings: Settings
     plugins: list[str]
+    ladders: list[Ladder] = field(default_factory=list)
 
 
 def start(grid: Grid, run: RunDir, plugins: list[str], cases: list[Case] | None = None,
@@ -43,6 +45,8 @@ def start(grid: Grid, run: RunDir, plugins: list[str], cases: list[Case] | None 
     payload = grid.plan(plugins)
     if cases is not None:
         payload["cases"] = [case.key for case in cases]
+        mine = {case.case_id for case in cases}
+        payload["ladders"] = [ladder.to_plan() for ladder in grid.ladders if ladder.template.case_id in mine]
     payload.update(extra or {})
     run.write_json(RunDir.PLAN, payload)
     devices = sorted({case.device for case in (cases if cases is not None else grid.cases)})
@@ -52,12 +56,20 @@ def start(grid: Grid, run: RunDir, plugins: list[str], cases: list[Case] | None 
 def load(run: RunDir) -> Plan:
     plan = run.plan()
     return Plan(grid=plan["grid"], cases=[Case.from_key(key) for key in plan["cases"]],
-                settings=Settings.from_plan(plan["settings"]), plugins=list(plan.get("plugins", [])))
+                settings=Settings.from_plan(plan["settings"]), plugins=list(plan.get("plugins", [])),
+                ladders=[Ladder.from_plan(raw) for raw in plan.get("ladders", [])])
 
 
 def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str], resume: bool,
-        out=sys.stderr, executor: str = "local", address: str | None = None, slots: int | None = None) -> Counter:
-    """Measure every (case, replicate) not yet in the journal; write the table; count statuses."""
+        out=sys.stderr, executor: str = "local", address: str | None = None, slots: int | None = None,
+        ladders: list[Ladder] = ()) -> Counter:
+    """Measure every (case, replicate) not yet in the journal; write the table; count statuses.
+
+    `ladders` (adaptive lengths): after each round, each unsettled series gets its next length
+    (suite.run.climb), in the same workers, until every ladder has stopped.
+    """
+    from suite.run import climb
+
     journal = run.journal
     previous = journal.read()
     for problem in previous.problems:
@@ -75,6 +87,10 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
         pool = _pool(executor, settings, plugins, run, address, slots)
         _probe(run, cases, pool.gemm_peak, out)
         _record(pool.run(tasks, failed), journal, todo, tasks, out)
+        while ladders and (more := climb.next_cases(run, cases, ladders, settings, journal.read().rows, out)):
+            cases = cases + more
+            tasks = [(case, r) for case in more for r in range(settings.replicates)]
+            _record(pool.run(tasks, failed), journal, more, tasks, out)
     finally:
         if pool is not None:
             pool.close()

@@ -48,21 +48,25 @@ def check_mergeable(plans: list[dict], envs: list[dict], names: list[str]) -> No
 
 
 def merged_plan(plans: list[dict], names: list[str]) -> dict:
-    """The merged run's plan: the shards' cases in the grid's order (kept by each shard's plan)."""
+    """The merged run's plan: the shards' cases in the grid's order (kept by each shard's plan), then
+    the lengths each shard's ladders added (adaptive lengths), and every shard's ladders."""
     first = plans[0]
-    seen, indexed = set(), []
-    for plan in plans:
-        index = plan.get("grid_index") or range(len(plan["cases"]))
+    seen, indexed, grid_cases, ladders = set(), [], 0, []
+    for s, plan in enumerate(plans):
+        index = list(plan.get("grid_index") or range(len(plan["cases"])))
+        index += [float("inf")] * (len(plan["cases"]) - len(index))  # climbed lengths: after the grid's
+        grid_cases += sum(1 for i in index if i != float("inf"))
+        ladders += plan.get("ladders", [])
         for i, key in zip(index, plan["cases"]):
             case_id = Case.from_key(key).case_id
             if case_id not in seen:
                 seen.add(case_id)
-                indexed.append((i, key))
+                indexed.append(((i, s), key))
     cases = [key for _, key in sorted(indexed, key=lambda pair: pair[0])]
     total = first.get("grid_cases")
-    return {**{k: v for k, v in first.items() if k not in ("cases", "shard")}, "cases": cases,
-            "merged_from": names, "shards": [plan.get("shard") for plan in plans],
-            "complete": total is not None and len(cases) == total}
+    return {**{k: v for k, v in first.items() if k not in ("cases", "shard", "ladders")}, "cases": cases,
+            "ladders": ladders, "grid_cases_held": grid_cases, "merged_from": names, "shards": [plan.get("shard") for plan in plans],
+            "complete": total is not None and grid_cases == total}
 
 
 def merge(shards: list[RunDir], target: RunDir) -> Merged:
@@ -78,6 +82,9 @@ def merge(shards: list[RunDir], target: RunDir) -> Merged:
     target.write_json(RunDir.PLAN, plan)
     target.write_json(RunDir.ENV, {**envs[0], "merged_from": {s.name: e.get("git_commit") for s, e in zip(shards, envs)}})
     shards[0].copy_to(target.path, (RunDir.PROBE,))
+    climbed = [record for shard in shards for record in shard.read_json(RunDir.LADDERS).get("ladders", [])]
+    if climbed:
+        target.write_json(RunDir.LADDERS, {"ladders": climbed})
     journal, wanted, problems = target.journal, {c.case_id for c in cases}, []
     for shard in shards:
         read = shard.journal.read()
@@ -88,4 +95,5 @@ def merge(shards: list[RunDir], target: RunDir) -> Merged:
     rows = journal.read().rows
     target.write_table(table.table(cases, rows))
     counts = Counter(status for case_id, status in table.statuses(rows).items() if case_id in wanted)
-    return Merged(target, len(cases), counts, plan.get("grid_cases", len(cases)) - len(cases), problems)
+    held = plan["grid_cases_held"]
+    return Merged(target, len(cases), counts, plan.get("grid_cases", held) - held, problems)

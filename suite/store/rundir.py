@@ -34,7 +34,8 @@ class RunDir:
     PLAN, ENV, PROBE, JOURNAL, LOG = "plan.json", "env.json", "probe.json", "journal.jsonl", "worker.log"
     PARQUET, CSV, BASELINE = "results.parquet", "results.csv", "baseline.json"
     AB_JOURNAL, AB_PARQUET, AB_CSV = "ab.jsonl", "ab.parquet", "ab.csv"
-    SAVED = (PARQUET, CSV, ENV, PLAN, PROBE)  # what a baseline keeps and a report copies
+    LADDERS = "ladders.json"  # adaptive lengths: where each series stopped, and why (suite.run.climb)
+    SAVED = (PARQUET, CSV, ENV, PLAN, PROBE, LADDERS)  # what a baseline keeps and a report copies
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -87,7 +88,7 @@ class RunDir:
         path = self.path / name
         return json.loads(path.read_text()) if path.is_file() else {}
 
-    def write_json(self, name: str, payload: dict) -> Path:
+    def write_json(self, name: str, payload: dict | list) -> Path:
         path = self.path / name
         path.write_text(json.dumps(payload, indent=1))
         return path

@@ -1,0 +1,178 @@
+"""Adaptive lengths: a series whose seq_len is a range is measured upward until its exponent is settled.
+
+    seq_len = {min = 256, max = 65536}          # doubling (step = 2, the default)
+    seq_len = {min = 256, max = 65536, step = 4}
+    seq_len = "auto"                            # {min = 128, max = 1048576}
+
+A ladder starts at min, 2·min, …, 16·min (the 16x span a verdict needs). After each round
+`advance` reads the series' measured points and either names the next length or stops, saying
+why: settled (span above the overhead floor ≥ 16x, the exponent's 95% interval at most
+`ladder_width` wide and a verdict reached), the range's max, the time of one call (`max_call_s`,
+predicted from the fit), the memory budget (predicted from the peak-memory fit), or a case that
+failed. The reason and what would settle the verdict go into the report beside the verdict.
+Pure: no files, no processes (suite.run.extend drives the rounds).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from suite.analyse.fits import MIN_SPAN, TOLERANCE, fit_power, verdict
+from suite.plan.case import Case
+
+AUTO = {"min": 128, "max": 1 << 20}
+STEPS = (2, 4)
+START_POINTS = 5  # min … 16·min with step 2: the smallest ladder that can reach a verdict
+SERIES = ["variant", "impl", "device", "dtype", "mode", "batch", "num_heads", "num_kv_heads", "head_dim", "causal",
+          "params"]
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """One series (a case with its seq_len free) and the range of lengths it may climb."""
+
+    template: Case  # the series at seq_len = low
+    low: int
+    high: int
+    step: int = 2
+
+    def case(self, n: int) -> Case:
+        return replace(self.template, seq_len=n)
+
+    def start(self) -> list[Case]:
+        return [self.case(n) for n in start_lengths(self.low, self.high, self.step)]
+
+    @property
+    def key(self) -> str:
+        return series_key(self.template.key)
+
+    def to_plan(self) -> dict:
+        return {"template": self.template.key, "min": self.low, "max": self.high, "step": self.step}
+
+    @classmethod
+    def from_plan(cls, raw: dict) -> "Ladder":
+        return cls(Case.from_key(raw["template"]), int(raw["min"]), int(raw["max"]), int(raw.get("step", 2)))
+
+
+def start_lengths(low: int, high: int, step: int) -> list[int]:
+    """The first round: min·stepᵏ up to a 16x span (or the range's max)."""
+    out, n = [], low
+    while n <= high and n <= low * MIN_SPAN:
+        out.append(n)
+        n *= step
+    return out
+
+
+def series_key(fields) -> str:
+    """The identity of a series: every shape field but seq_len (params as canonical JSON text)."""
+    params = fields["params"]
+    if isinstance(params, str):
+        params = json.loads(params) if params else {}
+    out = {k: (bool(fields[k]) if k == "causal" else fields[k]) for k in SERIES if k != "params"}
+    out = {k: (v.item() if hasattr(v, "item") else v) for k, v in out.items()}
+    return json.dumps({**out, "params": dict(params)}, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A ladder's decision after a round: the next length, or why it stopped and what would settle it."""
+
+    ladder: Ladder
+    next: int | None
+    stop: str = ""  # settled, max, time, memory, failed
+    why: str = ""
+
+    def to_record(self, lengths: list[int]) -> dict:
+        return {"series": self.ladder.key, "label": self.ladder.template.label().replace(
+            f"n={self.ladder.low} ", ""), "stop": self.stop, "why": self.why, "lengths": sorted(lengths),
+                **self.ladder.to_plan()}
+
+
+def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: float, memory_gib: float) -> Step:
+    """The ladder's next length from its series' rows (the run's table: one row per case)."""
+    measured = rows.sort_values("seq_len")
+    ok, bad = measured[measured["status"] == "ok"], measured[measured["status"] != "ok"]
+    claimed = measured["claimed_exponent_n"].iloc[0] if len(measured) else None
+    claimed = None if claimed is None or pd.isna(claimed) else float(claimed)
+    n, t = ok["seq_len"].to_numpy(float), ok["time_s"].to_numpy(float)
+    fit = fit_power(n, t)
+    if not bad.empty:
+        first = bad.iloc[0]
+        return Step(ladder, None, "failed", f"n = {int(first['seq_len'])} {first['status']}: "
+                    f"{str(first['reason'])[:160]}; " + _settle(fit, claimed, width))
+    status, _ = verdict(fit, claimed)
+    if fit is not None and fit.span >= MIN_SPAN and fit.hi - fit.lo <= width and status != "inconclusive":
+        return Step(ladder, None, "settled", f"{status}: [{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x")
+    nxt = int(n.max()) * ladder.step
+    if nxt > ladder.high:
+        return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + _settle(fit, claimed, width))
+    slope = min(3.0, max(1.0, fit.slope if fit is not None else 2.0))
+    call_s = float(t[-1]) * ladder.step**slope
+    if call_s > max_call_s:
+        return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:.0f} s a call (max_call_s = {max_call_s:g}): "
+                    + _settle(fit, claimed, width))
+    need = _memory_at(measured, nxt)
+    if need > memory_gib * 2**30:
+        return Step(ladder, None, "memory", f"n = {nxt} needs ~{need / 2**30:.0f} GiB (memory_budget_gib = "
+                    f"{memory_gib:g}): " + _settle(fit, claimed, width))
+    return Step(ladder, nxt)
+
+
+def _memory_at(measured: pd.DataFrame, n: int) -> float:
+    """Peak bytes at n, extrapolated from the largest point with the peak-memory exponent (2 without a fit)."""
+    peaks = measured[["seq_len", "peak_bytes"]].dropna()
+    peaks = peaks[peaks["peak_bytes"] > 0]
+    if peaks.empty:
+        return 0.0
+    fit = fit_power(peaks["seq_len"].to_numpy(float), peaks["peak_bytes"].to_numpy(float))
+    slope = min(3.0, max(0.0, fit.slope)) if fit is not None else 2.0
+    last = peaks.iloc[-1]
+    return float(last["peak_bytes"]) * (n / float(last["seq_len"])) ** slope
+
+
+def _settle(fit, claimed, width: float) -> str:
+    """What would settle the verdict, read off the fit."""
+    if fit is None:
+        return "fewer than 3 points: a lower min would add points"
+    if fit.span < MIN_SPAN:
+        return f"span {fit.span:.0f}x above the overhead floor, {MIN_SPAN:.0f}x needed: extend to n = " \
+               f"{int(max(fit.used) * MIN_SPAN / fit.span)}"
+    if claimed is not None and fit.lo < claimed + TOLERANCE and fit.hi > claimed - TOLERANCE \
+            and not (claimed - TOLERANCE <= fit.lo and fit.hi <= claimed + TOLERANCE):
+        where = "the asymptotic regime at larger n" if abs(fit.slope - claimed) > TOLERANCE else "a narrower interval"
+        return f"[{fit.lo:.2f}, {fit.hi:.2f}] overlaps the edge of {claimed:g} ± {TOLERANCE:g}: {where} would tell"
+    if fit.hi - fit.lo > width:
+        return f"interval {fit.hi - fit.lo:.2f} wide, {width:g} wanted: more lengths or replicates would narrow it"
+    return "settled as far as the range allows"
+
+
+def parse_range(value, where: str, fail) -> tuple[int, int, int]:
+    """(min, max, step) from a grid's seq_len range or "auto"; `fail(where, name, value, allowed)` raises."""
+    if value == "auto":
+        return AUTO["min"], AUTO["max"], 2
+    allowed_keys = {"min", "max", "step"}
+    for key in value:
+        if key not in allowed_keys:
+            fail(where, f"seq_len.{key}", value[key], "min, max, step")
+    low, high, step = value.get("min"), value.get("max"), value.get("step", 2)
+    for name, v in (("seq_len.min", low), ("seq_len.max", high)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            fail(where, name, v, "an integer >= 1")
+    if step not in STEPS:
+        fail(where, "seq_len.step", step, ", ".join(map(str, STEPS)))
+    if high < low * MIN_SPAN:
+        fail(where, "seq_len.max", high, f"at least {int(MIN_SPAN)}x seq_len.min = {low * int(MIN_SPAN)} "
+             "(a verdict needs a 16x span)")
+    return low, high, step
+
+
+def rows_of(table: pd.DataFrame, ladders: list[Ladder]) -> dict[str, pd.DataFrame]:
+    """Each ladder's rows of the run's table, by series key."""
+    if table.empty:
+        return {}
+    keys = np.array([series_key(row) for _, row in table.iterrows()])
+    return {ladder.key: table[keys == ladder.key] for ladder in ladders}

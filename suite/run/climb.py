@@ -1,0 +1,57 @@
+"""Adaptive lengths, run side: after a round, each unsettled ladder's next length (suite.plan.ladder).
+
+Writes, before the next round starts, plan.json with the grown case list (so `--resume` knows every
+length chosen so far) and ladders.json with each series' decision (the report reads it).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import variants
+from suite.plan.case import Case
+from suite.plan.ladder import Ladder, Step, advance, rows_of
+from suite.plan.settings import Settings
+from suite.store import table
+from suite.store.row import Row
+from suite.store.rundir import RunDir
+
+
+def next_cases(run: RunDir, cases: list[Case], ladders: list[Ladder], settings: Settings, rows: list[Row],
+               out=sys.stderr) -> list[Case]:
+    """The next round's cases (one per climbing ladder); [] when every ladder has stopped."""
+    frame = table.table(cases, rows)
+    per_series = rows_of(frame, ladders)
+    steps = [_step(ladder, per_series.get(ladder.key), settings) for ladder in ladders]
+    lengths = {ladder.key: per_series[ladder.key]["seq_len"].astype(int).tolist() for ladder in ladders
+               if ladder.key in per_series}
+    run.write_json(RunDir.LADDERS, {"ladders": [s.to_record(lengths.get(s.ladder.key, [])) for s in steps]})
+    known = {case.case_id for case in cases}
+    more = [c for c in (s.ladder.case(s.next) for s in steps if s.next) if c.case_id not in known]
+    stopped = Counter(s.stop for s in steps if not s.next)
+    how = ", ".join(f"{n} {stop}" for stop, n in sorted(stopped.items()))
+    if more:
+        plan = run.plan()
+        plan["cases"] = plan["cases"] + [case.key for case in more]
+        run.write_json(RunDir.PLAN, plan)
+        print(f"lengths: {len(more)} series climb to their next length" + (f"; stopped: {how}" if how else ""),
+              file=out, flush=True)
+    else:
+        print(f"lengths: every series has stopped: {how}", file=out, flush=True)
+    return more
+
+
+def _step(ladder: Ladder, rows, settings: Settings) -> Step:
+    if rows is None or rows.empty:
+        return Step(ladder, None, "failed", "no rows of this series in the run")
+    if (rows["status"] == "not_run").any():
+        return Step(ladder, None, "failed", "the run stopped before every length was measured; --resume goes on")
+    step = advance(ladder, rows, width=settings.ladder_width, max_call_s=settings.max_call_s,
+                   memory_gib=settings.memory_budget_gib)
+    if step.next is not None:
+        try:
+            variants.get(ladder.template.variant).resolve(step.next, dict(ladder.template.params))
+        except ValueError as err:
+            return Step(ladder, None, "failed", f"n = {step.next} is not a length of this variant: {err}")
+    return step

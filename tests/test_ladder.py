@@ -1,0 +1,162 @@
+"""Adaptive lengths: a range of seq_len is climbed until the exponent settles, or stops saying why."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite.analyse import exponents
+from suite.plan import grid as grids
+from suite.plan import shard
+from suite.plan.ladder import Ladder, advance, series_key
+from suite.plan.settings import Settings
+from test_runner import suite
+
+BUDGET = dict(width=0.2, max_call_s=10.0, memory_gib=16.0)
+
+
+def _ladder(low=256, high=65536, step=2) -> Ladder:
+    grid = grids.parse({"block": [{"variant": ["linear"], "impl": ["native"],
+                                   "seq_len": {"min": low, "max": high, "step": step}}]}, "t")
+    return grid.ladders[0]
+
+
+def _rows(n, t, claimed=1.0, peak=None, status=None) -> pd.DataFrame:
+    n = np.asarray(n)
+    return pd.DataFrame({"seq_len": n, "time_s": t, "claimed_exponent_n": claimed, "reason": "",
+                         "peak_bytes": peak if peak is not None else 1e3 * n,
+                         "status": status if status is not None else ["ok"] * len(n)})
+
+
+def test_a_range_starts_with_a_16x_span_and_the_same_series_once():
+    grid = grids.parse({"block": [{"variant": ["linear", "performer"], "impl": ["native"],
+                                   "seq_len": {"min": 256, "max": 65536}},
+                                  {"variant": ["linear"], "impl": ["native"], "seq_len": "auto"}]}, "t")
+    assert len(grid.ladders) == 2, "the second block's linear series is the first's"
+    lengths = sorted(c.seq_len for c in grid.cases if c.variant == "linear")
+    assert lengths == [256, 512, 1024, 2048, 4096]
+    assert _ladder(step=4).start()[-1].seq_len == 4096 and len(_ladder(step=4).start()) == 3
+
+
+@pytest.mark.parametrize("value,message", [
+    ({"min": 256, "max": 1024}, "seq_len.max' = 1024 (allowed: at least 16x seq_len.min = 4096"),
+    ({"min": 256, "max": 65536, "step": 3}, "seq_len.step' = 3 (allowed: 2, 4)"),
+    ({"min": 0, "max": 65536}, "seq_len.min' = 0"),
+    ({"low": 256, "max": 65536}, "seq_len.low' = 256 (allowed: min, max, step)"),
+    ("all", "seq_len' = 'all'"),
+])
+def test_a_bad_range_names_the_field(value, message):
+    with pytest.raises(grids.ConfigError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        grids.parse({"block": [{"variant": ["linear"], "seq_len": value}]}, "t")
+
+
+def test_a_clean_series_over_16x_with_a_narrow_interval_is_settled():
+    n = 256 * 2.0 ** np.arange(5)
+    t = 1e-6 * n * np.exp(np.random.default_rng(0).normal(0, 0.01, 5))
+    step = advance(_ladder(), _rows(n, t), **BUDGET)
+    assert step.next is None and step.stop == "settled" and step.why.startswith("confirmed")
+
+
+def test_an_overhead_floor_that_eats_the_span_climbs_on():
+    n = 256 * 2.0 ** np.arange(5)
+    t = 2e-3 + 1e-7 * n  # the floor is most of the cost up to n = 4096
+    step = advance(_ladder(), _rows(n, t), **BUDGET)
+    assert step.next == 8192 and step.stop == ""
+
+
+def test_the_max_stops_a_ladder_and_says_what_would_settle_it():
+    n = 256 * 2.0 ** np.arange(5)
+    step = advance(_ladder(high=4096), _rows(n, 2e-3 + 1e-7 * n), **BUDGET)
+    assert step.stop == "max" and "n = 4096" in step.why and "extend to n =" in step.why
+
+
+def test_a_call_predicted_too_long_stops_the_ladder():
+    n = 256 * 2.0 ** np.arange(5)
+    t = 8.0 * (n / n[-1]) * np.exp([0.0, 0.3, -0.3, 0.2, 0.0])  # noisy: the interval is too wide to settle
+    step = advance(_ladder(), _rows(n, t, claimed=1.0), **BUDGET)
+    assert step.stop == "time" and "n = 8192 would take ~" in step.why and "max_call_s = 10" in step.why
+
+
+def test_memory_predicted_past_the_budget_stops_the_ladder():
+    n = 256 * 2.0 ** np.arange(5)
+    t = 1e-3 * (n / n[0]) * np.exp([0.0, 0.3, -0.3, 0.2, 0.0])
+    step = advance(_ladder(), _rows(n, t, peak=12 * 2**30 * (n / n[-1]) ** 2, claimed=1.0), **BUDGET)
+    assert step.stop == "memory" and "n = 8192 needs ~48 GiB" in step.why
+
+
+def test_a_failed_length_stops_the_ladder_with_its_reason():
+    n = 256 * 2.0 ** np.arange(5)
+    rows = _rows(n, 1e-6 * n, status=["ok"] * 4 + ["oom"])
+    rows.loc[4, "reason"] = "out of memory at 4096"
+    step = advance(_ladder(), rows, **BUDGET)
+    assert step.stop == "failed" and step.why.startswith("n = 4096 oom: out of memory")
+
+
+def test_a_ladder_goes_whole_to_one_shard():
+    grid = grids.parse({"block": [{"variant": ["linear", "performer", "sliding_window", "global"],
+                                   "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]}, "t")
+    parts = shard.split(list(grid.cases), Settings(), 3, grid.ladders)
+    for ladder in grid.ladders:
+        holders = [i for i, part in enumerate(parts) if any(c.case_id == ladder.template.case_id for c in part)]
+        held = [c for c in parts[holders[0]] if series_key(c.key) == ladder.key]
+        assert len(holders) == 1 and len(held) == 5
+
+
+GRID = """
+name = "climb"
+[settings]
+min_run_time_s = 0.02
+max_samples = 10
+max_call_s = 0.5
+check_seq_len = 16
+memory_budget_gib = 3
+[[block]]
+variant = ["linear"]
+impl = ["native"]
+num_heads = [1]
+head_dim = [8]
+seq_len = {{min = 64, max = {high}}}
+"""
+
+
+def test_a_run_climbs_its_ladder_and_every_decision_is_read_back(tmp_path):
+    """A real run: lengths chosen round by round; plan.json holds them (for --resume), ladders.json
+    says where and why the ladder stopped, and a settled series' fit in the report is what was judged."""
+    (grid := tmp_path / "c.toml").write_text(GRID.format(high=16384))
+    res = suite("run", "--grid", str(grid), "--run-id", "c", "--no-report", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    run = tmp_path / "results" / "c"
+    plan, record = json.loads((run / "plan.json").read_text()), json.loads((run / "ladders.json").read_text())
+    lengths = sorted(c["seq_len"] for c in plan["cases"])
+    assert lengths == [64 * 2**k for k in range(len(lengths))] and 5 <= len(lengths) <= 9
+    (only,) = record["ladders"]
+    assert only["lengths"] == lengths and only["stop"] in ("settled", "max", "time")
+    frame = pd.read_parquet(run / "results.parquet")
+    assert set(frame["status"]) == {"ok"}
+    fit = exponents.exponents(frame, "seq_len", ("time",)).iloc[0]
+    if only["stop"] == "settled":
+        assert fit["hi"] - fit["lo"] <= 0.2 and fit["span"] >= 16 and fit["verdict"] != "inconclusive"
+    else:
+        assert lengths[-1] == 16384 or only["stop"] == "time"
+    again = suite("run", "--resume", "c", "--no-report", cwd=tmp_path)
+    assert again.returncode == 0 and re.search(r"resuming c: (\d+) of \1 cases", again.stderr), again.stderr
+    assert json.loads((run / "plan.json").read_text())["cases"] == plan["cases"], "a resumed run adds nothing"
+
+
+def test_the_report_and_terminal_say_where_a_ladder_stopped(tmp_path):
+    """paced/sdpa sleeps 2 ms a call: all overhead floor, so the ladder never settles and stops at its max."""
+    body = GRID.format(high=1024).replace('variant = ["linear"]', 'variant = ["paced"]').replace(
+        'impl = ["native"]', 'impl = ["sdpa"]')
+    (grid := tmp_path / "m.toml").write_text(body)
+    res = suite("run", "--grid", str(grid), "--run-id", "m", "--plugin", "fault_variants", cwd=tmp_path, report=True)
+    assert res.returncode == 0, res.stderr
+    (only,) = json.loads((tmp_path / "results" / "m" / "ladders.json").read_text())["ladders"]
+    assert only["stop"] == "max" and only["lengths"] == [64, 128, 256, 512, 1024] and "n = 1024" in only["why"]
+    assert "lengths: every series has stopped: 1 max" in res.stderr
+    page = (tmp_path / "reports" / "m" / "index.html").read_text()
+    assert "lengths (adaptive): max: stopped at the range" in page
+    assert "paced/sdpa: " in res.stdout and "lengths max: stopped at the range" in res.stdout
