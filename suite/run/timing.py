@@ -7,6 +7,8 @@ window.
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 CUDA_WARMUP = 3
@@ -16,9 +18,13 @@ def time_cpu(fn, min_run_time: float, max_samples: int, min_samples: int, thread
     """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least `min_samples`."""
     import torch.utils.benchmark as benchmark
 
+    began = time.perf_counter()
     fn()  # NB: warm-up; the block-size estimate alone left memory-heavy calls 3-5x slow at times
+    slow = time.perf_counter() - began >= min_run_time
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
-    samples = list(timer.blocked_autorange(min_run_time=min_run_time).times)
+    # a call slower than min_run_time is a block by itself: blocked_autorange would spend one more
+    # whole call estimating the block size, a quarter of a slow case's time
+    samples = [] if slow else list(timer.blocked_autorange(min_run_time=min_run_time).times)
     while len(samples) < min_samples:  # slow cases: one block is one call
         samples.extend(timer.timeit(1).times)
     return samples[-max_samples:]
