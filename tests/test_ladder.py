@@ -54,6 +54,13 @@ def test_a_bad_range_names_the_field(value, message):
         grids.parse({"block": [{"variant": ["linear"], "seq_len": value}]}, "t")
 
 
+def test_a_series_is_known_by_its_fields_whatever_their_dtypes():
+    ladder = _ladder()
+    row = pd.Series({**ladder.template.key, "params": "{}", "num_heads": 8.0, "head_dim": np.int64(64),
+                     "causal": np.bool_(False), "seq_len": 4096.0})
+    assert series_key(row) == ladder.key
+
+
 def test_a_clean_series_over_16x_with_a_narrow_interval_is_settled():
     n = 256 * 2.0 ** np.arange(5)
     t = 1e-6 * n * np.exp(np.random.default_rng(0).normal(0, 0.01, 5))
@@ -93,7 +100,7 @@ def test_a_failed_length_stops_the_ladder_with_its_reason():
     rows = _rows(n, 1e-6 * n, status=["ok"] * 4 + ["oom"])
     rows.loc[4, "reason"] = "out of memory at 4096"
     step = advance(_ladder(), rows, **BUDGET)
-    assert step.stop == "failed" and step.why.startswith("n = 4096 oom: out of memory")
+    assert step.stop == "failed" and step.why.startswith("n = 4096 oom (out of memory at 4096…): ")
 
 
 def test_a_ladder_goes_whole_to_one_shard():

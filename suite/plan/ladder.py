@@ -27,6 +27,7 @@ from suite.plan.case import Case
 AUTO = {"min": 128, "max": 1 << 20}
 STEPS = (2, 4)
 START_POINTS = 5  # min … 16·min with step 2: the smallest ladder that can reach a verdict
+INTS = ("batch", "num_heads", "num_kv_heads", "head_dim")  # NB: float in a table that had NaNs merged in
 SERIES = ["variant", "impl", "device", "dtype", "mode", "batch", "num_heads", "num_kv_heads", "head_dim", "causal",
           "params"]
 
@@ -72,8 +73,8 @@ def series_key(fields) -> str:
     params = fields["params"]
     if isinstance(params, str):
         params = json.loads(params) if params else {}
-    out = {k: (bool(fields[k]) if k == "causal" else fields[k]) for k in SERIES if k != "params"}
-    out = {k: (v.item() if hasattr(v, "item") else v) for k, v in out.items()}
+    out = {k: fields[k] for k in SERIES if k != "params"}
+    out = {k: bool(v) if k == "causal" else int(v) if k in INTS else str(v) for k, v in out.items()}
     return json.dumps({**out, "params": dict(params)}, sort_keys=True)
 
 
@@ -102,8 +103,8 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     fit = fit_power(n, t)
     if not bad.empty:
         first = bad.iloc[0]
-        return Step(ladder, None, "failed", f"n = {int(first['seq_len'])} {first['status']}: "
-                    f"{str(first['reason'])[:160]}; " + _settle(fit, claimed, width))
+        return Step(ladder, None, "failed", f"n = {int(first['seq_len'])} {first['status']} "
+                    f"({str(first['reason'])[:80]}…): " + _settle(fit, claimed, width))
     status, _ = verdict(fit, claimed)
     if fit is not None and fit.span >= MIN_SPAN and fit.hi - fit.lo <= width and status != "inconclusive":
         return Step(ladder, None, "settled", f"{status}: [{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x")
@@ -147,7 +148,7 @@ def _settle(fit, claimed, width: float) -> str:
         return f"[{fit.lo:.2f}, {fit.hi:.2f}] overlaps the edge of {claimed:g} ± {TOLERANCE:g}: {where} would tell"
     if fit.hi - fit.lo > width:
         return f"interval {fit.hi - fit.lo:.2f} wide, {width:g} wanted: more lengths or replicates would narrow it"
-    return "settled as far as the range allows"
+    return f"the fit below is settled nonetheless ([{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x)"
 
 
 def parse_range(value, where: str, fail) -> tuple[int, int, int]:
