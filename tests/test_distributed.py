@@ -62,9 +62,9 @@ CLIMB = """
 [[block]]   # adaptive lengths whose choice does not depend on the machine: a 2 ms sleep is all floor,
 variant = ["paced"]    # so the span above it never reaches 16x and the ladders climb to their max
 impl = ["sdpa"]
-num_heads = [1, 2]
-head_dim = [8]
-seq_len = { min = 16, max = 1024 }
+num_heads = [1]        # at n = 512 the attention itself is under 0.3 ms of the 2.3 ms
+head_dim = [8, 16]
+seq_len = { min = 16, max = 512 }
 """
 
 
@@ -84,7 +84,7 @@ def test_merged_shards_equal_the_unsharded_run_and_shards_of_other_grids_are_ref
     assert list(merged["case_id"]) == list(whole["case_id"]), "same cases, in the grid's order"
     assert list(merged["status"]) == list(whole["status"])
     assert json.loads((results / "merged" / "plan.json").read_text())["complete"] is True
-    assert sorted(merged.loc[merged["variant"] == "paced", "seq_len"]) == sorted(2 * [16, 32, 64, 128, 256, 512, 1024])
+    assert sorted(merged.loc[merged["variant"] == "paced", "seq_len"]) == sorted(2 * [16, 32, 64, 128, 256, 512])
     stops = json.loads((results / "merged" / "ladders.json").read_text())["ladders"]
     assert len(stops) == 2 and {s["stop"] for s in stops} == {"max"}
 
