@@ -60,7 +60,8 @@ def cases(frame: pd.DataFrame, rule: regression.Rule = regression.Rule(), modera
     else:
         d0, s0 = 0.0, 0.0
     move, move_p = grid_move(frame, out.loc[tested, ["case_id", "change"]])
-    out.attrs.update(grid_shift=move, grid_shift_p=move_p, applied_shift=0.0, run_sigma=0.0, tested=int(tested.sum()), interleaved=True,
+    out.attrs.update(grid_shift=move, grid_shift_p=move_p, applied_shift=0.0, run_sigma=0.0,
+                     tested=int(tested.sum()), interleaved=True,
                      prior_df=float(min(d0, 1e6)), prior_sd=float(np.sqrt(s0)))
     return regression.status(out, tested, rule)
 

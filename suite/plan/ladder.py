@@ -10,7 +10,7 @@ why: settled (span above the overhead floor ≥ 16x, the exponent's 95% interval
 `ladder_width` wide and a verdict reached), the range's max, the time of one call (`max_call_s`,
 predicted from the fit), the memory budget (predicted from the peak-memory fit), or a case that
 failed. The reason and what would settle the verdict go into the report beside the verdict.
-Pure: no files, no processes (suite.run.extend drives the rounds).
+Pure: no files, no processes (suite.run.climb drives the rounds).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from suite.plan.case import Case
 
 AUTO = {"min": 128, "max": 1 << 20}
 STEPS = (2, 4)
-START_POINTS = 5  # min … 16·min with step 2: the smallest ladder that can reach a verdict
 INTS = ("batch", "num_heads", "num_kv_heads", "head_dim")  # NB: float in a table that had NaNs merged in
 SERIES = ["variant", "impl", "device", "dtype", "mode", "batch", "num_heads", "num_kv_heads", "head_dim", "causal",
           "params"]
@@ -110,7 +109,8 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
         return Step(ladder, None, "settled", f"{status}: [{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x")
     nxt = int(n.max()) * ladder.step
     if nxt > ladder.high:
-        return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + _settle(fit, claimed, width))
+        return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: "
+                    + _settle(fit, claimed, width))
     slope = min(3.0, max(1.0, fit.slope if fit is not None else 2.0))
     call_s = float(t[-1]) * ladder.step**slope
     if call_s > max_call_s:
@@ -136,19 +136,18 @@ def _memory_at(measured: pd.DataFrame, n: int) -> float:
 
 
 def _settle(fit, claimed, width: float) -> str:
-    """What would settle the verdict, read off the fit."""
+    """What would settle the verdict, read off the fit (the verdict's own reason says how it stands)."""
     if fit is None:
-        return "fewer than 3 points: a lower min would add points"
+        return "a lower min would add points"
     if fit.span < MIN_SPAN:
-        return f"span {fit.span:.0f}x above the overhead floor, {MIN_SPAN:.0f}x needed: extend to n = " \
-               f"{int(max(fit.used) * MIN_SPAN / fit.span)}"
+        return f"extend to n = {int(max(fit.used) * MIN_SPAN / fit.span)} for a {MIN_SPAN:.0f}x span above the floor"
     if claimed is not None and fit.lo < claimed + TOLERANCE and fit.hi > claimed - TOLERANCE \
             and not (claimed - TOLERANCE <= fit.lo and fit.hi <= claimed + TOLERANCE):
-        where = "the asymptotic regime at larger n" if abs(fit.slope - claimed) > TOLERANCE else "a narrower interval"
-        return f"[{fit.lo:.2f}, {fit.hi:.2f}] overlaps the edge of {claimed:g} ± {TOLERANCE:g}: {where} would tell"
+        return ("larger n (the asymptotic regime) would tell" if abs(fit.slope - claimed) > TOLERANCE
+                else "a narrower interval would tell")
     if fit.hi - fit.lo > width:
         return f"interval {fit.hi - fit.lo:.2f} wide, {width:g} wanted: more lengths or replicates would narrow it"
-    return f"the fit below is settled nonetheless ([{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x)"
+    return f"the fit is settled nonetheless ([{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x)"
 
 
 def parse_range(value, where: str, fail) -> tuple[int, int, int]:

@@ -65,7 +65,8 @@ def merged_plan(plans: list[dict], names: list[str]) -> dict:
     cases = [key for _, key in sorted(indexed, key=lambda pair: pair[0])]
     total = first.get("grid_cases")
     return {**{k: v for k, v in first.items() if k not in ("cases", "shard", "ladders")}, "cases": cases,
-            "ladders": ladders, "grid_cases_held": grid_cases, "merged_from": names, "shards": [plan.get("shard") for plan in plans],
+            "ladders": ladders, "grid_cases_held": grid_cases, "merged_from": names,
+            "shards": [plan.get("shard") for plan in plans],
             "complete": total is not None and grid_cases == total}
 
 

@@ -88,7 +88,7 @@ class RunDir:
         path = self.path / name
         return json.loads(path.read_text()) if path.is_file() else {}
 
-    def write_json(self, name: str, payload: dict | list) -> Path:
+    def write_json(self, name: str, payload: dict) -> Path:
         path = self.path / name
         path.write_text(json.dumps(payload, indent=1))
         return path
