@@ -27,8 +27,20 @@ def inputs(spec, *, batch=2, heads=4, seq_len=37, head_dim=8, dtype=torch.float6
 
 
 def all_impls(exclude=frozenset()):
-    return [(name, impl) for name in variants.names() for impl in variants.get(name).impls
-            if impl != "dense" and impl not in exclude]
+    """Every (variant, impl) that computes the variant's own definition (peers apart: `peer_impls`)."""
+    return [(name, impl) for name in variants.names() for impl, i in variants.get(name).impls.items()
+            if impl != "dense" and impl not in exclude and i.differs is None]
+
+
+def peer_impls():
+    """Library implementations whose definition differs from the variant's (checked where they coincide)."""
+    return [(name, impl) for name in variants.names() for impl, i in variants.get(name).impls.items()
+            if i.differs is not None]
+
+
+def causal_unsupported(spec, impl: str, causal: bool, params=None) -> bool:
+    """The implementation refuses this form (linformer's causal, rfa's gate without causal)."""
+    return bool(spec.reasons(impl, params or {}, causal=causal, dtype=torch.float64))
 
 
 def patterns():

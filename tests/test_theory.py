@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -80,7 +81,8 @@ def test_pairs_match_claims_approximation(name):
 def test_claimed_exponents():
     expect = {"full": 2, "sliding_window": 1, "global": 1, "random": 1, "strided": 1.5, "fixed": 1.5,
               "bigbird": 1, "linear": 1, "performer": 1, "mqa": 2, "gqa": 2, "mha_fused": 2,
-              "mha_per_head": 2, "additive": 2, "multiplicative": 2}
+              "mha_per_head": 2, "additive": 2, "multiplicative": 2, "reformer": 1, "rfa": 1, "linformer": 1,
+              "rnn": 1, "conv": 1}
     got = {n: variants.get(n).theory(seq_len=1024, num_kv_heads=None if n != "gqa" else 2).claimed_exponent_n
            for n in variants.names()}
     assert got == expect
@@ -89,6 +91,42 @@ def test_claimed_exponents():
     assert variants.get("strided").theory(seq_len=1024, stride=32).claimed_exponent_n == 2
     assert variants.get("linear").theory(seq_len=1024).claimed_exponent_d == 2
     assert variants.get("performer").theory(seq_len=1024).claimed_exponent_d == 1
+
+
+def counted(name: str, impl: str, *, seq_len: int, heads: int = 2, head_dim: int = 8, **params) -> int:
+    """FlopCounterMode's matmul FLOPs of one forward call (float64, CPU)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    spec = variants.get(name)
+    q, k, v = (torch.randn(1, heads, seq_len, head_dim, dtype=torch.float64) for _ in range(3))
+    prepared = spec.prepare(q, k, v, impl=impl, **params)
+    with FlopCounterMode(display=False) as counter:
+        prepared()
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+def test_recurrent_flops_are_the_counted_products(cell):
+    t = variants.get("rnn").theory(seq_len=50, num_heads=2, head_dim=8, cell=cell)
+    assert t.flops == counted("rnn", "dense", seq_len=50, cell=cell)  # input and hidden products
+    assert t.claimed_exponent_n == 1 and t.claimed_exponent_d == 2
+
+
+@pytest.mark.parametrize("separable", [0, 1])
+def test_convolution_flops_are_the_counted_products(separable):
+    t = variants.get("conv").theory(seq_len=64, num_heads=2, head_dim=8, kernel=5, separable=separable)
+    assert t.total_flops == counted("conv", "dense", seq_len=64, kernel=5, separable=separable)
+    assert t.flops == 2 * 64 * 5 * 16 * (1 if separable else 16)
+
+
+def test_linformer_and_reformer_flops_follow_their_shapes():
+    t = variants.get("linformer").theory(seq_len=1000, batch=2, num_heads=3, head_dim=16, proj_len=64)
+    assert t.flops == 4 * 2 * 3 * 1000 * 64 * 16 and t.pairs == 1000 * 64
+    assert t.total_flops - t.extra_flops["softmax"] == counted("linformer", "dense", seq_len=1000, heads=3,
+                                                                 head_dim=16, proj_len=64) * 2
+    r = variants.get("reformer").theory(seq_len=4096, rounds=3, chunk=32)
+    assert r.pairs == 3 * 4096 * 64  # a chunk and the one before
+    assert variants.get("reformer").theory(seq_len=40, chunk=64).pairs == 4 * 40 * 40  # one chunk: all keys
 
 
 def test_linear_flops_formulas():

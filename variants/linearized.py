@@ -94,11 +94,13 @@ def _features(phi: FeatureMap, d: int) -> int:
     return getattr(phi, "features", d)
 
 
-def impls(features: Callable[[dict, torch.Tensor], FeatureMap]) -> dict[str, Impl]:
+def impls(features: Callable[[dict, torch.Tensor], FeatureMap], cores=None, reasons=None) -> dict[str, Impl]:
     """`dense` (explicit n×n) and `native` (linear time) over the same feature map.
 
-    `features(params, q)` builds the FeatureMap (random projections are drawn here, in setup).
+    `features(params, q)` builds the FeatureMap (random projections are drawn here, in setup);
+    `cores` replaces (quadratic, linear_time) where a variant's recurrence differs (rfa's gate).
     """
+    quadratic_core, linear_core = cores or (quadratic, linear_time)
 
     def make(name: str, core, cost: str, work: str) -> Impl:
         def prepare(q, k, v, *, causal, params):
@@ -107,22 +109,24 @@ def impls(features: Callable[[dict, torch.Tensor], FeatureMap]) -> dict[str, Imp
             setup = {"features_s": time.perf_counter() - start}
             return Prepared(lambda: core(phi, q, k, v, causal), setup)
 
-        return Impl(name, prepare, cost=cost, work=work)
+        return Impl(name, prepare, cost=cost, work=work, extra_reasons=reasons)
 
     return {
-        "dense": make("dense", quadratic, "O(n²·m) time, O(n²) memory: the explicit φ(Q)φ(K)ᵀ",
+        "dense": make("dense", quadratic_core, "O(n²·m) time, O(n²) memory: the explicit φ(Q)φ(K)ᵀ",
                       "all_pairs"),
-        "native": make("native", linear_time, "O(n·m·d): Q′(K′ᵀV) streamed over row chunks, causal by chunked prefix sums",
+        "native": make("native", linear_core, "O(n·m·d): Q′(K′ᵀV) streamed over row chunks, causal by chunked prefix sums",
                        "algorithm"),
     }
 
 
 def linearized_variant(*, name: str, summary: str, source: str, params, features, theory_fn,
-                       approximates: str | None = None) -> VariantSpec:
+                       approximates: str | None = None, peers: tuple[Impl, ...] = (), cores=None,
+                       reasons=None) -> VariantSpec:
     return register(
         VariantSpec(
             name=name, family="linear", summary=summary, source=source, params=params,
-            theory_fn=theory_fn, impls=impls(features), approximates=approximates,
+            theory_fn=theory_fn, impls={**impls(features, cores, reasons), **{i.name: i for i in peers}},
+            approximates=approximates,
         )
     )
 

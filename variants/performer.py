@@ -11,7 +11,8 @@ import functools
 import torch
 
 from variants.linearized import FeatureMap, linear_theory, linearized_variant
-from variants.registry import Param
+from variants.peers import peer
+from variants.registry import Differs, Param
 
 FEATURES = Param("features", 256, "random features m", minimum=1)
 SEED = Param("seed", 0, "seed of the projection", minimum=0)
@@ -63,6 +64,30 @@ def performer_theory(**kw):
     return linear_theory(**kw, features=kw["params"]["features"])
 
 
+def library_call(q, k, v, causal, params):
+    """`performer-pytorch`'s FastAttention with our ω in its projection buffer."""
+    import contextlib
+    import io
+
+    from performer_pytorch import FastAttention
+
+    with contextlib.redirect_stdout(io.StringIO()):  # its causal form prints that a CUDA kernel is missing
+        layer = FastAttention(dim_heads=q.shape[-1], nb_features=params["features"], causal=causal)
+    layer = layer.to(q.device, q.dtype).eval()
+    with torch.no_grad():
+        layer.projection_matrix.copy_(projection(q.shape[-1], params["features"], params["seed"]))
+    return lambda: layer(q, k, v)
+
+
+PERFORMER_PYTORCH = peer(
+    "performer-pytorch", "performer_pytorch", library_call,
+    cost="O(n·m·d): einsum form; causal by a cumulative sum over chunks of 128 rows (O(n·m·d) memory)",
+    differs=Differs("adds 1e-4 to every feature, relative to the query row's or the key head's largest: on "
+                    "unit-variance inputs at d = 64 most key features are below that, and its output is far "
+                    "from FAVOR+'s; checked on q, k scaled by 0.1, where they coincide (our ω in its "
+                    "projection buffer)", input_scale=0.1, tol=1e-3))
+
+
 SPEC = linearized_variant(
     name="performer",
     summary="Performer FAVOR+: positive orthogonal random features approximating softmax, O(n·m·d).",
@@ -70,5 +95,6 @@ SPEC = linearized_variant(
     params=(FEATURES, SEED),
     features=favor_features,
     theory_fn=performer_theory,
+    peers=(PERFORMER_PYTORCH,),
     approximates="full",  # docs/CLAIMS.md: its error against softmax attention shrinks about as 1/√m
 )

@@ -34,6 +34,7 @@ class Param:
     maximum: Callable[[int], int] | None = None  # n -> largest allowed value, where it depends on n
     kind: type = int
     derive: Callable[[int], int] | None = None  # n -> default, for defaults such as ceil(sqrt(n))
+    choices: tuple[str, ...] | None = None  # a named choice (rnn's cell) instead of a number
 
     def default_for(self, seq_len: int) -> int | float | None:
         return self.derive(seq_len) if self.derive is not None else self.default
@@ -88,6 +89,32 @@ PrepareFn = Callable[..., Prepared]
 
 
 @dataclass(frozen=True)
+class Differs:
+    """Where a library's definition differs from the variant's, and where the two coincide.
+
+    The correctness check (the sweep's and the tests') runs the library at `seq_len(n, params)`
+    with `params` overridden by `same`, values equal to keys where `values_are_keys`, q and k
+    scaled by `input_scale`, and allows `tol` (relative) where a perturbation remains.
+    """
+
+    note: str  # shown by `suite list` and the report
+    seq_len: Callable[[int, dict], int] | None = None  # a length where the definitions coincide
+    same: tuple[tuple[str, Any], ...] = ()  # parameter values where they coincide (reformer: rounds=1)
+    values_are_keys: bool = False  # a layer with one context input: it attends with v = k
+    tol: float | None = None
+    input_scale: float = 1.0  # q and k scaled where the library's perturbation is negligible
+
+    def check_inputs(self, q, k, v):
+        """The inputs the check gives both sides."""
+        q, k = q * self.input_scale, k * self.input_scale
+        return q, k, (k if self.values_are_keys else v)
+
+    def check_shape(self, seq_len: int, params: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        params = {**params, **dict(self.same)}
+        return (self.seq_len(seq_len, params) if self.seq_len else seq_len), params
+
+
+@dataclass(frozen=True)
 class Impl:
     """One way to compute a variant; `cost` states the implementation's own complexity."""
 
@@ -103,6 +130,7 @@ class Impl:
     work: str = "algorithm"  # one of WORK: whose work this implementation does
     countable: bool = True  # FlopCounterMode can trace it (on meta tensors)
     library: str | None = None  # the library kernel it calls, where it calls one
+    differs: Differs | None = None  # a library whose definition differs from the variant's
 
     def __post_init__(self):
         if self.work not in WORK:
@@ -161,6 +189,12 @@ class VariantSpec:
                     continue
                 if p.maximum is not None:  # a default means "at most": 16 tokens, or n if fewer
                     value = min(value, p.maximum(seq_len))
+            if p.choices is not None:
+                if value not in p.choices:
+                    allowed = ", ".join(map(repr, p.choices))
+                    raise ValueError(f"{self.name}: parameter {p.name}={value!r} (allowed: {allowed})")
+                out[p.name] = value
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or (
                 p.kind is int and not float(value).is_integer()
             ):

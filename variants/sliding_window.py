@@ -11,7 +11,8 @@ from variants.impls import xformers_bias, xformers_impl
 from variants.masks import causal_clip, named
 from variants.native import band_plan, merge
 from variants.pattern import native_impl, pattern_variant, rows
-from variants.registry import Param
+from variants.peers import peer
+from variants.registry import Differs, Param
 
 WINDOW = Param("window", 128, "one-sided reach w: keys with |i - j| <= w", minimum=0)
 
@@ -19,6 +20,29 @@ WINDOW = Param("window", 128, "one-sided reach w: keys with |i - j| <= w", minim
 def window(n: int, params: dict):
     w = params["window"]
     return named(lambda b, h, q_idx, kv_idx: (q_idx - kv_idx).abs() <= w, f"window({w})")
+
+
+def local_attention_call(q, k, v, causal, params):
+    """`local-attention`'s LocalAttention: buckets of w rows, each against its neighbours, exact window."""
+    from local_attention import LocalAttention
+
+    w = params["window"]
+    layer = LocalAttention(window_size=w, causal=causal, look_backward=1, look_forward=0 if causal else 1,
+                           exact_windowsize=True, autopad=True).to(q.device).eval()
+    return lambda: layer(q, k, v)
+
+
+def local_attention_reasons(problem) -> list[str]:
+    w = dict(problem.params)["window"]
+    return [f"window={w} (local-attention needs a window of at least 1)"] if w < 1 else []
+
+
+LOCAL_ATTENTION = peer(
+    "local-attention", "local_attention", local_attention_call, reasons=local_attention_reasons,
+    cost="O(n·3w·d): buckets of w queries against 3 buckets of keys, masked to |i − j| <= w",
+    differs=Differs("its autopad appends zero keys when w does not divide n, and the last w rows attend to "
+                    "them unless causal; checked at n a multiple of w",
+                    seq_len=lambda n, p: -(-n // p["window"]) * p["window"]))
 
 
 def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
@@ -39,5 +63,5 @@ SPEC = pattern_variant(
         run=lambda q, k, v, plan: merge([plan.part(q, k, v, need_lse=False)]),
         cost="O(n·w·d): blocks of queries against their neighbouring key blocks",
     ),
-    extra_impls=(xformers_impl(xformers_bias("window")),),
+    extra_impls=(xformers_impl(xformers_bias("window")), LOCAL_ATTENTION),
 )

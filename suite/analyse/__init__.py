@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from suite.analyse.exponents import all_exponents, claims, prepare, with_ladders
+from suite.analyse.layers import layer_table
 from suite.analyse.noise import Noise, noise
 from suite.analyse.tables import crossovers, efficiency, status_matrix
 
@@ -25,6 +26,7 @@ class Analysis:
     efficiency: pd.DataFrame
     status: pd.DataFrame
     noise: Noise
+    layers: pd.DataFrame  # the per-layer table (attention, recurrent, convolutional), measured
 
 
 def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 0.5,
@@ -32,6 +34,7 @@ def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 
     """`ladders`: ladders.json's records (adaptive lengths), shown beside the fits in n they chose."""
     data = prepare(frame)  # NB: params are parsed here, once for the whole report
     fits = with_ladders(all_exponents(data), list(ladders))
-    return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossovers(data),
+    crossing = crossovers(data)
+    return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossing,
                     efficiency=efficiency(data, peaks), status=status_matrix(data),
-                    noise=noise(data, busy_limit))
+                    noise=noise(data, busy_limit), layers=layer_table(fits, crossing))

@@ -30,5 +30,7 @@ def lines(names: list[str], devices: list[str], dtype_name: str, dtype: torch.dt
         for impl in spec.impls.values():
             library = f"; calls {impl.library}" if impl.library else ""
             yield f"    {impl.name:<9} {impl.cost}  [work: {impl.work}{library}]"
+            if impl.differs is not None:
+                yield f"    {'':<9} differs from the definition: {impl.differs.note}"
             for device in devices:
                 yield f"    {'':<9} {device}/{dtype_name}: {availability(spec, impl.name, device, dtype, causal)}"

@@ -1,0 +1,194 @@
+"""Reformer LSH attention (Kitaev et al. 2020), shared-QK as in the paper.
+
+Keys are the unit-norm queries, k̂ = q/‖q‖ (the k input is not used). Each of `rounds` hash rounds:
+1. hash: h(x) = argmax([x R; −x R]) with a seeded random rotation R (d × b/2), b = `buckets`;
+2. sort positions by (bucket, position) and cut the sorted order into chunks of `chunk` rows;
+3. each query attends to the keys of its own chunk and of the chunk before it (the first chunk's is
+   the last), with score q·k̂/√d; its own key scores −5·10⁴ (used only when nothing else is
+   allowed), and causal masks later positions.
+The rounds' outputs are merged by their log-sum-exp weights. Claim: O(n log n) for the sort and
+O(rounds·n·chunk·d) for the products; the sort's comparisons are a small term, so time is ~n¹.
+The buckets are fixed here (default 32); the paper's n/chunk buckets make the hashing O(n²·d/chunk).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+
+import torch
+
+from variants.peers import peer
+from variants.registry import Differs, Impl, Param, Prepared, VariantSpec, register
+from variants.theory import SOFTMAX_OPS_PER_PAIR, Theory
+
+BUCKETS = Param("buckets", 32, "hash buckets b (even)", minimum=2)
+ROUNDS = Param("rounds", 4, "hash rounds", minimum=1, maximum=lambda n: 64)
+CHUNK = Param("chunk", 64, "rows per chunk after sorting", minimum=1)
+SEED = Param("seed", 0, "seed of the rotations", minimum=0)
+SELF_SCORE = -5e4  # a query's own key: used only when no other key is allowed
+
+
+def check(seq_len: int, params: dict) -> None:
+    if params["buckets"] % 2:
+        raise ValueError(f"reformer: parameter buckets={params['buckets']} (allowed: an even number >= 2)")
+
+
+@functools.lru_cache(maxsize=32)
+def rotations(head_dim: int, buckets: int, rounds: int, seed: int) -> torch.Tensor:
+    """R: (rounds, d, b/2) float64 on the CPU, standard Gaussian."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(rounds, head_dim, buckets // 2, generator=gen, dtype=torch.float64)
+
+
+def hashes(q: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
+    """Bucket of every position in every round: (B, H, rounds, n). One function for both paths,
+    so both hash alike (argmax ties included)."""
+    proj = torch.einsum("bhnd,rdk->bhrnk", q, rot)  # (B, H, R, n, b/2); ‖q‖ does not move the argmax
+    return torch.cat([proj, -proj], dim=-1).argmax(dim=-1)
+
+
+def sort_order(buckets: torch.Tensor) -> torch.Tensor:
+    """Positions sorted by (bucket, position): (B, H, R, n)."""
+    n = buckets.shape[-1]
+    pos = torch.arange(n, device=buckets.device)
+    return torch.argsort(buckets * n + pos, dim=-1)
+
+
+def merge_rounds(outs: torch.Tensor, lses: torch.Tensor) -> torch.Tensor:
+    """Σ_r softmax_r(lse) · out_r: (B, H, R, n, d), (B, H, R, n) -> (B, H, n, d)."""
+    return (outs * torch.softmax(lses, dim=2)[..., None]).sum(dim=2)
+
+
+# ----------------------------------------------------------------------------- dense reference
+def allowed(order: torch.Tensor, chunk: int) -> torch.Tensor:
+    """(B, H, n, n) pairs allowed in one round: the key's chunk is the query's or the one before."""
+    n = order.shape[-1]
+    chunks = -(-n // chunk)
+    rank = torch.argsort(order, dim=-1)  # sorted position of every position
+    c = rank // chunk  # (B, H, n)
+    own = c[..., :, None] == c[..., None, :]
+    before = c[..., None, :] == (c[..., :, None] - 1) % chunks
+    return own | before
+
+
+def reference(q, k, v, causal: bool, params: dict, rot) -> torch.Tensor:
+    """Every round written out on the n×n scores: O(rounds·n²)."""
+    n = q.shape[-2]
+    keys = torch.nn.functional.normalize(q, dim=-1)
+    scores = q @ keys.transpose(-1, -2) * q.shape[-1] ** -0.5  # (B, H, n, n)
+    eye = torch.eye(n, dtype=torch.bool, device=q.device)
+    later = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+    order = sort_order(hashes(q, rot))
+    outs, lses = [], []
+    for r in range(order.shape[2]):
+        s = scores.masked_fill(~allowed(order[:, :, r], params["chunk"]), float("-inf"))
+        if causal:
+            s = s.masked_fill(later, float("-inf"))
+        s = s.masked_fill(eye, SELF_SCORE)
+        lses.append(torch.logsumexp(s, dim=-1))
+        outs.append(torch.softmax(s, dim=-1) @ v)
+    return merge_rounds(torch.stack(outs, 2), torch.stack(lses, 2))
+
+
+# ----------------------------------------------------------------------------- native
+def chunked(x: torch.Tensor, order: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Rows of x (B, H, n, d) in sorted order, padded to whole chunks: (B, H, C, chunk, d)."""
+    b, h, n, d = x.shape
+    padded = -(-n // chunk) * chunk
+    rows = x.gather(2, order[..., None].expand(b, h, n, d))
+    rows = torch.nn.functional.pad(rows, (0, 0, 0, padded - n))
+    return rows.view(b, h, padded // chunk, chunk, d)
+
+
+def with_previous(x: torch.Tensor) -> torch.Tensor:
+    """Each chunk followed by the one before it (the first by the last): (B, H, C, 2·chunk, ...)."""
+    return x if x.shape[2] == 1 else torch.cat([x, x.roll(1, dims=2)], dim=3)
+
+
+def one_round(q, keys, v, order, chunk: int, causal: bool):
+    """Out and log-sum-exp of one round, in the original order: (B, H, n, d), (B, H, n)."""
+    b, h, n, d = q.shape
+    padded = -(-n // chunk) * chunk
+    pos = torch.nn.functional.pad(order, (0, padded - n), value=-1).view(b, h, -1, chunk)  # (B, H, C, c)
+    kpos = with_previous(pos)  # (B, H, C, 2c): -1 marks padding
+    sq = chunked(q, order, chunk)
+    s = sq @ with_previous(chunked(keys, order, chunk)).transpose(-1, -2) * d**-0.5  # (B, H, C, c, 2c)
+    hidden = kpos[..., None, :] < 0
+    if causal:
+        hidden = hidden | (kpos[..., None, :] > pos[..., :, None])
+    s = s.masked_fill(hidden, float("-inf")).masked_fill(kpos[..., None, :] == pos[..., :, None], SELF_SCORE)
+    lse = torch.logsumexp(s, dim=-1)  # (B, H, C, c); padded query rows are dropped below
+    out = torch.softmax(s, dim=-1) @ with_previous(chunked(v, order, chunk))  # (B, H, C, c, d)
+    undo = torch.argsort(order, dim=-1)  # (B, H, n)
+    out = out.view(b, h, padded, d)[:, :, :n].gather(2, undo[..., None].expand(b, h, n, d))
+    return out, lse.view(b, h, padded)[:, :, :n].gather(2, undo)
+
+
+def native(q, k, v, causal: bool, params: dict, rot) -> torch.Tensor:
+    """Sort, chunk, attend to two chunks: O(rounds·(n log n + n·2·chunk·d)) time and O(n·chunk) memory."""
+    keys = torch.nn.functional.normalize(q, dim=-1)
+    order = sort_order(hashes(q, rot))
+    rounds = [one_round(q, keys, v, order[:, :, r], params["chunk"], causal) for r in range(order.shape[2])]
+    return merge_rounds(torch.stack([o for o, _ in rounds], 2), torch.stack([s for _, s in rounds], 2))
+
+
+def make(name: str, run, cost: str, work: str) -> Impl:
+    def prepare(q, k, v, *, causal, params):
+        start = time.perf_counter()
+        rot = rotations(q.shape[-1], params["buckets"], params["rounds"], params["seed"]).to(q.device, q.dtype)
+        return Prepared(lambda: run(q, k, v, causal, params, rot), {"rotations_s": time.perf_counter() - start})
+
+    return Impl(name, prepare, cost=cost, work=work)
+
+
+def library_call(q, k, v, causal, params):
+    """`reformer-pytorch`'s LSHAttention on (B·H, n, d), its bucket size our chunk."""
+    from reformer_pytorch.reformer_pytorch import LSHAttention
+
+    b, h, n, d = q.shape
+    layer = LSHAttention(bucket_size=params["chunk"], n_hashes=params["rounds"], causal=causal).to(q.device)
+    layer.eval()
+    qk, values = q.reshape(b * h, n, d), v.reshape(b * h, n, d)
+    return lambda: layer(qk, values)[0].view(b, h, n, d)
+
+
+def library_reasons(problem) -> list[str]:
+    chunk = dict(problem.params)["chunk"]
+    if problem.seq_len % (2 * chunk):
+        return [f"seq_len={problem.seq_len} (reformer-pytorch needs a multiple of 2·chunk = {2 * chunk})"]
+    return []
+
+
+def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
+    n, r, c, bh = seq_len, params["rounds"], params["chunk"], batch * num_heads
+    keys = n if -(-n // c) == 1 else 2 * c  # keys per query: its chunk and the one before
+    pairs = r * n * min(keys, n)
+    return Theory(
+        flops=4 * bh * pairs * head_dim, claimed_exponent_n=1.0, claimed_exponent_d=1.0, pairs=pairs,
+        extra_flops={"hashing": bh * r * n * head_dim * params["buckets"],
+                     "softmax": SOFTMAX_OPS_PER_PAIR * bh * pairs},
+        kv_bytes=2 * batch * num_kv_heads * n * head_dim * dtype_bytes,
+        note=f"plus rounds·n·log₂n ≈ {r * n * math.log2(max(n, 2)):.3g} sort comparisons per head (not FLOPs)",
+    )
+
+
+SPEC = register(VariantSpec(
+    name="reformer", family="sparse",
+    summary="Reformer LSH attention, shared QK: hash, sort, attend within a chunk and the one before, rounds merged.",
+    source="Kitaev et al. 2020, Reformer: The Efficient Transformer",
+    params=(BUCKETS, ROUNDS, CHUNK, SEED), theory_fn=theory, check_fn=check,
+    impls={i.name: i for i in (
+        make("dense", reference, "O(rounds·n²): each round's pairs as an n×n mask", "all_pairs"),
+        make("native", native, "O(rounds·(n log n + n·2c·d)): sorted chunks against themselves and the one before",
+             "algorithm"),
+        peer("reformer-pytorch", "reformer_pytorch", library_call, reasons=library_reasons,
+             cost="O(rounds·(n log n + n·2c·d)) plus hashing O(n²·d/c): its buckets are n/c",
+             differs=Differs("its rotations are drawn afresh each call, its buckets are n/chunk (hashing "
+                             "O(n²·d/chunk)), and all rounds are sorted together, so a round's first chunk "
+                             "looks back into the previous round; checked at n = 2·chunk and one round, "
+                             "where every key is in reach", seq_len=lambda n, p: 2 * p["chunk"],
+                             same=(("rounds", 1),))),
+    )},
+))

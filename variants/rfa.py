@@ -1,0 +1,135 @@
+"""Random Feature Attention (Peng et al. 2021): random Fourier features in place of exp(q·k).
+
+Queries and keys are scaled to unit norm, then φ(x) = √(1/m)·[sin(ωx), cos(ωx)] with ω (m × d)
+seeded N(0, 1/σ²), so φ(x)·φ(y) ≈ exp(−‖x − y‖²/2σ²) = exp((x·y − 1)/σ²): softmax attention at
+temperature σ² over unit vectors. Then as `linear`: φ(q)ᵀS / φ(q)ᵀz. Claim: ≈ 4·B·H·n·2m·d FLOPs,
+exponent 1 in n and in d. The normalizer is not bounded away from zero (the paper's known caveat).
+
+`gate` = 1 is the paper's gated causal form: S_t = g_t·S_{t−1} + (1 − g_t)·φ(k_t)v_tᵀ (z likewise)
+with a forget gate g_t = σ(w·k_t + b); w and b are learned in the paper, seeded here (w ~ N(0, 1/d),
+b = 1). It is a recurrence, so causal only.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+
+from variants.linearized import FeatureMap, linear_theory, linear_time, linearized_variant, quadratic
+from variants.registry import Param
+
+FEATURES = Param("features", 128, "random frequencies m (2m features)", minimum=1)
+SIGMA = Param("sigma", 1.0, "kernel width σ (a temperature σ² over unit vectors)", minimum=1e-3, kind=float)
+GATE = Param("gate", 0, "1: the gated recurrence (causal only)", minimum=0, maximum=lambda n: 1)
+SEED = Param("seed", 0, "seed of the frequencies and the gate", minimum=0)
+GATE_BIAS = 1.0
+
+
+@functools.lru_cache(maxsize=32)
+def frequencies(head_dim: int, features: int, sigma: float, seed: int) -> torch.Tensor:
+    """ω: (m, d) float64 on the CPU, N(0, 1/σ²)."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(features, head_dim, generator=gen, dtype=torch.float64) / sigma
+
+
+@functools.lru_cache(maxsize=32)
+def gate_weights(head_dim: int, seed: int) -> torch.Tensor:
+    """w: (d,) float64 on the CPU, N(0, 1/d), drawn apart from ω."""
+    gen = torch.Generator().manual_seed(seed + 1)
+    return torch.randn(head_dim, generator=gen, dtype=torch.float64) / head_dim**0.5
+
+
+class Fourier(FeatureMap):
+    """φ(x) = √(1/m)[sin(ωx̂), cos(ωx̂)] on x̂ = x/‖x‖: bounded, so no scale is needed. `gate`: w (d,)."""
+
+    def __init__(self, omega: torch.Tensor, gate: torch.Tensor | None = None):
+        self.omega, self.features, self.gate = omega, 2 * omega.shape[0], gate
+
+    def query(self, x):
+        angles = F.normalize(x, dim=-1) @ self.omega.T  # (B, H, n, m)
+        return torch.cat([angles.sin(), angles.cos()], dim=-1) * (2 / self.features) ** 0.5
+
+    def key(self, x):
+        return self.query(x), x.new_zeros(x.shape[0], x.shape[1], 1, 1)
+
+    def log_gates(self, k):
+        """log g and log(1 − g) per position: (B, H, n) each."""
+        logits = k @ self.gate + GATE_BIAS
+        return F.logsigmoid(logits), F.logsigmoid(-logits)
+
+
+def gated_quadratic(phi: Fourier, q, k, v, causal: bool) -> torch.Tensor:
+    """W[t, s] = φ(q_t)·φ(k_s)·(1 − g_s)·Π_{s<u≤t} g_u for s ≤ t: the explicit n×n form."""
+    if phi.gate is None:
+        return quadratic(phi, q, k, v, causal)
+    log_g, log_keep = phi.log_gates(k)
+    total = log_g.cumsum(dim=-1)  # (B, H, n)
+    decay = total[..., :, None] - total[..., None, :] + log_keep[..., None, :]  # (B, H, n, n)
+    later = torch.ones(decay.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+    weights = (phi.query(q) @ phi.key(k)[0].transpose(-1, -2)) * decay.masked_fill(later, float("-inf")).exp()
+    return (weights @ v) / weights.sum(dim=-1, keepdim=True)
+
+
+def gated_linear_time(phi: Fourier, q, k, v, causal: bool, step: int = 128) -> torch.Tensor:
+    """The gated recurrence by chunks: within a chunk the masked (C × C) form with its decays, before
+    it the state carried in, decayed by the chunk's gates so far. O(n·m·d) time."""
+    if phi.gate is None:
+        return linear_time(phi, q, k, v, causal)
+    log_g, log_keep = phi.log_gates(k)
+    out, state, z = torch.empty_like(q), None, None
+    later = torch.ones(step, step, dtype=torch.bool, device=q.device).triu(1)
+    for r0 in range(0, q.shape[-2], step):
+        rows = slice(r0, r0 + step)
+        fq, fk, vv = phi.query(q[:, :, rows]), phi.key(k[:, :, rows])[0], v[:, :, rows]
+        total = log_g[..., rows].cumsum(dim=-1)  # (B, H, C): log Π_{r0≤u≤t} g_u
+        c = total.shape[-1]
+        decay = total[..., :, None] - total[..., None, :] + log_keep[..., rows][..., None, :]
+        local = (fq @ fk.transpose(-1, -2)) * decay.masked_fill(later[:c, :c], float("-inf")).exp()
+        num, den = local @ vv, local.sum(dim=-1)
+        if state is not None:
+            carry = total.exp()  # how much of the state before r0 is left at t
+            num = num + (fq @ state) * carry[..., None]
+            den = den + (fq @ z[..., None]).squeeze(-1) * carry
+        out[:, :, rows] = num / den[..., None]
+        tail = (fk * (total[..., -1:] - total + log_keep[..., rows]).exp()[..., None]).transpose(-1, -2)
+        fresh_state, fresh_z = tail @ vv, tail.sum(dim=-1)  # (B, H, 2m, d), (B, H, 2m)
+        left = total[..., -1].exp()  # (B, H)
+        state = fresh_state if state is None else state * left[..., None, None] + fresh_state
+        z = fresh_z if z is None else z * left[..., None] + fresh_z
+    return out
+
+
+def fourier_features(params: dict, q: torch.Tensor) -> FeatureMap:
+    omega = frequencies(q.shape[-1], params["features"], params["sigma"], params["seed"])
+    gate = gate_weights(q.shape[-1], params["seed"]).to(q.device, q.dtype) if params["gate"] else None
+    return Fourier(omega.to(q.device, q.dtype), gate)
+
+
+def gate_reasons(problem) -> list[str]:
+    if dict(problem.params).get("gate") and not problem.causal:
+        return ["gate=1 with causal=False (the gated form is a recurrence: causal only)"]
+    return []
+
+
+def rfa_theory(**kw):
+    m = kw["params"]["features"]
+    theory = linear_theory(**kw, features=2 * m)
+    bhn = kw["batch"] * kw["num_heads"] * kw["seq_len"]
+    theory.extra_flops["feature_map"] = 2 * 2 * bhn * kw["head_dim"] * m  # ωx̂ for q and k (m frequencies)
+    if kw["params"]["gate"]:
+        theory.extra_flops["gate"] = 2 * bhn * kw["head_dim"]
+    return theory
+
+
+SPEC = linearized_variant(
+    name="rfa",
+    summary="Random Feature Attention: sin/cos random Fourier features of unit-norm q and k, O(n·m·d).",
+    source="Peng et al. 2021, Random Feature Attention",
+    params=(FEATURES, SIGMA, GATE, SEED),
+    features=fourier_features,
+    theory_fn=rfa_theory,
+    cores=(gated_quadratic, gated_linear_time),
+    reasons=gate_reasons,
+)
