@@ -31,9 +31,14 @@ def test_peer_equals_reference_where_definitions_coincide(name, impl, causal, se
     spec = variants.get(name)
     if causal and not spec.impls[impl].supports_causal:
         pytest.skip(f"{name}/{impl} is non-causal only")
-    make = lambda n: inputs(spec, batch=1, heads=2, seq_len=n, head_dim=16)  # noqa: E731
+    at = spec.impls[impl].differs.check_shape(seq_len, spec.resolve(seq_len, {}))[0]  # where it is checked
+    why = spec.reasons(impl, {}, seq_len=at, causal=causal, dtype=torch.float32)
+    if why:
+        pytest.skip("; ".join(why))
+    dtype = torch.float64 if torch.float64 in spec.impls[impl].dtypes else torch.float32  # natten: no float64
+    make = lambda n: inputs(spec, batch=1, heads=2, seq_len=n, head_dim=16, dtype=dtype)  # noqa: E731
     err, floor = against_reference(spec, impl, make, seq_len, {}, causal)
-    assert err <= max(1e-8, floor), f"{name}/{impl} causal={causal}: {err:.3g}"
+    assert err <= max(1e-8 if dtype == torch.float64 else 1e-5, floor), f"{name}/{impl} causal={causal}: {err:.3g}"
 
 
 def _diff(spec, impl, q, k, v, **params):
@@ -55,9 +60,20 @@ def test_the_stated_differences_are_real():
     assert _diff(reformer, "reformer-pytorch", q, k, v, chunk=32, rounds=2) > 1e-3  # its own rotations
 
 
+def test_natten_causal_window_is_not_this_patterns_causal_form():
+    natten = pytest.importorskip("natten")
+    spec = variants.get("neighborhood")
+    q, k, v = inputs(spec, batch=1, heads=2, seq_len=64, head_dim=16, dtype=torch.float32)
+    theirs = natten.na1d(*(t.transpose(1, 2) for t in (q, k, v)), kernel_size=9, is_causal=True).transpose(1, 2)
+    ours = spec.attention(q.double(), k.double(), v.double(), impl="dense", causal=True, kernel=9)
+    assert (theirs.double() - ours).abs().max() > 1e-2  # 9 keys up to i, against 5 (the window with j <= i)
+
+
 def test_the_sweep_checks_a_peer_where_it_coincides():
     """The correctness check the sweep runs before timing reaches the peer (no `invalid` row)."""
     for name, impl in PEERS:
+        if variants.get(name).reasons(impl, {}, seq_len=1024):
+            continue  # not installed here (natten is outside the peers extra)
         case = Case(name, impl, "cpu", "float32", "fwd", 1, 1024, 2, 2, 32, False, ())
         err, tol = measure.check(case, check_seq_len=97)
         assert err <= tol, f"{name}/{impl}: {err:.3g} > {tol}"

@@ -12,7 +12,8 @@ import variants
 from conftest import inputs
 
 REQUIRED = ["full", "sliding_window", "global", "random", "strided", "fixed", "bigbird", "linear",
-            "performer", "mqa", "gqa", "mha_fused", "mha_per_head", "additive", "multiplicative"]
+            "performer", "mqa", "gqa", "mha_fused", "mha_per_head", "additive", "multiplicative",
+            "reformer", "linformer", "rfa", "rnn", "conv", "neighborhood"]
 
 
 def test_every_required_variant_is_registered():

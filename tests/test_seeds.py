@@ -98,3 +98,13 @@ def test_per_layer_table_reads_exponents_and_the_crossover_off_the_fits():
     assert table.loc["recurrent", "n_verdict"] == "confirmed" and abs(table.loc["recurrent", "d_slope"] - 2) < 1e-6
     assert table.loc["self-attention", "d_verdict"] == "confirmed"
     assert table.loc["recurrent", "crossover"].startswith("faster above n ≈ 2,000")
+
+
+def test_neighborhood_is_the_sliding_window_inside_and_shifts_at_the_borders():
+    hood, window = variants.get("neighborhood"), variants.get("sliding_window")
+    q, k, v = inputs(hood, seq_len=100)
+    a = hood.attention(q, k, v, impl="native", kernel=21)
+    b = window.attention(q, k, v, impl="native", window=10)
+    assert (a[:, :, 10:90] - b[:, :, 10:90]).abs().max() < 1e-12  # interior rows: the same 21 keys
+    assert (a[:, :, :10] - b[:, :, :10]).abs().max() > 1e-3  # borders: 21 keys against 11..20
+    assert hood.row_counts(100, kernel=21).tolist() == [21] * 100

@@ -64,6 +64,7 @@ def test_flops_are_four_b_h_p_d(name):
 APPROX = {
     "full": lambda n: n * n,
     "sliding_window": lambda n: n * (2 * 128 + 1),
+    "neighborhood": lambda n: n * 257,
     "global": lambda n: 2 * n * 16 - 16**2 + n,
     "random": lambda n: n * (32 + 1),
     "strided": lambda n: n * (2 * math.ceil(math.sqrt(n)) + n / math.ceil(math.sqrt(n))),
@@ -82,7 +83,7 @@ def test_claimed_exponents():
     expect = {"full": 2, "sliding_window": 1, "global": 1, "random": 1, "strided": 1.5, "fixed": 1.5,
               "bigbird": 1, "linear": 1, "performer": 1, "mqa": 2, "gqa": 2, "mha_fused": 2,
               "mha_per_head": 2, "additive": 2, "multiplicative": 2, "reformer": 1, "rfa": 1, "linformer": 1,
-              "rnn": 1, "conv": 1}
+              "rnn": 1, "conv": 1, "neighborhood": 1}
     got = {n: variants.get(n).theory(seq_len=1024, num_kv_heads=None if n != "gqa" else 2).claimed_exponent_n
            for n in variants.names()}
     assert got == expect

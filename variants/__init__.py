@@ -14,7 +14,7 @@ from variants.theory import Theory
 # Importing a variant module registers it. The built-in ones come first, in this order (the order
 # `names()` lists and reports show); any other module in this folder is imported after them, by
 # name, so a new variant is one new file here.
-_FIRST = ("full", "sliding_window", "global_tokens", "random_keys", "strided", "fixed", "bigbird", "reformer",
+_FIRST = ("full", "sliding_window", "neighborhood", "global_tokens", "random_keys", "strided", "fixed", "bigbird", "reformer",
           "linear", "performer", "rfa", "linformer", "shared_kv", "classic", "recurrent", "convolution")
 
 

@@ -12,7 +12,7 @@ import importlib.util
 import time
 from typing import Callable
 
-from variants.registry import Differs, Impl, Prepared, Problem
+from variants.registry import FLOAT_DTYPES, Differs, Impl, Prepared, Problem
 
 EXTRA = 'pip install -e ".[peers]"'
 
@@ -24,16 +24,16 @@ def version(package: str) -> str:
         return "unknown"
 
 
-def missing(package: str, module: str) -> list[str]:
+def missing(package: str, module: str, install: str = EXTRA) -> list[str]:
     """Why `package` cannot be used here: not installed ([] when it is)."""
     if importlib.util.find_spec(module) is None:
-        return [f"package {package} is not installed ({EXTRA})"]
+        return [f"package {package} is not installed ({install})"]
     return []
 
 
 def peer(package: str, module: str, build: Callable, *, cost: str, differs: Differs,
          reasons: Callable[[Problem], list[str]] | None = None, devices: tuple[str, ...] | None = None,
-         supports_causal: bool = True) -> Impl:
+         supports_causal: bool = True, dtypes: tuple = FLOAT_DTYPES, install: str = EXTRA) -> Impl:
     """An Impl named after `package`. `build(q, k, v, causal, params)` imports the package, sets it
     up (weights, projections) and returns the zero-argument call that is timed."""
 
@@ -44,7 +44,7 @@ def peer(package: str, module: str, build: Callable, *, cost: str, differs: Diff
                         notes={"library": f"{package} {version(package)}"})
 
     def extra(problem: Problem) -> list[str]:
-        return missing(package, module) or (reasons(problem) if reasons else [])
+        return missing(package, module, install) or (reasons(problem) if reasons else [])
 
-    return Impl(package, prepare, cost=cost, devices=devices, supports_causal=supports_causal,
+    return Impl(package, prepare, cost=cost, devices=devices, supports_causal=supports_causal, dtypes=dtypes,
                 extra_reasons=extra, countable=False, library=package, differs=differs)
