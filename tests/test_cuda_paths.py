@@ -23,18 +23,19 @@ class FakeCuda:
         self.allocated, self.peak = 100, 100
         owner = self
 
-        class Event:
+        class Event:  # times the fn calls logged between its record and the other's
             def __init__(self, enable_timing=True):
-                pass
+                self.calls = None
 
             def record(self):
                 owner.log.append("record")
+                self.calls = owner.log.count("fn")
 
             def synchronize(self):
                 owner.log.append("event-sync")
 
             def elapsed_time(self, other):
-                return owner.per_call_s * 1e3  # milliseconds, as CUDA events report
+                return (other.calls - self.calls) * owner.per_call_s * 1e3  # milliseconds, as CUDA reports
 
         self.Event = Event
 
@@ -51,21 +52,27 @@ class FakeCuda:
         return self.peak
 
 
-def test_cuda_timer_warms_up_flushes_outside_the_timed_window_and_reports_seconds():
+def test_cuda_timer_warms_up_then_queues_flushed_calls_between_events_and_syncs_once():
     log: list[str] = []
     cuda = FakeCuda(log)
     samples = timing.time_cuda(lambda: log.append("fn"), min_run_time=0.0, max_samples=10, min_samples=3,
                                cuda=cuda, flush=lambda: log.append("flush"))
-    assert log[: timing.CUDA_WARMUP + 1] == ["fn"] * timing.CUDA_WARMUP + ["sync"]
-    timed = log[timing.CUDA_WARMUP + 1:]
-    assert timed == ["flush", "record", "fn", "record", "event-sync"] * 3  # flush before the start event
+    warm = ["fn", "sync", "record", *["flush", "fn"] * timing.CUDA_WARMUP, "record", "event-sync"]
+    assert log[: len(warm)] == warm
+    # do_bench's order: the flush before each start event, no wait between calls, one sync at the end
+    assert log[len(warm):] == ["flush", "record", "fn", "record"] * 3 + ["sync"]
     assert samples == [0.002] * 3
 
 
-def test_cuda_timer_keeps_sampling_until_the_minimum_run_time():
-    samples = timing.time_cuda(lambda: None, min_run_time=0.05, max_samples=100, min_samples=3,
-                               cuda=FakeCuda([], per_call_s=0.01), flush=lambda: None)
-    assert len(samples) == 5
+def test_cuda_timer_takes_enough_calls_for_the_minimum_run_time_within_the_sample_limits():
+    def count(per_call_s, min_run_time, max_samples=100):
+        cuda = FakeCuda([], per_call_s=per_call_s)
+        return len(timing.time_cuda(lambda: cuda.log.append("fn"), min_run_time=min_run_time,
+                                    max_samples=max_samples, min_samples=3, cuda=cuda, flush=lambda: None))
+
+    assert count(0.01, 0.05) == 5
+    assert count(0.01, 10.0) == 100  # capped by max_samples
+    assert count(1.0, 0.05) == 3  # a slow call still gets min_samples
 
 
 def test_cuda_peak_is_above_what_was_allocated_before_the_call():

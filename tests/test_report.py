@@ -9,6 +9,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
+
 import pytest
 
 from suite import analyse as analysis
@@ -72,6 +74,16 @@ def test_summary_prints_one_line_per_claim_fit(built):
     lines = text.splitlines()
     assert lines[0].startswith("variant") and len(lines) == 1 + 4
     assert any("sliding_window" in line and "confirmed" in line for line in lines)
+
+
+def test_summary_tells_apart_series_of_one_implementation_by_what_varies(built):
+    frame = RunDir(built.parent.parent.parent / "results" / "synthetic").read_table()
+    claims = analysis.claims(analysis.all_exponents(frame))
+    twice = pd.concat([claims, claims.assign(dtype="bfloat16")], ignore_index=True)
+    lines = report.summary(twice).splitlines()
+    native = [line for line in lines[1:] if line.startswith("sliding_window") and " native " in line]
+    assert len(native) == 2 and any("bfloat16" in line for line in native) and any("float32" in line for line in native)
+    assert "float32" not in report.summary(claims)  # nothing varies: no column
 
 
 def test_report_command_rebuilds_from_results_alone_and_names_known_runs_on_a_typo(built, tmp_path):

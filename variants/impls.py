@@ -63,6 +63,18 @@ def dense_impl(mask_for: MaskFor | None) -> Impl:
                 work="algorithm" if mask_for is None else "all_pairs")
 
 
+def sdpa_kernel_chosen(q, k, v, mask=None, causal: bool = False, gqa: bool = False) -> str:
+    """The backend SDPA's dispatcher picks for these inputs (flash, efficient, cudnn, math), asked
+    the way the call asks. NB: torch._fused_sdp_choice is private; when it is missing, say so."""
+    from torch.nn.attention import SDPBackend
+
+    try:
+        choice = torch._fused_sdp_choice(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=gqa)
+        return SDPBackend(choice).name.lower()
+    except Exception as err:  # noqa: BLE001 - a note, never a failure
+        return f"unknown ({type(err).__name__})"
+
+
 def sdpa_impl(mask_for: MaskFor | None) -> Impl:
     """torch's fused kernel; a sparse pattern goes in as a dense boolean mask (O(n²))."""
 
@@ -70,13 +82,14 @@ def sdpa_impl(mask_for: MaskFor | None) -> Impl:
         gqa = k.shape[1] != q.shape[1]
         if mask_for is None:
             return Prepared(
-                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa),
+                notes={"kernel": sdpa_kernel_chosen(q, k, v, causal=causal, gqa=gqa)},
             )
         mod = mask_for(k.shape[-2], causal, params, device=q.device)
         mask, mask_s = _timed(dense_mask, mod, k.shape[-2], device=q.device)
         return Prepared(
             lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa),
-            {"mask_s": mask_s},
+            {"mask_s": mask_s}, {"kernel": sdpa_kernel_chosen(q, k, v, mask=mask, gqa=gqa)},
         )
 
     cost = "O(n²) time; full: fused kernel, no n×n scores" if mask_for is None else (
@@ -185,6 +198,21 @@ def _xformers():
     return fmha
 
 
+@functools.cache
+def _xformers_load_error() -> str:
+    """Why xformers' compiled library did not load ('' when it did). NB: xformers then says only
+    "wasn't build with CUDA support" for every op, which hides the cause (seen with xformers 0.0.35,
+    built for CUDA 12.8, beside torch 2.11+cu130)."""
+    import xformers._cpp_lib as lib
+
+    err = getattr(lib, "_cpp_library_load_exception", None)
+    if err is None:
+        return ""
+    text = " ".join(str(err).split("Please reinstall")[0].split())
+    cause = f" ({type(err.__cause__).__name__}: {str(err.__cause__)[:200]})" if err.__cause__ else ""
+    return f"xformers' compiled library did not load: {text}{cause}"
+
+
 def _xformers_reasons(problem: Problem, bias_for=None) -> list[str]:
     """xformers' own reasons, from every forward op's `not_supported_reasons`, asked with the case's
     real shapes and its real attn_bias (a window bias rules out ops a bias-free input would pass)."""
@@ -196,6 +224,8 @@ def _xformers_reasons(problem: Problem, bias_for=None) -> list[str]:
     shape = (problem.batch, n, h_kv, h // h_kv, problem.head_dim)  # (B, n, G, H/G, d), as prepare passes it
     if problem.device == "cuda" and not torch.cuda.is_available():
         return ["device=cuda: torch.cuda.is_available() is False on this machine"]
+    if problem.device == "cuda" and _xformers_load_error():
+        return [_xformers_load_error()]
     q = torch.empty(shape, device=problem.device, dtype=problem.dtype)
     bias = bias_for(n, problem.causal, dict(problem.params)) if bias_for is not None else None
     inp = fmha.Inputs(query=q, key=q, value=q, attn_bias=bias)
@@ -209,6 +239,14 @@ def _xformers_reasons(problem: Problem, bias_for=None) -> list[str]:
         if rest:
             out.append(f"xformers {op}: {'; '.join(rest)}")
     return out
+
+
+def _xformers_op(fmha, q, k, v, bias) -> str:
+    """The forward op xformers' dispatcher picks for these inputs (its NAME). NB: private API."""
+    try:
+        return fmha.dispatch._dispatch_fw(fmha.Inputs(query=q, key=k, value=v, attn_bias=bias), False).NAME
+    except Exception as err:  # noqa: BLE001 - a note, never a failure
+        return f"unknown ({type(err).__name__})"
 
 
 def xformers_impl(bias_for: Callable[[int, bool, dict], object | None], work: str = "blocks") -> Impl:
@@ -232,7 +270,7 @@ def xformers_impl(bias_for: Callable[[int, bool, dict], object | None], work: st
             out = fmha.memory_efficient_attention(q5, k5, v5, attn_bias=bias)
             return out.reshape(b, n_q, h, d).transpose(1, 2)
 
-        return Prepared(run)
+        return Prepared(run, notes={"kernel": _xformers_op(fmha, q5, k5, v5, bias)})
 
     return Impl(
         "xformers", prepare, cost="fused kernel; local windows skip masked blocks",

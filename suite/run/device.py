@@ -23,6 +23,7 @@ class Device:
     peak_bytes: Callable[[Callable[[], object]], int]
     synchronize: Callable[[], None]
     release: Callable[[], None]  # hand cached memory back after a case
+    allocated: Callable[[], int | None]  # bytes the device's allocator holds for tensors (None: not read)
     limit_address_space: bool  # RLIMIT_AS in the worker; NB: never with CUDA (its context maps huge ranges)
     ray_resources: Callable[[int], dict]  # threads -> resources of one measuring actor
     assumed_flop_rate: float  # for balancing shards only: ratios between cases matter
@@ -37,14 +38,14 @@ class Device:
 
 
 def _nothing() -> None:
-    return None
+    return None  # NB: also the CPU's `allocated`: no cheap reading of live tensor bytes there
 
 
 DEVICES: dict[str, Device] = {
-    "cpu": Device("cpu", timing.time_cpu, timing.peak_cpu, _nothing, _nothing, True,
+    "cpu": Device("cpu", timing.time_cpu, timing.peak_cpu, _nothing, _nothing, _nothing, True,
                   lambda threads: {"num_cpus": threads}, 2e10, (512, 1024, 2048), "torch.utils.benchmark"),
     "cuda": Device("cuda", timing.time_cuda, timing.peak_cuda, timing.cuda_synchronize, timing.cuda_release,
-                   False, lambda threads: {"num_gpus": 1, "num_cpus": 1}, 2e13, (2048, 4096, 8192),
+                   timing.cuda_allocated, False, lambda threads: {"num_gpus": 1, "num_cpus": 1}, 2e13, (2048, 4096, 8192),
                    "CUDA events, L2 flushed before each call"),
 }
 

@@ -161,6 +161,8 @@ def measure(case: Case, settings: Settings, replicate: int = 0) -> Row:
     """
     started = time.perf_counter()
     row = Row(case, pid=os.getpid(), replicate=replicate)
+    dev = devices.get(case.device)
+    before = dev.allocated()
     try:
         row = _ready(row)
         if row.status == "ok":
@@ -172,8 +174,10 @@ def measure(case: Case, settings: Settings, replicate: int = 0) -> Row:
         del err  # NB: a kept traceback would keep the case's tensors alive
         gc.collect()  # only after a failure: a full collection costs ~0.1 s with torch loaded
     finally:
-        devices.get(case.device).release()
-    return replace(row, wall_s=time.perf_counter() - started)
+        dev.release()
+    after = dev.allocated()  # NB: after an OOM too: what the case left behind is the next case's loss
+    left = None if after is None else after - (before or 0)  # before None: CUDA not yet initialized
+    return replace(row, wall_s=time.perf_counter() - started, left_bytes=left)
 
 
 def _ready(row: Row) -> Row:

@@ -9,7 +9,9 @@ worker processes (suite.run.local) or Ray actors (suite.run.ray_pool), with one 
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -82,7 +84,7 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
     todo = list({case.case_id: case for case, _ in tasks}.values())
     if resume:
         print(f"resuming {run.name}: {len(cases) - len(todo)} of {len(cases)} cases already in the journal", file=out)
-    pool = None
+    pool, restore = None, _stop_on_sigterm()
     try:  # NB: the pool starts inside: a cluster that fails to start still leaves the table written
         pool = _pool(executor, settings, plugins, run, address, slots)
         _probe(run, cases, pool.gemm_peak, out)
@@ -92,12 +94,26 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
             tasks = [(case, r) for case in more for r in range(settings.replicates)]
             _record(pool.run(tasks, failed), journal, more, tasks, out)
     finally:
+        restore()
         if pool is not None:
             pool.close()
         rows = journal.read().rows
         run.write_table(table.table(cases, rows))
     wanted = {c.case_id for c in cases}
     return Counter(status for case_id, status in table.statuses(rows).items() if case_id in wanted)
+
+
+def _stop_on_sigterm():
+    """SIGTERM (`timeout`, a CI job cancelled, a scheduler) stops the run like Ctrl-C: the table of
+    what was measured is still written. Returns the call that restores the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def _pool(executor: str, settings: Settings, plugins: list[str], run: RunDir, address, slots):

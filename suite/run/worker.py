@@ -33,12 +33,12 @@ def limit_address_space(budget_gib: float) -> None:
 
 def setup(settings: Settings, plugins: list[str], device: str) -> None:
     """Make this process a measuring one: budget, allocator, threads, variants. Local or Ray alike."""
-    # NB: inductor compiles in worker subprocesses by default; compiling in-process keeps the
-    # address-space limit meaningful and leaves no background processes beside the timing.
-    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     from suite.run import device as devices
 
     if devices.get(device).limit_address_space:  # NB: never where CUDA is initialized
+        # NB: inductor compiles in worker subprocesses by default; compiling in-process keeps the
+        # address-space limit meaningful and leaves no background processes beside CPU timing.
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         limit_address_space(settings.memory_budget_gib)
     from suite.run import allocator
 
@@ -46,6 +46,9 @@ def setup(settings: Settings, plugins: list[str], device: str) -> None:
     import torch
 
     torch.set_num_threads(settings.threads)
+    # float32 means float32: cuDNN (LSTM, conv) would otherwise round to TF32 (seen on an H100: the
+    # LSTM 4.9e-4 from the float64 reference, past float32's tolerance); matmul is IEEE by default
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     import variants  # noqa: F401  registers the built-in variants
     for module in plugins:
         importlib.import_module(module)

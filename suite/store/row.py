@@ -49,6 +49,7 @@ class Row:
     steal_cores: float | None = None  # CPU the hypervisor gave away while timing, in cores
     load_avg: float | None = None  # 1-minute load average when timing ended
     retimed: int | None = None  # timings thrown away because the machine was busy
+    left_bytes: int | None = None  # device memory still allocated after the case, above before it
     approx_error: float | None = None  # against the variant it approximates, float64
     approx_seq_len: int | None = None
     pid: int | None = field(default=None, metadata=PROCESS)

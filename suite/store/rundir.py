@@ -77,6 +77,8 @@ class RunDir:
                                  f"{like.plan().get('grid')} in {run.path.parent} (save one: python -m suite baseline save RUN)")
             return run
         run = cls(Path(ref)) if Path(ref).is_dir() else cls(results_dir / check_name("run", ref))
+        if not run.has_results() and (run.path / cls.PLAN).is_file() and (run.path / cls.JOURNAL).is_file():
+            run.table_from_journal()  # a run stopped (killed) before it wrote its table: nothing is lost
         if not run.has_results():
             known = sorted(p.parent.name for p in results_dir.glob(f"*/{cls.PARQUET}"))
             raise UsageError(f"run {ref!r}: no {run.path / cls.PARQUET} (runs in {results_dir}/: "
@@ -112,6 +114,19 @@ class RunDir:
 
     def has_results(self) -> bool:
         return (self.path / self.PARQUET).is_file()
+
+    def table_from_journal(self) -> list[Path]:
+        """The table of every planned case from the journal alone, for a run stopped before it wrote one
+        (cases without a row are `not_run`). Says so on stderr."""
+        import sys
+
+        from suite.plan.case import Case
+
+        cases = [Case.from_key(key) for key in self.plan()["cases"]]
+        rows = self.journal.read().rows
+        print(f"note: run {self.name} stopped before writing its table; written from its journal "
+              f"({len({r.case_id for r in rows})} of {len(cases)} cases measured)", file=sys.stderr)
+        return self.write_table(table.table(cases, rows))
 
     def read_table(self) -> pd.DataFrame:
         return table.read(self.path / self.PARQUET)

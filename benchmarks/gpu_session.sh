@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# One lease on a lent CUDA machine, as a GPU runner's user would run the suite: the steps named on the
+# command line, in order, each under its own time limit, everything logged under $OUT.
+#
+#   bash benchmarks/gpu_session.sh install doctor checks smoke pack
+#
+# The machine has torch, triton, pandas, seaborn, scipy, jinja2 and pytest and no network: packages it
+# lacks travel as wheels in .whl/ (xformers and the peers; see the device notes in the README).
+# Results of earlier calls travel back in as results/ (carried) so that `--resume` finishes a run.
+set -u
+PR_ARGS=${PR_ARGS:-}; GRID_ARGS=${GRID_ARGS:-}
+OUT=${OUT:-/tmp/gpu_out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+log() { echo "== $(date +%T) $*" | tee -a "$OUT/steps.txt"; }
+
+install() {
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  fi
+  python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || return 1
+  python3 -c "import suite, variants, torch; print('suite installed beside torch', torch.__version__)"
+}
+
+run_grid() {  # run_grid LIMIT_S RUN_ID ARGS...: a run, resumed when an earlier call left it unfinished
+  local limit=$1 id=$2; shift 2
+  if [ -f "results/$id/plan.json" ]; then
+    timeout "$limit" python3 -m suite run --resume "$id" --no-report "$@" > "$OUT/$id.log" 2>&1
+  else
+    timeout "$limit" python3 -m suite run --run-id "$id" --no-report "$@" > "$OUT/$id.log" 2>&1
+  fi
+  echo "exit $?"; tail -n 4 "$OUT/$id.log"
+}
+
+step() {
+  case $1 in
+    install) install ;;
+    doctor) python3 -m suite doctor --device cuda 2>&1 | tee "$OUT/doctor.txt" ;;
+    tests) timeout 120 python3 -m pytest -q tests/test_cuda_paths.py 2>&1 | tail -n 15 ;;
+    checks) timeout 240 python3 benchmarks/gpu_checks.py "$OUT/gpu_checks.json" 2>&1 | tee "$OUT/checks.txt" ;;
+    smoke) run_grid "${SMOKE_S:-300}" gpu-smoke --grid smoke --device cuda ;;
+    fixed) run_grid 150 gpu-smoke-fixed --grid smoke --device cuda --variant rnn,conv,full,gqa,sliding_window ;;
+    pr) run_grid "${PR_S:-240}" gpu-pr-a --grid pr $PR_ARGS; run_grid "${PR_S:-240}" gpu-pr-b --grid pr $PR_ARGS;
+        python3 -m suite compare gpu-pr-a gpu-pr-b 2>&1 | tail -n 25 | tee "$OUT/compare.txt" ;;
+    grid) run_grid "${GRID_S:-480}" gpu-grid --grid benchmarks/gpu.toml $GRID_ARGS ;;
+    pack) tar czf "$OUT/results.tgz" results/gpu-* 2>/dev/null; ls -la "$OUT" ;;
+    *) echo "unknown step $1"; return 2 ;;
+  esac
+}
+
+[ -d /tmp/site ] && export PYTHONPATH=/tmp/site
+for name in "$@"; do
+  log "$name"
+  step "$name"
+  [ -d /tmp/site ] && export PYTHONPATH=/tmp/site
+done
