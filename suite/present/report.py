@@ -107,16 +107,16 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     return path, result
 
 
+# NB: not params: the series' own label names them ("native (window=16)")
 SHAPE_FIELDS = {"device": "{}", "dtype": "{}", "mode": "{}", "batch": "B={}", "num_heads": "H={}",
-                "num_kv_heads": "Hkv={}", "head_dim": "d={}", "causal": "causal={}", "params": "{}"}
+                "num_kv_heads": "Hkv={}", "head_dim": "d={}", "causal": "causal={}"}
 
 
 def _distinguishing(table: pd.DataFrame) -> pd.Series:
     """Per series, the fields that vary between the table's series (dtype, d, causal...): what tells
     two rows of the same variant and implementation apart. Empty where nothing varies."""
     varying = [f for f in SHAPE_FIELDS if f in table and table[f].astype(str).nunique() > 1]
-    return table.apply(lambda row: " ".join(SHAPE_FIELDS[f].format(row[f]) for f in varying
-                                            if str(row[f]) not in ("", "{}", "()")), axis=1)
+    return table.apply(lambda row: " ".join(SHAPE_FIELDS[f].format(row[f]) for f in varying), axis=1)
 
 
 def summary(table: pd.DataFrame) -> str:
@@ -125,9 +125,10 @@ def summary(table: pd.DataFrame) -> str:
         return "no exponent could be fitted (each series needs 3 values of n)"
     shape = _distinguishing(table)
     width = max([len(s) for s in shape] + [0])
-    lines = [f"{'variant':<15} {'implementation':<22} {'':<{width}} {'exponent in n [95% CI]':<24} {'claim':>5}  verdict"]
+    col = (lambda text: f"{text:<{width}} ") if width else (lambda text: "")
+    lines = [f"{'variant':<15} {'implementation':<22} {col('')}{'exponent in n [95% CI]':<24} {'claim':>5}  verdict"]
     for i, row in table.iterrows():
-        lines.append(f"{row['variant']:<15} {row['series'][:22]:<22} {shape[i]:<{width}} {fmt_slope(row):<24} "
+        lines.append(f"{row['variant']:<15} {row['series'][:22]:<22} {col(shape[i])}{fmt_slope(row):<24} "
                      f"{row['claimed']:>5g}  {row['verdict']}")
     lengths = table["lengths"] if "lengths" in table else pd.Series("", index=table.index)
     open_ = table[(table["verdict"] == "inconclusive") | ((lengths != "") & ~lengths.str.startswith("settled"))]
