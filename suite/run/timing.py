@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+import timeit
 
 import torch
 
@@ -26,8 +27,11 @@ def time_cpu(fn, min_run_time: float, max_samples: int, min_samples: int, thread
     # a call slower than min_run_time is a block by itself: blocked_autorange would spend one more
     # whole call estimating the block size, a quarter of a slow case's time
     samples = [] if slow else list(timer.blocked_autorange(min_run_time=min_run_time).times)
+    once = timeit.Timer(fn)  # NB: what benchmark.Timer wraps (gc off while timing)
     while len(samples) < min_samples:  # slow cases: one block is one call
-        samples.extend(timer.timeit(1).times)
+        # NB: not timer.timeit(1): it makes 2 warm-up calls before each timed one, so a slow case
+        # ran 3 calls a sample (measured: 6 sdpa calls at n = 4096 for 2 samples)
+        samples.append(once.timeit(1))
     return samples[-max_samples:]
 
 
