@@ -113,10 +113,15 @@ SHAPE_FIELDS = {"device": "{}", "dtype": "{}", "mode": "{}", "batch": "B={}", "n
 
 
 def _distinguishing(table: pd.DataFrame) -> pd.Series:
-    """Per series, the fields that vary between the table's series (dtype, d, causal...): what tells
-    two rows of the same variant and implementation apart. Empty where nothing varies."""
-    varying = [f for f in SHAPE_FIELDS if f in table and table[f].astype(str).nunique() > 1]
-    return table.apply(lambda row: " ".join(SHAPE_FIELDS[f].format(row[f]) for f in varying), axis=1)
+    """Per series, the fields that tell apart two series of one variant and implementation (dtype,
+    d, causal...); empty where each variant and implementation has one series."""
+    groups = table.groupby(["variant", "series"], sort=False)
+    varying = [f for f in SHAPE_FIELDS if f in table and (groups[f].nunique(dropna=False) > 1).any()]
+
+    def value(v):
+        return int(v) if isinstance(v, float) and v.is_integer() else v
+
+    return table.apply(lambda row: " ".join(SHAPE_FIELDS[f].format(value(row[f])) for f in varying), axis=1)
 
 
 def summary(table: pd.DataFrame) -> str:
