@@ -23,6 +23,7 @@ from suite.run.measure import build, classify, inputs
 
 AGREE = 0.05  # the suite's median within 5% of do_bench's
 
+
 def _case(variant, impl, dtype, mode, batch, n, heads, d, causal=False) -> Case:
     return Case(variant, impl, "cuda", dtype, mode, batch, n, heads, heads, d, causal)
 

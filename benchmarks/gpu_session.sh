@@ -39,7 +39,6 @@ step() {
     tests) timeout 120 python3 -m pytest -q tests/test_cuda_paths.py 2>&1 | tail -n 15 ;;
     checks) timeout 240 python3 benchmarks/gpu_checks.py "$OUT/gpu_checks.json" 2>&1 | tee "$OUT/checks.txt" ;;
     smoke) run_grid "${SMOKE_S:-300}" gpu-smoke --grid smoke --device cuda ;;
-    fixed) run_grid 150 gpu-smoke-fixed --grid smoke --device cuda --variant rnn,conv,full,gqa,sliding_window ;;
     pr) run_grid "${PR_S:-240}" gpu-pr-a --grid pr $PR_ARGS; run_grid "${PR_S:-240}" gpu-pr-b --grid pr $PR_ARGS;
         python3 -m suite compare gpu-pr-a gpu-pr-b 2>&1 | tail -n 25 | tee "$OUT/compare.txt" ;;
     grid) run_grid "${GRID_S:-480}" gpu-grid --grid benchmarks/gpu.toml $GRID_ARGS ;;

@@ -46,7 +46,7 @@ DEVICES: dict[str, Device] = {
                   lambda threads: {"num_cpus": threads}, 2e10, (512, 1024, 2048), "torch.utils.benchmark"),
     "cuda": Device("cuda", timing.time_cuda, timing.peak_cuda, timing.cuda_synchronize, timing.cuda_release,
                    timing.cuda_allocated, False, lambda threads: {"num_gpus": 1, "num_cpus": 1}, 2e13, (2048, 4096, 8192),
-                   "CUDA events, L2 flushed before each call"),
+                   "CUDA events, do_bench's semantics: L2 flushed before each call, calls queued"),
 }
 
 
