@@ -35,6 +35,7 @@ def built(tmp_path_factory) -> Path:
         if col not in frame:
             frame[col] = None
     frame["samples"] = frame["time_s"].map(lambda t: [t] if t == t and t is not None else None)
+    frame["time_min_s"] = frame["time_s"]
     RunDir(run).write_table(frame[COLUMNS])
     (run / "env.json").write_text(json.dumps({"torch": "2.13.0", "cpu_model": "test CPU", "fingerprint_id": "x"}))
     (run / "plan.json").write_text(json.dumps({"grid": "synthetic", "settings": {"threads": 1}}))

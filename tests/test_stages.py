@@ -51,6 +51,7 @@ def test_a_case_measured_in_three_processes_is_the_median_of_their_medians():
     reps = [Row(CASE, replicate=r).with_samples(s) for r, s in enumerate([[1.0, 1.0], [2.0, 2.0], [9.0, 9.0]])]
     row = aggregate(reps)
     assert row.time_s == 2.0 and row.replicate_times_s == [1.0, 2.0, 9.0] and len(row.samples) == 6
+    assert row.time_min_s == 1.0 and reps[2].time_min_s == 9.0  # the fastest call, over every process
     failed = aggregate([reps[0], dataclasses.replace(reps[1], status="oom", reason="big")])
     assert failed.status == "oom" and failed.reason == "replicate 1: big"
 

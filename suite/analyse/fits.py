@@ -2,7 +2,10 @@
 
 Pure numpy/scipy: `log(cost) = a + p·log(x)` on the points above the floor, found by fitting
 `cost = floor + c·xᵖ`; the small-x points where the floor is more than FLOOR_SHARE of the cost
-are left out, and named.
+are left out, and named — but only where the floor is real: the model with it must fit the points
+significantly better than the plain power law (an F test at FLOOR_LEVEL). Without that test a
+floor fitted to noise, or to a rate that merely rises with x, took one length or two off a series
+in one run and not in the next, and its span with them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from scipy import stats
 
 FLOOR_SHARE = 0.10  # a point whose modelled floor is more than this share of its cost is left out
 TOLERANCE = 0.15  # docs/CLAIMS.md: confirmed when the 95% interval lies within claimed ± 0.15
+FLOOR_LEVEL = 0.05  # the floor model must beat the plain power law at this significance
 MIN_SPAN = 16.0  # docs/CLAIMS.md: a verdict needs a span of x of at least 16x
 MIN_POINTS = 3
 LEVEL = 0.95
@@ -61,6 +65,23 @@ def floor_model(x, y, exponents=np.linspace(-1.0, 4.0, 1001)) -> tuple[float, fl
     return float(floor[best]), float(c[best]), float(exponents[best])
 
 
+def floor_matters(x, y, floor: float, c: float, p: float, level: float | None = None) -> bool:
+    """Does `floor + c·xᵖ` fit log(y) significantly better than a straight line in log-log?
+
+    The extra-sum-of-squares F test (one parameter more, k − 3 degrees of freedom left)."""
+    lx, ly = np.log(x), np.log(y)
+    line = stats.linregress(lx, ly)
+    sse_line = float(((ly - line.intercept - line.slope * lx) ** 2).sum())
+    sse_floor = float(((ly - np.log(floor + c * x**p)) ** 2).sum())
+    dof, level = len(x) - 3, FLOOR_LEVEL if level is None else level
+    if level >= 1.0:  # the test switched off: every fitted floor counts (the versions before it)
+        return True
+    if dof < 1 or sse_line <= sse_floor:
+        return False
+    f = (sse_line - sse_floor) / max(sse_floor / dof, 1e-300)
+    return bool(stats.f.sf(f, 1, dof) < level)
+
+
 def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit | None:
     """Least squares in log-log on the points above the floor; None with fewer than 3 points."""
     x, y = np.asarray(x, float), np.asarray(y, float)
@@ -73,7 +94,7 @@ def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit 
     floor, excluded = 0.0, np.zeros(len(x), bool)
     if exclude_floor and len(x) > MIN_POINTS:
         floor, c, p = floor_model(x, y)
-        if floor > 0 and p > 0:
+        if floor > 0 and p > 0 and floor_matters(x, y, floor, c, p):
             share = floor / (floor + c * x**p)
             # only a leading run of small x: the floor's share falls as x grows
             excluded = np.cumprod(share > FLOOR_SHARE).astype(bool)

@@ -98,7 +98,8 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     ok, bad = measured[measured["status"] == "ok"], measured[measured["status"] != "ok"]
     claimed = measured["claimed_exponent_n"].iloc[0] if len(measured) else None
     claimed = None if claimed is None or pd.isna(claimed) else float(claimed)
-    n, t = ok["seq_len"].to_numpy(float), ok["time_s"].to_numpy(float)
+    fastest = ok["time_min_s"] if "time_min_s" in ok else ok["time_s"]  # what the verdict fits (older tables: median)
+    n, t = ok["seq_len"].to_numpy(float), fastest.to_numpy(float)
     fit = fit_power(n, t)
     if not bad.empty:
         first = bad.iloc[0]

@@ -1,6 +1,6 @@
 """One observation: a Row per (case, worker process), and the long-form table's columns derived from it.
 
-A Row holds the raw samples; `time_s` and `time_iqr_s` are derived from them in one place
+A Row holds the raw samples; `time_s`, `time_iqr_s` and `time_min_s` are derived from them in one place
 (`with_samples`), and a case measured in several processes is aggregated here too. The journal
 stores `Row.to_json()`; `Row.from_json` reads it back and refuses a field it does not know, so no
 measurement is ever dropped on the way to the table. A new metric is one field here.
@@ -25,6 +25,7 @@ class Row:
     reason: str = ""
     time_s: float | None = None  # median of the samples (of the per-process medians, aggregated)
     time_iqr_s: float | None = None
+    time_min_s: float | None = None  # the fastest sample: the least disturbed call (exponents are fitted to it)
     samples: list[float] | None = None  # seconds per call, every one kept
     flops: int | None = None  # the algorithm's FLOPs (docs/CLAIMS.md)
     flops_counted: int | None = None  # FlopCounterMode on meta tensors, where it can trace the path
@@ -63,7 +64,7 @@ class Row:
     def with_samples(self, samples: list[float]) -> "Row":
         """The row with its raw samples and the statistics derived from them."""
         median, iqr = sample_stats(samples)
-        return replace(self, samples=list(samples), time_s=median, time_iqr_s=iqr)
+        return replace(self, samples=list(samples), time_s=median, time_iqr_s=iqr, time_min_s=min(samples))
 
     def to_json(self) -> dict[str, Any]:
         """A flat JSON object: the case's key, then every measured field (the journal's line)."""
@@ -128,6 +129,6 @@ def aggregate(replicates: list[Row]) -> Row:
         return max(values) if values else None
 
     return replace(base, time_s=statistics.median(medians), time_iqr_s=iqr,
-                   samples=[t for r in reps for t in r.samples], replicate_times_s=medians, replicates=len(medians),
+                   time_min_s=min(t for r in reps for t in r.samples), samples=[t for r in reps for t in r.samples], replicate_times_s=medians, replicates=len(medians),
                    busy_cores=worst("busy_cores"), steal_cores=worst("steal_cores"), load_avg=worst("load_avg"),
                    retimed=sum(r.retimed or 0 for r in reps))

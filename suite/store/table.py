@@ -70,6 +70,8 @@ def _upgrade(frame: pd.DataFrame) -> pd.DataFrame:
         frame["impl_work"] = frame["impl"].map(lambda impl: "algorithm" if impl == "native" else None)
     if "impl_library" not in frame:
         frame["impl_library"] = frame["impl"].map(_LEGACY_LIBRARY.get)
+    if "time_min_s" not in frame:  # tables written before the fastest call was a column: from the samples
+        frame["time_min_s"] = frame["samples"].map(lambda v: float(min(v)) if v is not None and len(v) else None)
     for col in COLUMNS:
         if col not in frame:
             frame[col] = None
