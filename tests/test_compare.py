@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from suite.analyse import regression as compare
-from suite.present import export
+from suite.present import comparison, export
 from suite.store.rundir import RunDir
 from test_runner import suite
 
@@ -283,6 +283,9 @@ def test_an_exponent_that_drifts_from_linear_to_quadratic_is_a_regression():
     assert verdict.code == 1
     assert any(r.startswith("exponent drift: sliding_window/native n^1.00 → n^2.00") for r in verdict.reasons)
     assert verdict.exponents.iloc[0]["verdict_change"] == "confirmed → refuted"
+    assert "fitted in both runs: 1; the same verdict in 0 (0%); 1 drifted" in comparison.markdown(verdict, "a", "b")
+    same = compare.decide(series(1.0), series(1.0), {}, {})
+    assert "fitted in both runs: 1; the same verdict in 1 (100%); 0 drifted" in comparison.markdown(same, "a", "b")
 
 
 def test_the_pytest_benchmark_module_times_a_grid_and_its_compare_fail_gate_works(tmp_path):

@@ -38,12 +38,22 @@ def markdown(verdict: Verdict, base_name: str, new_name: str, rule: Rule = Rule(
         lines += ["", "</details>", ""]
     moved = verdict.exponents[(verdict.exponents["drift"] != "") | (verdict.exponents["verdict_change"] != "")] \
         if not verdict.exponents.empty else verdict.exponents
+    if not verdict.exponents.empty:
+        lines += [agreement_line(verdict.exponents), ""]
     if not moved.empty:
         lines += ["| exponent in n | base | new | drift | verdict |", "|---|---|---|---|---|"]
         for _, row in moved.iterrows():
             lines.append(f"| {row['variant']}/{row['series']} | {row['slope_base']:.2f} | {row['slope_new']:.2f} | "
                          f"{row['drift']} | {row['verdict_change']} |")
     return "\n".join(lines) + "\n"
+
+
+def agreement_line(exponents: pd.DataFrame) -> str:
+    """How many of the time exponents in n fitted in both runs got the same verdict."""
+    alike = int((exponents["verdict_change"] == "").sum())
+    return (f"Exponents in n fitted in both runs: {len(exponents)}; the same verdict in {alike} "
+            f"({alike / len(exponents):.0%}); {int((exponents['drift'] != '').sum())} drifted beyond "
+            f"the tolerance with disjoint intervals.")
 
 
 def _shift_line(attrs: dict, rule: Rule) -> str:
