@@ -18,7 +18,8 @@ from scipy import stats
 
 FLOOR_SHARE = 0.10  # a point whose modelled floor is more than this share of its cost is left out
 TOLERANCE = 0.15  # docs/CLAIMS.md: confirmed when the 95% interval lies within claimed ± 0.15
-FLOOR_LEVEL = 0.05  # the floor model must beat the plain power law at this significance
+FLOOR_LEVEL = 0.05  # the floor model must beat the plain power law at this significance...
+FLOOR_DOMINANT = 0.5  # ... unless the floor is at least this share of the smallest point's cost
 MIN_SPAN = 16.0  # docs/CLAIMS.md: a verdict needs a span of x of at least 16x
 MIN_POINTS = 3
 LEVEL = 0.95
@@ -94,8 +95,10 @@ def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit 
     floor, excluded = 0.0, np.zeros(len(x), bool)
     if exclude_floor and len(x) > MIN_POINTS:
         floor, c, p = floor_model(x, y)
-        if floor > 0 and p > 0 and floor_matters(x, y, floor, c, p):
-            share = floor / (floor + c * x**p)
+        share = floor / (floor + c * x**p) if floor > 0 and p > 0 else np.zeros(len(x))
+        # a floor that is most of the smallest point's cost is taken as it is: a power law can only
+        # mimic it by flattening (a series of sleeps fits x^0.02); a smaller one must pass the F test
+        if share[0] >= FLOOR_DOMINANT or (share[0] > 0 and floor_matters(x, y, floor, c, p)):
             # only a leading run of small x: the floor's share falls as x grows
             excluded = np.cumprod(share > FLOOR_SHARE).astype(bool)
             if len(np.unique(x[~excluded])) < MIN_POINTS:  # keep the largest 3 at least
