@@ -3,7 +3,8 @@
 Pure numpy/scipy: `log(cost) = a + p·log(x)` on the points above the floor, found by fitting
 `cost = floor + c·xᵖ`; the small-x points where the floor is more than FLOOR_SHARE of the cost
 are left out, and named — but only where the floor is real: the model with it must fit the points
-significantly better than the plain power law (an F test at FLOOR_LEVEL). Without that test a
+significantly better than the plain power law (an F test at FLOOR_LEVEL), or be at least
+FLOOR_DOMINANT of the smallest point's cost. Without that test a
 floor fitted to noise, or to a rate that merely rises with x, took one length or two off a series
 in one run and not in the next, and its span with them.
 """
