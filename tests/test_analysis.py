@@ -62,6 +62,17 @@ def test_a_floor_is_taken_only_where_the_points_show_one():
     assert fitted >= 60 and lost <= 16, (fitted, lost)  # a floor fitted to noise often, taken at most 8%
 
 
+def test_a_series_that_is_all_floor_is_never_fitted_as_flat():
+    """The CI failure of stop 23: a sleep with noise fitted floor + c·x^-0.01 (no floor), so the
+    series' slope came out ~0 over 32x and was settled as refuted. It is all floor: no 16x span."""
+    n = 2.0 ** np.arange(4, 10)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        t = 2e-3 * (1 + np.abs(0.03 * rng.standard_normal(len(n)))) + 3e-7 * (n / n[-1]) ** 2
+        fit = fit_power(n, t)
+        assert fit.span < 16 and verdict(fit, 2.0)[0] == "inconclusive", fit
+
+
 def test_the_exponent_is_fitted_to_the_fastest_call_which_contention_cannot_lift():
     """Another program slowing some calls (a 2-3x slower sample in some cases) moves the medians, not
     the fastest calls: the fit on them recovers the exponent and keeps its interval narrow."""

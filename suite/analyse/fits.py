@@ -43,8 +43,11 @@ class Fit:
         return max(self.used) / min(self.used) if self.used else 0.0
 
 
-def floor_model(x, y, exponents=np.linspace(-1.0, 4.0, 1001)) -> tuple[float, float, float]:
-    """(floor, c, p) minimizing the relative error of y ≈ floor + c·xᵖ, floor ≥ 0, c > 0.
+def floor_model(x, y, exponents=np.linspace(0.25, 4.0, 751)) -> tuple[float, float, float]:
+    """(floor, c, p) minimizing the relative error of y ≈ floor + c·xᵖ, floor ≥ 0, c > 0, p ≥ 0.25.
+
+    The cost above a floor grows with x: at p near 0 (or below) the two terms are one constant and
+    a flat series (a sleep, all floor) split between them at random, often with no floor at all.
 
     For each p on a grid the model is linear in (floor, c): the 2x2 normal equations are solved
     for every p at once, with the floor clamped to 0 where it comes out negative.
