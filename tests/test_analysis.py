@@ -108,9 +108,10 @@ def _fit(lo, hi, used=(256, 4096)):
 
 
 @pytest.mark.parametrize("lo, hi, expected", [
-    (0.90, 1.10, "confirmed"), (0.85, 1.15, "confirmed"),
-    (1.16, 1.40, "refuted"), (0.50, 0.84, "refuted"),
+    (0.90, 1.10, "confirmed"), (0.86, 1.05, "confirmed"),
+    (1.16, 1.30, "refuted"), (0.64, 0.84, "refuted"),
     (1.10, 1.20, "inconclusive"), (0.50, 1.50, "inconclusive"),
+    (0.85, 1.15, "inconclusive"), (1.16, 1.40, "inconclusive"),  # wholly in or out, but wider than 0.2
 ])
 def test_verdict_rule_of_claims_md(lo, hi, expected):
     assert verdict(_fit(lo, hi), 1.0)[0] == expected

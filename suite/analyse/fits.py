@@ -22,6 +22,7 @@ TOLERANCE = 0.15  # docs/CLAIMS.md: confirmed when the 95% interval lies within 
 FLOOR_LEVEL = 0.05  # the floor model must beat the plain power law at this significance...
 FLOOR_DOMINANT = 0.5  # ... unless the floor is at least this share of the smallest point's cost
 MIN_SPAN = 16.0  # docs/CLAIMS.md: a verdict needs a span of x of at least 16x
+MAX_WIDTH = 0.2  # docs/CLAIMS.md: a verdict states the exponent to ±0.1 at worst
 MIN_POINTS = 3
 LEVEL = 0.95
 
@@ -119,8 +120,9 @@ def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit 
 
 
 def verdict(fit: Fit | None, claimed: float | None, *, tolerance: float = TOLERANCE,
-            min_span: float = MIN_SPAN) -> tuple[str, str]:
-    """(verdict, why) per docs/CLAIMS.md: the 95% interval against claimed ± tolerance."""
+            min_span: float = MIN_SPAN, max_width: float = MAX_WIDTH) -> tuple[str, str]:
+    """(verdict, why) per docs/CLAIMS.md: the 95% interval against claimed ± tolerance, and no wider
+    than max_width (a wide interval's side of an edge is what one run's noise put it on)."""
     if claimed is None or (isinstance(claimed, float) and math.isnan(claimed)):
         return "no claim", "nothing is claimed for this exponent"
     if fit is None:
@@ -128,6 +130,8 @@ def verdict(fit: Fit | None, claimed: float | None, *, tolerance: float = TOLERA
     if fit.span < min_span:
         return "inconclusive", f"span {fit.span:.0f}x after the floor, {min_span:.0f}x needed"
     low, high = claimed - tolerance, claimed + tolerance
+    if fit.hi - fit.lo > max_width + 1e-9:
+        return "inconclusive", f"[{fit.lo:.2f}, {fit.hi:.2f}] is {fit.hi - fit.lo:.2f} wide, {max_width:g} at most"
     if low <= fit.lo and fit.hi <= high:
         return "confirmed", f"[{fit.lo:.2f}, {fit.hi:.2f}] within {claimed:g} ± {tolerance:g}"
     if fit.hi < low or fit.lo > high:
