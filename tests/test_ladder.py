@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from suite.analyse import exponents
+from suite.analyse.fits import fit_power
 from suite.plan import grid as grids
 from suite.plan import shard
 from suite.plan.ladder import Ladder, advance, series_key
@@ -95,6 +96,22 @@ def test_memory_predicted_past_the_budget_stops_the_ladder():
     assert step.stop == "memory" and "n = 8192 needs ~48 GiB" in step.why
 
 
+def test_a_stop_short_of_settled_first_adds_the_midpoints_below_the_top_interval():
+    """5 points leave a wide interval (t with 3 degrees of freedom); 3 cheap midpoints narrow it."""
+    def t(lengths):  # 0.5 s at 4096, so 8192 (2 s) is past max_call_s; 8% noise, fixed per length
+        return np.array([0.5 * (x / 4096) ** 2 * np.exp(0.08 * np.random.default_rng(int(x) + 1).standard_normal())
+                         for x in lengths])
+    budget = {**BUDGET, "max_call_s": 1.0}
+    n = 256 * 2.0 ** np.arange(5)
+    first = advance(_ladder(), _rows(n, t(n), claimed=2.0), **budget)
+    assert first.stop == "time" and first.next is None and first.fill == (360, 728, 1448)
+    more = np.sort(np.append(n, first.fill))
+    again = advance(_ladder(), _rows(more, t(more), claimed=2.0), **budget)
+    assert again.stop == "time" and again.fill == (), "midpoints once, never midpoints of midpoints"
+    narrow, wide = fit_power(more, t(more)), fit_power(n, t(n))
+    assert narrow.hi - narrow.lo < 0.8 * (wide.hi - wide.lo)
+
+
 def test_a_failed_length_stops_the_ladder_with_its_reason():
     n = 256 * 2.0 ** np.arange(5)
     rows = _rows(n, 1e-6 * n, status=["ok"] * 4 + ["oom"])
@@ -139,8 +156,11 @@ def test_a_run_climbs_its_ladder_and_every_decision_is_read_back(tmp_path):
     run = tmp_path / "results" / "c"
     plan, record = json.loads((run / "plan.json").read_text()), json.loads((run / "ladders.json").read_text())
     lengths = sorted(c["seq_len"] for c in plan["cases"])
-    assert lengths == [64 * 2**k for k in range(len(lengths))] and 5 <= len(lengths) <= 9
+    doubling = [n for n in lengths if n & (n - 1) == 0]
+    assert doubling == [64 * 2**k for k in range(len(doubling))] and 5 <= len(doubling) <= 9
     (only,) = record["ladders"]
+    halves = sorted(set(lengths) - set(doubling))  # only before a stop short of settled, below the top interval
+    assert (not halves) if only["stop"] == "settled" else halves and max(halves) < doubling[-2]
     assert only["lengths"] == lengths and only["stop"] in ("settled", "max", "time")
     frame = pd.read_parquet(run / "results.parquet")
     assert set(frame["status"]) == {"ok"}
@@ -162,7 +182,8 @@ def test_the_report_and_terminal_say_where_a_ladder_stopped(tmp_path):
     res = suite("run", "--grid", str(grid), "--run-id", "m", "--plugin", "fault_variants", cwd=tmp_path, report=True)
     assert res.returncode == 0, res.stderr
     (only,) = json.loads((tmp_path / "results" / "m" / "ladders.json").read_text())["ladders"]
-    assert only["stop"] == "max" and only["lengths"] == [64, 128, 256, 512, 1024] and "n = 1024" in only["why"]
+    # the floor leaves 256-1024 to the fit: the midpoint below the top interval is added before it stops
+    assert only["stop"] == "max" and only["lengths"] == [64, 128, 256, 360, 512, 1024] and "n = 1024" in only["why"]
     assert "lengths: every series has stopped: 1 max" in res.stderr
     page = (tmp_path / "reports" / "m" / "index.html").read_text()
     assert "lengths (adaptive): max: stopped at the range" in page

@@ -16,6 +16,7 @@ Pure: no files, no processes (suite.run.climb drives the rounds).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -85,6 +86,7 @@ class Step:
     next: int | None
     stop: str = ""  # settled, max, time, memory, failed
     why: str = ""
+    fill: tuple[int, ...] = ()  # with a stop short of settled: midpoints measured before it stands
 
     def to_record(self, lengths: list[int]) -> dict:
         return {"series": self.ladder.key, "label": self.ladder.template.label().replace(
@@ -109,19 +111,38 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     if fit is not None and fit.span >= MIN_SPAN and fit.hi - fit.lo <= width and status != "inconclusive":
         return Step(ladder, None, "settled", f"{status}: [{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x")
     nxt = int(n.max()) * ladder.step
+    fill = midpoints(ladder, n, fit)
     if nxt > ladder.high:
         return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: "
-                    + _settle(fit, claimed, width))
+                    + _settle(fit, claimed, width), fill)
     slope = min(3.0, max(1.0, fit.slope if fit is not None else 2.0))
     call_s = float(t[-1]) * ladder.step**slope
     if call_s > max_call_s:
         return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:.0f} s a call (max_call_s = {max_call_s:g}): "
-                    + _settle(fit, claimed, width))
+                    + _settle(fit, claimed, width), fill)
     need = _memory_at(measured, nxt)
     if need > memory_gib * 2**30:
         return Step(ladder, None, "memory", f"n = {nxt} needs ~{need / 2**30:.0f} GiB (memory_budget_gib = "
-                    f"{memory_gib:g}): " + _settle(fit, claimed, width))
+                    f"{memory_gib:g}): " + _settle(fit, claimed, width), fill)
     return Step(ladder, nxt)
+
+
+def midpoints(ladder: Ladder, n: np.ndarray, fit) -> tuple[int, ...]:
+    """Lengths halfway (geometrically) between the ladder's own lengths above the floor, below the
+    top interval, that are not measured yet.
+
+    A series that stops short of settled (time, memory, the range's max) gets these once: they cost
+    at most ~1/6 of the series' largest call for an O(n²) one (the top interval, the dear one, is left
+    alone) and take a 5-point fit's interval to ~0.7 of its width (more points, more degrees of freedom).
+    """
+    if fit is None:
+        return ()
+    lengths, m = [], ladder.low  # the ladder's own lengths: low·stepᵏ up to the largest measured
+    while m <= n.max():
+        lengths += [m] if m >= min(fit.used) else []
+        m *= ladder.step
+    halves = (int(8 * round(math.sqrt(a * b) / 8)) for a, b in zip(lengths[:-2], lengths[1:-1]))
+    return tuple(m for m in halves if m not in n)
 
 
 def _memory_at(measured: pd.DataFrame, n: int) -> float:

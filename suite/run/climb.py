@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from dataclasses import replace
 
 import variants
 from suite.plan.case import Case
@@ -28,15 +29,17 @@ def next_cases(run: RunDir, cases: list[Case], ladders: list[Ladder], settings: 
                if ladder.key in per_series}
     run.write_json(RunDir.LADDERS, {"ladders": [s.to_record(lengths.get(s.ladder.key, [])) for s in steps]})
     known = {case.case_id for case in cases}
-    more = [c for c in (s.ladder.case(s.next) for s in steps if s.next) if c.case_id not in known]
-    stopped = Counter(s.stop for s in steps if not s.next)
+    wanted = [s.ladder.case(m) for s in steps for m in ((s.next,) if s.next else s.fill)]
+    more = list({c.case_id: c for c in wanted if c.case_id not in known}.values())
+    stopped = Counter(s.stop for s in steps if not s.next and not s.fill)
+    filled = sum(bool(s.fill) for s in steps if not s.next)
     how = ", ".join(f"{n} {stop}" for stop, n in sorted(stopped.items()))
     if more:
         plan = run.plan()
         plan["cases"] = plan["cases"] + [case.key for case in more]
         run.write_json(RunDir.PLAN, plan)
-        print(f"lengths: {len(more)} series climb to their next length" + (f"; stopped: {how}" if how else ""),
-              file=out, flush=True)
+        print(f"lengths: {len(more)} more ({filled} series add midpoints before they stop)"
+              + (f"; stopped: {how}" if how else ""), file=out, flush=True)
     else:
         print(f"lengths: every series has stopped: {how}", file=out, flush=True)
     return more
@@ -49,9 +52,18 @@ def _step(ladder: Ladder, rows, settings: Settings) -> Step:
         return Step(ladder, None, "failed", "the run stopped before every length was measured; --resume goes on")
     step = advance(ladder, rows, width=settings.ladder_width, max_call_s=settings.max_call_s,
                    memory_gib=settings.memory_budget_gib)
+    spec = variants.get(ladder.template.variant)
     if step.next is not None:
         try:
-            variants.get(ladder.template.variant).resolve(step.next, dict(ladder.template.params))
+            spec.resolve(step.next, dict(ladder.template.params))
         except ValueError as err:
             return Step(ladder, None, "failed", f"n = {step.next} is not a length of this variant: {err}")
-    return step
+    return replace(step, fill=tuple(m for m in step.fill if _resolves(spec, m, ladder)))
+
+
+def _resolves(spec, n: int, ladder: Ladder) -> bool:
+    try:
+        spec.resolve(n, dict(ladder.template.params))
+        return True
+    except ValueError:
+        return False
