@@ -16,13 +16,18 @@ import torch
 CUDA_WARMUP = 3
 
 
-def time_cpu(fn, min_run_time: float, max_samples: int, min_samples: int, threads: int = 1) -> list[float]:
-    """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least `min_samples`."""
+def time_cpu(fn, min_run_time: float, max_samples: int, min_samples: int, threads: int = 1,
+             warmed: float | None = None) -> list[float]:
+    """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least `min_samples`.
+
+    `warmed`: the seconds of a call just made (the peak-memory call), which is then the warm-up."""
     import torch.utils.benchmark as benchmark
 
-    began = time.perf_counter()
-    fn()  # NB: warm-up; the block-size estimate alone left memory-heavy calls 3-5x slow at times
-    slow = time.perf_counter() - began >= min_run_time
+    if warmed is None:
+        began = time.perf_counter()
+        fn()  # NB: warm-up; the block-size estimate alone left memory-heavy calls 3-5x slow at times
+        warmed = time.perf_counter() - began
+    slow = warmed >= min_run_time
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
     # a call slower than min_run_time is a block by itself: blocked_autorange would spend one more
     # whole call estimating the block size, a quarter of a slow case's time
@@ -48,7 +53,7 @@ def l2_flusher(cuda=None):
 
 
 def time_cuda(fn, min_run_time: float, max_samples: int, min_samples: int, threads: int = 1,
-              cuda=None, flush=None) -> list[float]:
+              warmed: float | None = None, cuda=None, flush=None) -> list[float]:
     """Per-call seconds with triton.testing.do_bench's semantics: CUDA events around each call, L2
     flushed before each start event, and the calls queued back to back with one synchronize at the
     end, so the host's launch overhead overlaps the device's work as it does in a model.
@@ -56,11 +61,13 @@ def time_cuda(fn, min_run_time: float, max_samples: int, min_samples: int, threa
     The count comes from the warm-up calls' time: enough calls for `min_run_time`, within
     [min_samples, max_samples]. NB: synchronizing after every call (this timer before 2026-11)
     added the launch latency to every sample: 2.7x do_bench's time for a 17 µs kernel on an H100.
-    `cuda` stands in for `torch.cuda` and `flush` for the L2 flush (a test passes fakes).
+    `cuda` stands in for `torch.cuda` and `flush` for the L2 flush (a test passes fakes); `warmed`
+    says a call was just made (compiled, autotuned), as time_cpu's.
     """
     cuda = cuda or torch.cuda
     flush = flush or l2_flusher(cuda)
-    fn()  # compile, autotune, allocate: outside the estimate
+    if warmed is None:
+        fn()  # compile, autotune, allocate: outside the estimate
     cuda.synchronize()
     start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
     start.record()
