@@ -99,7 +99,8 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
         others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers),
         efficiency=efficiency_rows(result.efficiency), status=result.status,
         failures=failures(frame), images=images, counts=frame["status"].value_counts().to_dict(),
-        tolerance=fits.TOLERANCE, min_span=fits.MIN_SPAN, floor_share=fits.FLOOR_SHARE,
+        tolerance=fits.TOLERANCE, min_span=fits.MIN_SPAN, max_width=fits.MAX_WIDTH,
+        floor_share=fits.FLOOR_SHARE,
         fits_count=len(result.fits), noise=result.noise, layers=result.layers,
     )
     path = report_dir / "index.html"
