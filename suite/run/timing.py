@@ -20,19 +20,25 @@ def time_cpu(fn, min_run_time: float, max_samples: int, min_samples: int, thread
              warmed: float | None = None) -> list[float]:
     """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least `min_samples`.
 
-    `warmed`: the seconds of a call just made (the peak-memory call), which is then the warm-up."""
+    `warmed`: the seconds of a call just made (the peak-memory call), which is then the warm-up.
+    NB: that call ran under the profiler (its first use in a process takes ~0.3 s), so it only says
+    "maybe slow": the first plain call decides, and is a sample when it is slow."""
     import torch.utils.benchmark as benchmark
 
+    once = timeit.Timer(fn)  # NB: what benchmark.Timer wraps (gc off while timing)
+    samples = []
     if warmed is None:
         began = time.perf_counter()
         fn()  # NB: warm-up; the block-size estimate alone left memory-heavy calls 3-5x slow at times
         warmed = time.perf_counter() - began
+    elif warmed >= min_run_time:
+        samples = [once.timeit(1)]
+        warmed = samples[0]
     slow = warmed >= min_run_time
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
     # a call slower than min_run_time is a block by itself: blocked_autorange would spend one more
     # whole call estimating the block size, a quarter of a slow case's time
-    samples = [] if slow else list(timer.blocked_autorange(min_run_time=min_run_time).times)
-    once = timeit.Timer(fn)  # NB: what benchmark.Timer wraps (gc off while timing)
+    samples = samples if slow else list(timer.blocked_autorange(min_run_time=min_run_time).times)
     while len(samples) < min_samples:  # slow cases: one block is one call
         # NB: not timer.timeit(1): it makes 2 warm-up calls before each timed one, so a slow case
         # ran 3 calls a sample (measured: 6 sdpa calls at n = 4096 for 2 samples)
