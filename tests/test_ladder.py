@@ -188,3 +188,19 @@ def test_the_report_and_terminal_say_where_a_ladder_stopped(tmp_path):
     page = (tmp_path / "reports" / "m" / "index.html").read_text()
     assert "lengths (adaptive): max: stopped at the range" in page
     assert "paced/sdpa: " in res.stdout and "lengths max: stopped at the range" in res.stdout
+
+
+def test_midpoints_an_implementation_cannot_run_are_left_out_not_failed():
+    """reformer-pytorch needs n a multiple of 128: its midpoint 360 was skipped, and the skip stopped
+    the ladder as failed (run I). Only lengths it runs are added; here none, so the stop stands."""
+    from suite.run import climb
+
+    grid = grids.parse({"block": [{"variant": ["reformer", "linear"], "impl": ["reformer-pytorch", "native"],
+                                   "seq_len": {"min": 256, "max": 65536}}]}, "t")
+    n = 256 * 2.0 ** np.arange(5)
+    rows = _rows(n, 0.5 * (n / 4096) * np.exp([0.0, 0.3, -0.3, 0.2, 0.0]), claimed=1.0)
+    by_impl = {ladder.template.impl: ladder for ladder in grid.ladders}
+    settings = Settings(max_call_s=0.6, ladder_width=0.2)
+    peer = climb._step(by_impl["reformer-pytorch"], rows, settings)
+    ours = climb._step(by_impl["native"], rows, settings)
+    assert peer.stop == ours.stop == "time" and ours.fill == (360, 728, 1448) and peer.fill == ()
