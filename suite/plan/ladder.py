@@ -9,7 +9,9 @@ A ladder starts at min, 2·min, …, 16·min (the 16x span a verdict needs). Aft
 why: settled (span above the overhead floor ≥ 16x, the exponent's 95% interval at most
 `ladder_width` wide and a verdict reached), the range's max, the time of one call (`max_call_s`,
 predicted from the fit), the memory budget (predicted from the peak-memory fit), or a case that
-failed. The reason and what would settle the verdict go into the report beside the verdict.
+failed. Before a stop short of settled stands, the series measures once the √2 midpoints below
+its top interval (`midpoints`). The reason and what would settle the verdict go into the report
+beside the verdict.
 Pure: no files, no processes (suite.run.climb drives the rounds).
 """
 
