@@ -62,6 +62,15 @@ class Case:
         return cls(**fields)
 
 
+def reasons_of(case: Case) -> list[str]:
+    """Why the case's implementation cannot run it here ([] when it can); ValueError for a length or
+    parameter the variant does not take."""
+    return variants.get(case.variant).reasons(
+        case.impl, params=dict(case.params), device=case.device, dtype=DTYPES[case.dtype], batch=case.batch,
+        num_heads=case.num_heads, num_kv_heads=case.num_kv_heads, seq_len=case.seq_len, head_dim=case.head_dim,
+        causal=case.causal)
+
+
 def theory_of(case: Case) -> dict:
     """The case's analytic figures, from its variant's mode-aware theory (docs/CLAIMS.md)."""
     theory = variants.get(case.variant).theory(

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import replace
 
 import variants
-from suite.plan.case import DTYPES, Case
+from suite.plan.case import Case, reasons_of
 from suite.plan.ladder import Ladder, Step, advance, rows_of
 from suite.plan.settings import Settings
 from suite.store import table
@@ -38,7 +38,7 @@ def next_cases(run: RunDir, cases: list[Case], ladders: list[Ladder], settings: 
         plan = run.plan()
         plan["cases"] = plan["cases"] + [case.key for case in more]
         run.write_json(RunDir.PLAN, plan)
-        print(f"lengths: {len(more)} more ({filled} series add midpoints before they stop)"
+        print(f"lengths: {len(more)} more" + (f" ({filled} series add midpoints before they stop)" if filled else "")
               + (f"; stopped: {how}" if how else ""), file=out, flush=True)
     else:
         print(f"lengths: every series has stopped: {how}", file=out, flush=True)
@@ -52,21 +52,18 @@ def _step(ladder: Ladder, rows, settings: Settings) -> Step:
         return Step(ladder, None, "failed", "the run stopped before every length was measured; --resume goes on")
     step = advance(ladder, rows, width=settings.ladder_width, max_call_s=settings.max_call_s,
                    memory_gib=settings.memory_budget_gib)
-    spec = variants.get(ladder.template.variant)
     if step.next is not None:
         try:
-            spec.resolve(step.next, dict(ladder.template.params))
+            variants.get(ladder.template.variant).resolve(step.next, dict(ladder.template.params))
         except ValueError as err:
             return Step(ladder, None, "failed", f"n = {step.next} is not a length of this variant: {err}")
-    return replace(step, fill=tuple(m for m in step.fill if _runs_at(spec, ladder.case(m))))
+    # NB: only lengths the implementation runs (reformer-pytorch skipped 360, not a multiple of 128,
+    # and the skip stopped its ladder as failed)
+    return replace(step, fill=tuple(m for m in step.fill if _runs_at(ladder.case(m))))
 
 
-def _runs_at(spec, case: Case) -> bool:
-    """Can the case's implementation run at its length? (reformer-pytorch needs a multiple of 128: a
-    midpoint it skipped stopped its ladder as failed.)"""
+def _runs_at(case: Case) -> bool:
     try:
-        return not spec.reasons(case.impl, params=dict(case.params), device=case.device, dtype=DTYPES[case.dtype],
-                                batch=case.batch, num_heads=case.num_heads, num_kv_heads=case.num_kv_heads,
-                                seq_len=case.seq_len, head_dim=case.head_dim, causal=case.causal)
+        return not reasons_of(case)
     except ValueError:
         return False
