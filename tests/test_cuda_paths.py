@@ -150,3 +150,31 @@ def test_doctor_says_what_runs_on_cpu_and_fails_for_a_device_that_cannot_be_meas
     if not torch.cuda.is_available():
         assert cli.main(["doctor", "--device", "cuda"]) == 1
         assert "torch.cuda.is_available() is False" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("warms_up", [True, False])
+def test_the_peak_call_is_the_warm_up_only_where_the_device_says_so(monkeypatch, warms_up):
+    """CPU: the same peak warm or cold (415 of 415 cases of two runs), so that call warms the timer up.
+    CUDA: a first call may allocate a library's workspace or autotune, so the peak is read after timing."""
+    from dataclasses import replace
+
+    from suite.plan.case import Case
+    from suite.run import measure
+
+    log = []
+
+    def timer(fn, *args, warmed=None, **kw):
+        log.append(("time", warmed is not None))
+        return [1e-3, 1e-3]
+
+    def peak(fn):
+        log.append(("peak", None))
+        return 1
+
+    cpu = devices.DEVICES["cpu"]
+    monkeypatch.setitem(devices.DEVICES, "cpu", replace(cpu, time=timer, peak_bytes=peak, peak_warms_up=warms_up))
+    case = Case(variant="full", impl="sdpa", device="cpu", dtype="float32", mode="fwd", batch=1, seq_len=32,
+                num_heads=2, num_kv_heads=2, head_dim=8, causal=False, params=())
+    row = measure.measure(case, Settings(retimes=0, busy_limit_cores=1e9), replicate=0)
+    assert row.status == "ok" and row.peak_bytes == 1
+    assert log == ([("peak", None), ("time", True)] if warms_up else [("time", False), ("peak", None)])

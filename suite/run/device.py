@@ -13,7 +13,7 @@ from typing import Callable
 from suite.errors import UsageError
 from suite.run import timing
 
-Timer = Callable[..., list[float]]  # (fn, min_run_time, max_samples, min_samples, threads) -> seconds
+Timer = Callable[..., list[float]]  # (fn, min_run_time, max_samples, min_samples, threads, warmed=) -> seconds
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,10 @@ class Device:
     assumed_flop_rate: float  # for balancing shards only: ratios between cases matter
     probe_sizes: tuple[int, ...]  # square matmul sizes of the GEMM probe
     timer_name: str  # what `time` uses, for exports
+    # the peak-memory call may be the timer's warm-up: measured on CPU (the same peak, warm or cold,
+    # in all 415 cases of two full runs); not on CUDA, where a first call may allocate a library's
+    # workspace or autotune, so the peak is read after the timing there
+    peak_warms_up: bool = False
 
     def reasons(self) -> list[str]:
         """Why this machine cannot measure on the device ([] when it can)."""
@@ -43,7 +47,8 @@ def _nothing() -> None:
 
 DEVICES: dict[str, Device] = {
     "cpu": Device("cpu", timing.time_cpu, timing.peak_cpu, _nothing, _nothing, _nothing, True,
-                  lambda threads: {"num_cpus": threads}, 2e10, (512, 1024, 2048), "torch.utils.benchmark"),
+                  lambda threads: {"num_cpus": threads}, 2e10, (512, 1024, 2048), "torch.utils.benchmark",
+                  peak_warms_up=True),
     "cuda": Device("cuda", timing.time_cuda, timing.peak_cuda, timing.cuda_synchronize, timing.cuda_release,
                    timing.cuda_allocated, False, lambda threads: {"num_gpus": 1, "num_cpus": 1}, 2e13, (2048, 4096, 8192),
                    "CUDA events, do_bench's semantics: L2 flushed before each call, calls queued"),

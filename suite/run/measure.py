@@ -18,7 +18,7 @@ import torch
 
 import variants
 from variants._checks import against_reference
-from suite.plan.case import DTYPES, Case, theory_of
+from suite.plan.case import DTYPES, Case, reasons_of, theory_of
 from suite.plan.settings import Settings
 from suite.run import device as devices
 from suite.run import load
@@ -190,9 +190,7 @@ def _ready(row: Row) -> Row:
     spec = variants.get(case.variant)
     impl = spec.impls[case.impl]
     row = replace(row, impl_work=impl.work, impl_library=impl.library)
-    reasons = spec.reasons(case.impl, params=dict(case.params), device=case.device, dtype=DTYPES[case.dtype],
-                           batch=case.batch, num_heads=case.num_heads, num_kv_heads=case.num_kv_heads,
-                           seq_len=case.seq_len, head_dim=case.head_dim, causal=case.causal)
+    reasons = reasons_of(case)
     return replace(row, status="skipped", reason="; ".join(reasons)) if reasons else row
 
 
@@ -229,12 +227,14 @@ def _measured(row: Row, settings: Settings, replicate: int) -> Row:
     fn, setup = build(case, q, k, v)
     row = replace(row, setup={key: float(val) for key, val in setup.items()}, setup_s=float(sum(setup.values())),
                   notes=dict(getattr(fn, "notes", {})))
-    warmed = None
-    if replicate == 0:  # the peak-memory call is the timer's warm-up (a slow case's calls: 3 + 3 + 3)
+    dev, warmed = devices.get(case.device), None
+    if replicate == 0 and dev.peak_warms_up:  # the peak-memory call is the timer's warm-up (CPU)
         began = time.perf_counter()
-        row = replace(row, peak_bytes=devices.get(case.device).peak_bytes(fn))
+        row = replace(row, peak_bytes=dev.peak_bytes(fn))
         warmed = time.perf_counter() - began
     row = _timed(row, fn, settings, warmed)
+    if replicate == 0 and not dev.peak_warms_up:
+        row = replace(row, peak_bytes=dev.peak_bytes(fn))
     del fn, q, k, v
     if replicate == 0:
         counted, note = count_flops(case)
