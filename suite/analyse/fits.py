@@ -100,7 +100,7 @@ def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit 
     floor, excluded = 0.0, np.zeros(len(x), bool)
     if exclude_floor and len(x) > MIN_POINTS:
         floor, c, p = floor_model(x, y)
-        share = floor / (floor + c * x**p) if floor > 0 and p > 0 else np.zeros(len(x))
+        share = floor / (floor + c * x**p) if floor > 0 else np.zeros(len(x))  # NB: p >= 0.25
         # a floor that is most of the smallest point's cost is taken as it is: a power law can only
         # mimic it by flattening (a series of sleeps fits x^0.02); a smaller one must pass the F test
         if share[0] >= FLOOR_DOMINANT or (share[0] > 0 and floor_matters(x, y, floor, c, p)):
