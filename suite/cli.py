@@ -127,7 +127,11 @@ def make_report(run: RunDir, report_dir: Path) -> int:
 
     started = time.perf_counter()
     path, result = report.build(run, report_dir)
-    print(report.summary(result.claims))
+    if not result.claims.empty or result.cross.empty:
+        print(report.summary(result.claims))
+    if not result.cross.empty:
+        print("cross attention, each series in the length it does not hold:")
+        print(report.summary(result.cross, "n_q | n_k"))
     print(result.noise.line())
     print(f"report: {path} ({time.perf_counter() - started:.1f}s)")
     return 0

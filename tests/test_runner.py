@@ -137,6 +137,8 @@ BAD_CONFIGS = [
     ('[[block]]\nparams = { widnow = [3] }\n', "field 'params.widnow' = [3] (allowed: parameters of the chosen variants"),
     ('[[block]]\nvariant = ["full"]\ncausal = [0]\n', "field 'causal' = 0 (allowed: true, false)"),
     ('[[block]]\nvariant = ["full"]\nnum_kv_heads = [2]\n', "field 'num_kv_heads' = [2] (allowed: only with"),
+    ('[[block]]\nvariant = ["full"]\nkv_len = [0]\n', "field 'kv_len' = 0 (allowed: integers >= 1)"),
+    ('[[block]]\nvariant = ["full"]\nmode = ["decode"]\nkv_len = [32]\n', "field 'mode' = 'decode' (allowed: fwd, fwd_bwd with kv_len"),
 ]
 
 

@@ -30,12 +30,11 @@ def check_inputs(spec, q, k, v, causal: bool) -> None:
         raise ValueError(f"q.shape={tuple(q.shape)}, k.shape={tuple(k.shape)} (allowed: no empty dimension)")
     n_k = k.shape[2]
     if n_q != n_k:
-        if not spec.decode:
-            raise ValueError(f"q seq_len={n_q}, k seq_len={n_k} (allowed: equal, self-attention)")
-        if causal or n_q > n_k:
-            raise ValueError(
-                f"q seq_len={n_q}, k seq_len={n_k} (allowed: q shorter than k only for non-causal decode)"
-            )
+        if not (spec.cross or spec.decode):
+            raise ValueError(f"q seq_len={n_q}, k seq_len={n_k} (allowed: equal; {spec.name} {spec.cross_note})")
+        if causal:
+            raise ValueError(f"q seq_len={n_q}, k seq_len={n_k} with causal=True (allowed: equal lengths, or "
+                             "causal=False: queries and keys of two sequences share no positions)")
     h_kv = k.shape[1]
     if spec.kv_heads == "equal" and h_kv != h:
         raise ValueError(f"k.shape[1]={h_kv} (allowed: num_heads of q, {h}; use mqa or gqa for fewer)")

@@ -138,17 +138,24 @@ def reference_impl(fn, cost: str, weights_for) -> Impl:
     return Impl("dense", prepare, cost=cost)
 
 
-def pairs(n: int, causal: bool) -> int:
+def pairs(n: int, causal: bool, kv_len: int | None = None) -> int:
+    """Scored pairs; with `kv_len` (cross attention, never causal) n·n_k."""
+    if kv_len is not None:
+        return n * kv_len
     return n * (n + 1) // 2 if causal else n * n
 
 
-def mha_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
-    p, dim = pairs(seq_len, causal), num_heads * head_dim
+CROSS = {"exponent_q": 1.0, "exponent_k": 1.0}  # every form here is linear in n_q and in n_k apart
+
+
+def mha_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec,
+               kv_len=None):
+    p, dim, n_k = pairs(seq_len, causal, kv_len), num_heads * head_dim, kv_len or seq_len
     return Theory(
         flops=score_flops(batch, num_heads, p, head_dim), claimed_exponent_n=2.0, claimed_exponent_d=1.0, pairs=p,
-        extra_flops={"projections": 4 * 2 * batch * seq_len * dim * dim,
+        extra_flops={"projections": 2 * batch * (2 * seq_len + 2 * n_k) * dim * dim,  # q and out; k and v
                      "softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * p},
-        note="same FLOPs fused or per head; the claim is that fused is faster",
+        note="same FLOPs fused or per head; the claim is that fused is faster", **CROSS,
     )
 
 
@@ -174,13 +181,15 @@ def additive(q, k, v, causal: bool, attn_dim: int, seed: int, chunk: int | None 
     return torch.cat(outs, dim=2)
 
 
-def additive_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
-    p, da, bh = pairs(seq_len, causal), params["attn_dim"], batch * num_heads
+def additive_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec,
+                    kv_len=None):
+    p, da, bh = pairs(seq_len, causal, kv_len), params["attn_dim"], batch * num_heads
+    rows = seq_len + (kv_len or seq_len)  # W_q q and W_k k
     return Theory(
         flops=bh * p * (3 * da + 2 * head_dim), claimed_exponent_n=2.0, pairs=p,
-        extra_flops={"projections": 2 * 2 * bh * seq_len * head_dim * da, "tanh": bh * p * da,
+        extra_flops={"projections": 2 * bh * rows * head_dim * da, "tanh": bh * p * da,
                      "softmax": SOFTMAX_OPS_PER_PAIR * bh * p},
-        note="per pair: d_a adds and a d_a dot product with v; memory O(n²·d_a) when broadcast",
+        note="per pair: d_a adds and a d_a dot product with v; memory O(n²·d_a) when broadcast", **CROSS,
     )
 
 
@@ -205,11 +214,13 @@ def multiplicative_sdpa() -> Impl:
                 library="torch scaled_dot_product_attention")
 
 
-def multiplicative_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
-    p, bh = pairs(seq_len, causal), batch * num_heads
+def multiplicative_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit,
+                          spec, kv_len=None):
+    p, bh = pairs(seq_len, causal, kv_len), batch * num_heads
     return Theory(
         flops=score_flops(batch, num_heads, p, head_dim), claimed_exponent_n=2.0, claimed_exponent_d=1.0, pairs=p,
         extra_flops={"projections": 2 * bh * seq_len * head_dim * head_dim, "softmax": SOFTMAX_OPS_PER_PAIR * bh * p},
+        **CROSS,
     )
 
 
@@ -230,6 +241,7 @@ def classic(name, summary, source, params, theory_fn, impls) -> VariantSpec:
     return register(VariantSpec(
         name=name, family="classic", summary=summary, source=source, params=params,
         theory_fn=theory_fn, impls={i.name: i for i in impls},
+        cross=True,  # Bahdanau and Luong scored a decoder state against the encoder's: cross attention first
     ))
 
 

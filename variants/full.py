@@ -36,5 +36,6 @@ SPEC = register(
         mask_fn=lambda n, causal, p, device="cpu": with_causal(everything(n, p), causal),
         row_counts_fn=row_counts,
         decode=True,
+        cross=True,
     )
 )

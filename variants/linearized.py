@@ -56,9 +56,9 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 19
     b, h, n, d = q.shape
     out = torch.empty_like(q)
     state = z = scale = None
-    if not causal:
+    if not causal:  # NB: keys may be another sequence's (cross attention: n_k ≠ n)
         step = max(64, budget // (b * h * max(d, _features(phi, d))))
-        for r0 in range(0, n, step):
+        for r0 in range(0, k.shape[-2], step):
             fk, s = phi.key(k[:, :, r0 : r0 + step])  # (B, H, C, m)
             if state is None:
                 state = torch.zeros(b, h, fk.shape[-1], d, dtype=q.dtype, device=q.device)
@@ -126,23 +126,25 @@ def linearized_variant(*, name: str, summary: str, source: str, params, features
         VariantSpec(
             name=name, family="linear", summary=summary, source=source, params=params,
             theory_fn=theory_fn, impls={**impls(features, cores, reasons), **{i.name: i for i in peers}},
-            approximates=approximates,
+            approximates=approximates, cross=True,  # S and z sum over the keys, whichever sequence they come from
         )
     )
 
 
 def linear_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes,
-                  params, explicit, spec, features: int | None = None) -> Theory:
-    """docs/CLAIMS.md: ≈ 4·B·H·n·m·d for Q′(K′ᵀV) (m = d for elu+1); feature map and normalizer apart."""
+                  params, explicit, spec, features: int | None = None, kv_len: int | None = None) -> Theory:
+    """docs/CLAIMS.md: ≈ 2·B·H·(n_q + n_k)·m·d for K′ᵀV and Q′S (4·B·H·n·m·d when n_q = n_k = n;
+    m = d for elu+1); feature map and normalizer apart."""
     m = head_dim if features is None else features
-    bhn = batch * num_heads * seq_len
-    extra = {"normalizer": 4 * bhn * m}  # φ(k) sums and φ(q)ᵀz
+    rows = batch * num_heads * (seq_len + (kv_len or seq_len))  # query rows and key rows
+    extra = {"normalizer": 2 * rows * m}  # φ(k) sums and φ(q)ᵀz
     if features is not None:
-        extra["feature_map"] = 2 * 2 * bhn * head_dim * m  # ωᵀx for q and for k
+        extra["feature_map"] = 2 * rows * head_dim * m  # ωᵀx for q and for k
     return Theory(
-        flops=4 * bhn * m * head_dim,
+        flops=2 * rows * m * head_dim,
         claimed_exponent_n=1.0,
         claimed_exponent_d=1.0 if features is not None else 2.0,
         extra_flops=extra,
-        kv_bytes=2 * batch * num_kv_heads * seq_len * head_dim * dtype_bytes,
+        kv_bytes=2 * batch * num_kv_heads * (kv_len or seq_len) * head_dim * dtype_bytes,
+        exponent_q=1.0, exponent_k=1.0,
     )

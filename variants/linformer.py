@@ -90,6 +90,8 @@ SPEC = register(VariantSpec(
     summary="Linformer: keys and values projected along the sequence to k rows, exact softmax over them, O(n·k·d).",
     source="Wang et al. 2020, Linformer: Self-Attention with Linear Complexity",
     params=(PROJ_LEN, SEED), theory_fn=theory,
+    cross_note="projects the keys with E, F of shape (k, n) for one length n; cross attention would need them "
+               "drawn for n_k (not built here)",
     impls={i.name: i for i in (
         make("dense", reference, "O(n·k·d): E K, F V, then the n×k scores and softmax written out"),
         make("native", native, "O(n·k·d): E K, F V, then the fused kernel over k keys",

@@ -23,12 +23,15 @@ def pattern_theory(exponent: Callable[[frozenset[str]], float], note: str = "") 
     """Theory of a pattern: P summed from its row counts, 4·B·H·P·d FLOPs, its claimed exponent."""
 
     def theory_fn(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes,
-                  params, explicit, spec):
-        pairs = int(spec.row_counts_fn(seq_len, causal, params).sum())
+                  params, explicit, spec, kv_len=None):
+        if kv_len is None:
+            pairs, exponents_qk = int(spec.row_counts_fn(seq_len, causal, params).sum()), None
+        else:  # cross attention (full, mqa, gqa): every query against every key of the other sequence
+            pairs, exponents_qk = seq_len * kv_len, (1.0, 1.0)
         return score_theory(
             pairs=pairs, batch=batch, num_heads=num_heads, num_kv_heads=num_kv_heads,
-            seq_len=seq_len, head_dim=head_dim, dtype_bytes=dtype_bytes,
-            exponent_n=exponent(explicit), note=note,
+            seq_len=kv_len or seq_len, head_dim=head_dim, dtype_bytes=dtype_bytes,
+            exponent_n=exponent(explicit), note=note, exponents_qk=exponents_qk,
         )
 
     return theory_fn

@@ -179,6 +179,7 @@ SPEC = register(VariantSpec(
     summary="Reformer LSH attention, shared QK: hash, sort, attend within a chunk and the one before, rounds merged.",
     source="Kitaev et al. 2020, Reformer: The Efficient Transformer",
     params=(BUCKETS, ROUNDS, CHUNK, SEED), theory_fn=theory, check_fn=check,
+    cross_note="hashes shared query-keys (one sequence, keys = queries) into buckets",
     impls={i.name: i for i in (
         make("dense", reference, "O(rounds·n²): each round's pairs as an n×n mask", "all_pairs"),
         make("native", native, "O(rounds·(n log n + n·2c·d)): sorted chunks against themselves and the one before",

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from variants.shapes import POSITIONAL, cross_reasons, kv_heads_for
 from variants.theory import Theory, for_mode
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -57,14 +58,23 @@ class Problem:
     batch: int = 1
     num_heads: int = 8
     num_kv_heads: int | None = None
-    seq_len: int = 1024
+    seq_len: int = 1024  # queries
     head_dim: int = 64
     causal: bool = False
     params: tuple[tuple[str, Any], ...] = ()  # the variant's resolved parameters (a library's bias needs them)
+    kv_len: int | None = None  # keys, where they are another sequence (cross attention); None: seq_len
 
     @property
     def kv_heads(self) -> int:
         return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
+
+    @property
+    def key_len(self) -> int:
+        return self.seq_len if self.kv_len is None else self.kv_len
+
+    @property
+    def cross(self) -> bool:
+        return self.key_len != self.seq_len
 
 
 class Prepared:
@@ -167,6 +177,10 @@ class VariantSpec:
     mask_fn: Callable[..., Callable] | None = None  # (n, causal, params) -> mask_mod predicate
     row_counts_fn: Callable[..., torch.Tensor] | None = None  # allowed keys per query row
     decode: bool = False  # queries may be fewer than keys (aligned to the end), non-causal only
+    # Cross attention (queries and keys from two sequences, n_q ≠ n_k): defined for the variant, or
+    # `cross_note` says why not (docs/CLAIMS.md, "Cross attention")
+    cross: bool = False
+    cross_note: str = POSITIONAL
     check_fn: Callable[[int, dict], None] | None = None  # limits between parameters
     approximates: str | None = None  # the variant whose output this one estimates (performer: full)
     extras: Mapping[str, Any] = field(default_factory=dict)
@@ -220,8 +234,13 @@ class VariantSpec:
         """Why `impl` cannot run this problem (with these parameters, defaults where not given)
         here; an empty list means it can."""
         shape = Problem(**problem)
-        resolved = self.resolve(shape.seq_len, params or {})
-        return self._impl(impl).reasons(dataclasses.replace(shape, params=tuple(sorted(resolved.items()))))
+        implementation = self._impl(impl)
+        if shape.cross:
+            why = cross_reasons(self, shape)
+            if why:
+                return why
+        resolved = self.resolve(shape.key_len, params or {})
+        return implementation.reasons(dataclasses.replace(shape, params=tuple(sorted(resolved.items()))))
 
     def supported(self, impl: str, **problem: Any) -> bool:
         return not self.reasons(impl, **problem)
@@ -239,18 +258,20 @@ class VariantSpec:
         implementation = self._impl(impl)
         check_inputs(self, q, k, v, causal)
         resolved = self.resolve(k.shape[-2], params)
+        n_q, n_k = q.shape[-2], k.shape[-2]
         problem = Problem(
             device=q.device.type, dtype=q.dtype, batch=q.shape[0], num_heads=q.shape[1],
-            num_kv_heads=k.shape[1], seq_len=k.shape[-2], head_dim=q.shape[-1], causal=causal,
-            params=tuple(sorted(resolved.items())),
+            num_kv_heads=k.shape[1], seq_len=n_q, kv_len=None if n_k == n_q else n_k, head_dim=q.shape[-1],
+            causal=causal, params=tuple(sorted(resolved.items())),
         )
-        why = implementation.reasons(problem)
+        why = cross_reasons(self, problem) if problem.cross else []
+        why = why or implementation.reasons(problem)
         if why:
             raise RuntimeError(f"{self.name}/{impl} cannot run here: {'; '.join(why)}")
         return implementation.prepare(q, k, v, causal=causal, params=resolved)
 
     def attention(self, q, k, v, *, impl: str, causal: bool = False, **params: Any) -> torch.Tensor:
-        """Attention output (B, H, n, d) for q (B, H, n, d) and k, v (B, H_kv, n, d)."""
+        """Attention output (B, H, n_q, d) for q (B, H, n_q, d) and k, v (B, H_kv, n_k, d)."""
         return self.prepare(q, k, v, impl=impl, causal=causal, **params)()
 
     # ----------------------------------------------------------------- patterns and theory
@@ -286,19 +307,29 @@ class VariantSpec:
         causal: bool = False,
         dtype_bytes: int = 4,
         mode: str = "fwd",
+        kv_len: int | None = None,
         **params: Any,
     ) -> Theory:
-        """Pairs, FLOPs and the claimed exponents for one shape and mode, per docs/CLAIMS.md."""
+        """Pairs, FLOPs and the claimed exponents for one shape and mode, per docs/CLAIMS.md; with
+        `kv_len`, seq_len queries attend kv_len keys of another sequence (cross attention)."""
         _check_seq_len(seq_len)
+        cross = {}
+        if kv_len is not None and kv_len != seq_len:
+            _check_seq_len(kv_len, "kv_len")
+            why = cross_reasons(self, Problem(seq_len=seq_len, kv_len=kv_len, causal=causal))
+            if why or mode == "decode":
+                raise ValueError(why[0] if why else f"kv_len={kv_len} with mode=decode (allowed: fwd, fwd_bwd; "
+                                 "decode is one query against seq_len keys)")
+            cross = {"kv_len": kv_len}
         for field_name, value in (("batch", batch), ("num_heads", num_heads), ("head_dim", head_dim)):
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{field_name}={value!r} must be a positive int")
         resolved = self.resolve(seq_len, params)
-        kv = _kv_heads_for(self, num_heads, num_kv_heads, resolved)
+        kv = kv_heads_for(self, num_heads, num_kv_heads, resolved)
         forward = self.theory_fn(
             seq_len=seq_len, batch=batch, num_heads=num_heads, num_kv_heads=kv, head_dim=head_dim,
             causal=causal, dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params),
-            spec=self,
+            spec=self, **cross,
         )
         return for_mode(forward, mode, batch=batch, num_heads=num_heads, seq_len=seq_len, head_dim=head_dim)
 
@@ -316,29 +347,9 @@ def device_reasons(device: str) -> list[str]:
     return []
 
 
-def _check_seq_len(seq_len: int) -> None:
+def _check_seq_len(seq_len: int, name: str = "seq_len") -> None:
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
-        raise ValueError(f"seq_len={seq_len!r} must be a positive int")
-
-
-def _kv_heads_for(spec: VariantSpec, num_heads: int, num_kv_heads: int | None, params) -> int:
-    if spec.kv_heads == "one":
-        if num_kv_heads not in (None, 1):
-            raise ValueError(f"{spec.name}: num_kv_heads={num_kv_heads} (allowed: 1)")
-        return 1
-    if spec.kv_heads == "divides":
-        groups = params.get("groups")
-        if None not in (groups, num_kv_heads) and groups != num_kv_heads:
-            raise ValueError(f"{spec.name}: groups={groups} and num_kv_heads={num_kv_heads} (allowed: equal)")
-        kv = num_kv_heads if num_kv_heads is not None else groups
-        if kv is None:
-            raise ValueError(f"{spec.name}: num_kv_heads=None and groups=None (allowed: give either, a divisor of num_heads)")
-        if num_heads % kv:
-            raise ValueError(f"{spec.name}: num_kv_heads={kv} must divide num_heads={num_heads}")
-        return kv
-    if num_kv_heads not in (None, num_heads):
-        raise ValueError(f"{spec.name}: num_kv_heads={num_kv_heads} (allowed: equal to num_heads={num_heads})")
-    return num_heads
+        raise ValueError(f"{name}={seq_len!r} must be a positive int")
 
 
 _REGISTRY: dict[str, VariantSpec] = {}

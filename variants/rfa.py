@@ -116,10 +116,11 @@ def gate_reasons(problem) -> list[str]:
 def rfa_theory(**kw):
     m = kw["params"]["features"]
     theory = linear_theory(**kw, features=2 * m)
-    bhn = kw["batch"] * kw["num_heads"] * kw["seq_len"]
-    theory.extra_flops["feature_map"] = 2 * 2 * bhn * kw["head_dim"] * m  # ωx̂ for q and k (m frequencies)
+    bh = kw["batch"] * kw["num_heads"]
+    rows = bh * (kw["seq_len"] + (kw.get("kv_len") or kw["seq_len"]))  # query rows and key rows
+    theory.extra_flops["feature_map"] = 2 * rows * kw["head_dim"] * m  # ωx̂ for q and k (m frequencies)
     if kw["params"]["gate"]:
-        theory.extra_flops["gate"] = 2 * bhn * kw["head_dim"]
+        theory.extra_flops["gate"] = 2 * bh * kw["seq_len"] * kw["head_dim"]
     return theory
 
 

@@ -28,6 +28,9 @@ class Theory:
     extra_flops: dict[str, int] = field(default_factory=dict)  # named terms apart from `flops`
     kv_bytes: int | None = None  # bytes of K and V together
     note: str = ""
+    # Cross attention (n_q queries, n_k keys): the exponents when one length grows and the other is fixed
+    exponent_q: float | None = None
+    exponent_k: float | None = None
 
     @property
     def total_flops(self) -> int:
@@ -35,8 +38,11 @@ class Theory:
 
 
 def score_theory(*, pairs: int, batch: int, num_heads: int, num_kv_heads: int, seq_len: int,
-                 head_dim: int, dtype_bytes: int, exponent_n: float, note: str = "") -> Theory:
-    """Score-based attention: 4·B·H·P·d forward FLOPs, softmax as a separate term."""
+                 head_dim: int, dtype_bytes: int, exponent_n: float, note: str = "",
+                 exponents_qk: tuple[float, float] | None = None) -> Theory:
+    """Score-based attention: 4·B·H·P·d forward FLOPs, softmax as a separate term; `seq_len` is
+    the keys' length (K and V bytes)."""
+    exponent_q, exponent_k = exponents_qk or (None, None)
     return Theory(
         flops=score_flops(batch, num_heads, pairs, head_dim),
         claimed_exponent_n=exponent_n,
@@ -44,7 +50,7 @@ def score_theory(*, pairs: int, batch: int, num_heads: int, num_kv_heads: int, s
         pairs=pairs,
         extra_flops={"softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * pairs},
         kv_bytes=2 * batch * num_kv_heads * seq_len * head_dim * dtype_bytes,
-        note=note,
+        note=note, exponent_q=exponent_q, exponent_k=exponent_k,
     )
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from suite.analyse.fits import MIN_POINTS, MIN_SPAN, TOLERANCE, fit_power, verdict
 
-SHAPE = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_heads",
+SHAPE = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "num_heads",
          "num_kv_heads", "head_dim", "causal", "params"]
 # metric name -> column of the results table; time: each case's fastest call, the one least disturbed by
 # the rest of the machine (contention only ever adds time; README "Noise"); time_s, the median, is the figure shown
@@ -34,6 +34,10 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
                      for impl, p, causal, mode in zip(out["impl"], params, out["causal"], out["mode"])]
     if "approx_error" not in out:
         out["approx_error"] = np.nan
+    for column in ("kv_len", "claimed_exponent_q", "claimed_exponent_k"):  # a table of self-attention only
+        if column not in out:
+            out[column] = np.nan
+    out["kv_len"] = pd.to_numeric(out["kv_len"])  # NB: None in a table with no cross case: NaN, as in one with
     if "time_min_s" not in out and "time_s" in out:  # a table built in memory by an older caller: the median stands in
         out["time_min_s"] = out["time_s"]
     return out
@@ -54,8 +58,12 @@ def claimed_exponent(axis: str, metric: str, row: pd.Series) -> float | None:
         return None  # memory is measured and shown, never claimed (docs/CLAIMS.md); work is the theory itself
     if metric == "error":
         return -0.5 if axis == "features" else None  # performer: error about 1/√m
+    if axis == "seq_len" and _crossed(row):  # n_q grows, n_k held: cross attention
+        return _claim(row["claimed_exponent_q"])
     if axis == "seq_len":
         return float(row["claimed_exponent_n"])
+    if axis == "kv_len":
+        return _claim(row["claimed_exponent_k"])
     if axis == "head_dim":
         value = row["claimed_exponent_d"]
         return None if value is None or pd.isna(value) else float(value)
@@ -66,6 +74,26 @@ def claimed_exponent(axis: str, metric: str, row: pd.Series) -> float | None:
     if axis == "features":
         return 1.0  # FLOPs 4·B·H·n·m·d
     return None
+
+
+def _kv_lens(fits: pd.DataFrame) -> pd.Series:
+    return fits["kv_len"] if "kv_len" in fits else pd.Series(np.nan, index=fits.index)
+
+
+def _claim(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _crossed(row: pd.Series) -> bool:
+    """Cross attention: the keys are another sequence's, of length kv_len."""
+    return not pd.isna(row.get("kv_len", np.nan))
+
+
+def _cross_label(axis: str, row: pd.Series) -> str:
+    """The length a cross series holds fixed, for its label: n_k in a fit in n_q, n_q in a fit in n_k."""
+    if axis == "kv_len":
+        return f" [n_q={int(row['seq_len'])}]"
+    return f" [n_k={int(row['kv_len'])}]" if _crossed(row) else ""
 
 
 def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memory", "flops", "work")) -> pd.DataFrame:
@@ -86,11 +114,14 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
     if axis == "num_heads":  # KV heads follow the query heads (MHA) or stay fixed (MQA): hold the ratio
         fixed = [c for c in fixed if c != "num_kv_heads"] + ["kv_ratio"]
         ok = ok.assign(kv_ratio=ok["num_heads"] / ok["num_kv_heads"])
+    if axis == "kv_len":
+        ok = ok[ok["kv_len"].notna()]
     records = []
     for keys, group in ok.groupby(fixed, sort=False, dropna=False):
         if group[axis].nunique() < MIN_POINTS:
             continue
         first = group.iloc[0]
+        label = first["series"] + _cross_label(axis, first)
         mine = len(records)
         for metric in metrics:
             col = METRICS[metric]
@@ -105,7 +136,7 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
             status, why = verdict(fit, claimed)
             records.append({
                 **dict(zip(fixed, keys if isinstance(keys, tuple) else (keys,))),
-                "series": first["series"], "axis": axis, "metric": metric,
+                "series": label, "axis": axis, "metric": metric,
                 "impl_work": first.get("impl_work"), "impl_library": first.get("impl_library"),
                 "slope": fit.slope if fit else np.nan, "lo": fit.lo if fit else np.nan,
                 "hi": fit.hi if fit else np.nan, "intercept": fit.intercept if fit else np.nan,
@@ -129,7 +160,7 @@ def all_exponents(frame: pd.DataFrame) -> pd.DataFrame:
     a `diagnosis` of why it differs from its claim, where it does.
     """
     frame = prepare(frame)
-    parts = [exponents(frame, "seq_len"), exponents(frame, "num_heads", ("time", "flops")),
+    parts = [exponents(frame, "seq_len"), exponents(frame, "kv_len"), exponents(frame, "num_heads", ("time", "flops")),
              exponents(frame, "head_dim", ("time", "flops")), exponents(frame, "num_kv_heads", ("time",)),
              exponents(frame, "features", ("time", "error"))]
     parts = [p for p in parts if not p.empty]
@@ -166,7 +197,7 @@ def claims(fits: pd.DataFrame) -> pd.DataFrame:
     """
     if fits.empty:
         return fits
-    time_n = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "time")]
+    time_n = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "time") & _kv_lens(fits).isna()]
     rows = time_n[(time_n["mode"] == "fwd") & (~time_n["causal"].astype(bool))].copy()
     memory = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "memory")]
     join = [c for c in SHAPE if c != "seq_len"]
@@ -177,12 +208,22 @@ def claims(fits: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["variant", "device", "dtype", "impl", "series"]).reset_index(drop=True)
 
 
+def cross(fits: pd.DataFrame) -> pd.DataFrame:
+    """Cross attention's verdicts: each forward time fit in n_q (n_k held) and in n_k (n_q held)."""
+    if fits.empty:
+        return fits
+    crossed = (fits["axis"] == "kv_len") | ((fits["axis"] == "seq_len") & _kv_lens(fits).notna())
+    rows = fits[crossed & (fits["metric"] == "time") & (fits["mode"] == "fwd")].copy()
+    rows["length"] = np.where(rows["axis"] == "kv_len", "n_k", "n_q")
+    return rows.sort_values(["variant", "device", "dtype", "impl", "length", "series"]).reset_index(drop=True)
+
+
 def diagnose(row: pd.Series) -> str:
     """Why a time exponent differs from its claim, from the other fits of the same series."""
     if row["verdict"] in ("confirmed", "no claim") or pd.isna(row["slope"]):
         return ""
-    axis = {"seq_len": "n", "num_heads": "H", "head_dim": "d", "num_kv_heads": "H_kv",
-            "features": "m"}.get(row.get("axis", "seq_len"), "n")
+    axis = {"seq_len": "n_q" if _crossed(row) else "n", "kv_len": "n_k", "num_heads": "H", "head_dim": "d",
+            "num_kv_heads": "H_kv", "features": "m"}.get(row.get("axis", "seq_len"), "n")
     notes = []
     flops_slope, source = row.get("flops_slope"), "counted FLOPs"
     uncounted = flops_slope is None or pd.isna(flops_slope)

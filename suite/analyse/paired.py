@@ -34,6 +34,8 @@ def blocks(lines: list[dict]) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=["case_id", "side", "pair", "position", "status", "reason", "time_s", *LABEL])
     frame["params"] = frame["params"].map(lambda p: json.dumps(p or {}, sort_keys=True))
+    if "kv_len" not in frame:  # a journal of self-attention cases only: their keys carry no kv_len
+        frame["kv_len"] = None
     for column in frame.columns:  # NB: dicts (setup, notes) as JSON text, as in the run's table
         if column != "params" and frame[column].map(lambda x: isinstance(x, dict)).any():
             frame[column] = frame[column].map(lambda x: json.dumps(x, sort_keys=True) if isinstance(x, dict) else x)

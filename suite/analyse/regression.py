@@ -23,7 +23,7 @@ from suite.analyse.exponents import SHAPE, exponents as fit_exponents
 
 STABLE_ENV = ("torch", "xformers", "cuda", "python", "cpu_model", "cpu_count", "threads", "allocator",
               "cuda_device")
-LABEL = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_heads", "num_kv_heads",
+LABEL = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "num_heads", "num_kv_heads",
          "head_dim", "causal", "params"]
 BLOCKING = {"missing": "in the baseline, not in the new run", "failed": "ok in the baseline, failed in the new run",
             "untested": "too few timings to test", "new": "no baseline to compare with"}
@@ -273,5 +273,7 @@ def reconfirm(verdict: Verdict, still_slower: set[str], rule: Rule = Rule(), for
 
 def case_label(row) -> str:
     params = "" if row["params"] in (None, "{}") else f" {row['params']}"
-    return (f"{row['variant']}/{row['impl']} {row['device']} {row['dtype']} {row['mode']} n={row['seq_len']} "
+    kv_len = row.get("kv_len")
+    n = f"n={row['seq_len']}" + (f" n_k={int(kv_len)}" if kv_len is not None and kv_len == kv_len else "")
+    return (f"{row['variant']}/{row['impl']} {row['device']} {row['dtype']} {row['mode']} {n} "
             f"H={row['num_heads']}/{row['num_kv_heads']} d={row['head_dim']}{' causal' if row['causal'] else ''}{params}")

@@ -23,18 +23,22 @@ class Case:
     dtype: str
     mode: str
     batch: int
-    seq_len: int  # keys (and queries, except in decode: one query against a cache of seq_len)
+    seq_len: int  # queries and keys; in decode one query against a cache of seq_len; with kv_len the queries
     num_heads: int
     num_kv_heads: int
     head_dim: int
     causal: bool
     params: tuple[tuple[str, object], ...] = ()  # explicit variant parameters, sorted
+    kv_len: int | None = None  # keys of another sequence (cross attention); None: seq_len, self-attention
 
     @property
     def key(self) -> dict:
-        """The identity of a case: every field, as plain JSON values."""
+        """The identity of a case: every field, as plain JSON values. NB: a self-attention case has
+        no kv_len in its key, so its id is the one it had before the field existed."""
         out = asdict(self)
         out["params"] = dict(self.params)
+        if self.kv_len is None:
+            del out["kv_len"]
         return out
 
     @property
@@ -47,18 +51,25 @@ class Case:
     def query_len(self) -> int:
         return 1 if self.mode == "decode" else self.seq_len
 
+    @property
+    def key_len(self) -> int:
+        return self.seq_len if self.kv_len is None else self.kv_len
+
     def label(self) -> str:
         params = ",".join(f"{k}={v}" for k, v in self.params)
         extra = f" {params}" if params else ""
         kv = f"/{self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""
         causal = " causal" if self.causal else ""
-        return (f"{self.variant}/{self.impl} {self.device} {self.dtype} {self.mode} n={self.seq_len} "
+        n = f"n={self.seq_len}" + (f" n_k={self.kv_len}" if self.kv_len is not None else "")
+        return (f"{self.variant}/{self.impl} {self.device} {self.dtype} {self.mode} {n} "
                 f"B={self.batch} H={self.num_heads}{kv} d={self.head_dim}{causal}{extra}")
 
     @classmethod
     def from_key(cls, key: dict) -> "Case":
         fields = dict(key)
         fields["params"] = tuple(sorted(fields.get("params", {}).items()))
+        kv_len = fields.get("kv_len")  # NB: NaN or absent in a table where every case is self-attention
+        fields["kv_len"] = None if kv_len is None or kv_len != kv_len else int(kv_len)
         return cls(**fields)
 
 
@@ -68,7 +79,7 @@ def reasons_of(case: Case) -> list[str]:
     return variants.get(case.variant).reasons(
         case.impl, params=dict(case.params), device=case.device, dtype=DTYPES[case.dtype], batch=case.batch,
         num_heads=case.num_heads, num_kv_heads=case.num_kv_heads, seq_len=case.seq_len, head_dim=case.head_dim,
-        causal=case.causal)
+        causal=case.causal, kv_len=case.kv_len)
 
 
 def theory_of(case: Case) -> dict:
@@ -76,10 +87,11 @@ def theory_of(case: Case) -> dict:
     theory = variants.get(case.variant).theory(
         seq_len=case.seq_len, batch=case.batch, num_heads=case.num_heads, num_kv_heads=case.num_kv_heads,
         head_dim=case.head_dim, causal=case.causal, dtype_bytes=DTYPES[case.dtype].itemsize, mode=case.mode,
-        **dict(case.params),
+        kv_len=case.kv_len, **dict(case.params),
     )
     return {
         "flops": int(theory.flops), "pairs": theory.pairs, "claimed_exponent_n": theory.claimed_exponent_n,
         "claimed_exponent_d": theory.claimed_exponent_d, "kv_bytes": theory.kv_bytes,
-        "extra_flops": theory.extra_flops,
+        "extra_flops": theory.extra_flops, "claimed_exponent_q": theory.exponent_q,
+        "claimed_exponent_k": theory.exponent_k,
     }

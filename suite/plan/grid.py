@@ -36,7 +36,7 @@ from suite.plan.settings import validate as validate_settings
 from suite.run.device import DEVICES
 
 PRESETS = ("smoke", "quick", "full", "pr")
-AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_heads",
+AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "num_heads",
         "num_kv_heads", "head_dim", "causal", "params")
 TOP_LEVEL = ("name", "description", "settings", "defaults", "block")
 
@@ -192,6 +192,7 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
     mode = _choices(where, "mode", _as_list(where, "mode", axes.get("mode", ["fwd"])), MODES)
     batch = _ints(where, "batch", _as_list(where, "batch", axes.get("batch", [1])))
     seq_len, climb = _lengths(where, axes.get("seq_len", [1024]))
+    kv_lens = _kv_lens(where, axes.get("kv_len"), mode)
     heads = _ints(where, "num_heads", _as_list(where, "num_heads", axes.get("num_heads", [8])))
     head_dim = _ints(where, "head_dim", _as_list(where, "head_dim", axes.get("head_dim", [64])))
     causal = _bools(where, "causal", _as_list(where, "causal", axes.get("causal", [False])))
@@ -225,8 +226,8 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
                         spec.resolve(length, pvals)
                     except ValueError as err:
                         raise ConfigError(f"{where}: {err}") from None
-                for kv in _kv_heads(spec, h, kv_values, where):
-                    case = Case(spec.name, impl, dev, dt, m, b, n, h, kv, d, c, tuple(sorted(pvals.items())))
+                for kv, n_k in itertools.product(_kv_heads(spec, h, kv_values, where), kv_lens):
+                    case = Case(spec.name, impl, dev, dt, m, b, n, h, kv, d, c, tuple(sorted(pvals.items())), n_k)
                     yield case, Ladder(case, *climb) if climb else None
 
 
@@ -239,6 +240,18 @@ def _lengths(where: str, value) -> tuple[list[int], tuple[int, int, int] | None]
         _fail(where, "seq_len", value, 'a list of integers, a range {min = .., max = .., step = 2 or 4}, or "auto"')
     return _ints(where, "seq_len", _as_list(where, "seq_len", value)), None
 
+
+
+def _kv_lens(where: str, value, modes: list[str]) -> list[int | None]:
+    """Keys of another sequence (cross attention): a list of lengths; absent: self-attention."""
+    if value is None:
+        return [None]
+    if isinstance(value, (dict, str)):
+        _fail(where, "kv_len", value, "a list of integers (adaptive lengths are for seq_len only)")
+    values = _ints(where, "kv_len", _as_list(where, "kv_len", value))
+    if "decode" in modes:
+        _fail(where, "mode", "decode", "fwd, fwd_bwd with kv_len (decode is one query against seq_len keys)")
+    return values
 
 
 def _bools(where: str, name: str, values: list) -> list:

@@ -71,12 +71,16 @@ def start_lengths(low: int, high: int, step: int) -> list[int]:
 
 
 def series_key(fields) -> str:
-    """The identity of a series: every shape field but seq_len (params as canonical JSON text)."""
+    """The identity of a series: every shape field but seq_len (params as canonical JSON text). NB:
+    kv_len only where it is set, so a self-attention series keeps the key it had before the field."""
     params = fields["params"]
     if isinstance(params, str):
         params = json.loads(params) if params else {}
     out = {k: fields[k] for k in SERIES if k != "params"}
     out = {k: bool(v) if k == "causal" else int(v) if k in INTS else str(v) for k, v in out.items()}
+    kv_len = fields.get("kv_len")
+    if kv_len is not None and kv_len == kv_len:  # not None, not NaN
+        out["kv_len"] = int(kv_len)
     return json.dumps({**out, "params": dict(params)}, sort_keys=True)
 
 

@@ -45,7 +45,7 @@ def predicted_s(case: Case, settings: Settings) -> float:
     except Exception:  # noqa: BLE001 - a case whose theory fails costs little: it fails fast
         flops = 0
     if _work(case) != "algorithm":  # a dense mask or a tiled kernel: count every pair
-        flops = max(flops, score_flops(case.batch, case.num_heads, case.query_len * case.seq_len, case.head_dim))
+        flops = max(flops, score_flops(case.batch, case.num_heads, case.query_len * case.key_len, case.head_dim))
     call_s = flops / devices.get(case.device).assumed_flop_rate
     per_replicate = START_S + max(settings.min_run_time_s, CALLS_PER_REPLICATE * call_s)
     return per_replicate * settings.replicates

@@ -51,7 +51,7 @@ def other_fits(fits: pd.DataFrame) -> pd.DataFrame:
     """Exponents in heads, head dim, KV heads and features, as display rows."""
     if fits.empty:
         return fits
-    rows = fits[fits["axis"] != "seq_len"].copy()
+    rows = fits[~fits["axis"].isin(["seq_len", "kv_len"])].copy()
     return rows.sort_values(["axis", "variant", "series", "metric"])
 
 
@@ -101,7 +101,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
         failures=failures(frame), images=images, counts=frame["status"].value_counts().to_dict(),
         tolerance=fits.TOLERANCE, min_span=fits.MIN_SPAN, max_width=fits.MAX_WIDTH,
         floor_share=fits.FLOOR_SHARE,
-        fits_count=len(result.fits), noise=result.noise, layers=result.layers,
+        fits_count=len(result.fits), noise=result.noise, layers=result.layers, cross=result.cross,
     )
     path = report_dir / "index.html"
     path.write_text(page)
@@ -125,16 +125,19 @@ def _distinguishing(table: pd.DataFrame) -> pd.Series:
     return table.apply(lambda row: " ".join(SHAPE_FIELDS[f].format(value(row[f])) for f in varying), axis=1)
 
 
-def summary(table: pd.DataFrame) -> str:
-    """The verdict table (analysis.claims) as plain text, for the terminal at the end of a run."""
+def summary(table: pd.DataFrame, length: str = "n") -> str:
+    """The verdict table (analysis.claims, or analysis.cross with `length` "n_q | n_k": each series
+    names the length it holds) as plain text, for the terminal at the end of a run."""
     if table.empty:
         return "no exponent could be fitted (each series needs 3 values of n)"
     shape = _distinguishing(table)
     width = max([len(s) for s in shape] + [0])
     col = (lambda text: f"{text:<{width}} ") if width else (lambda text: "")
-    lines = [f"{'variant':<15} {'implementation':<22} {col('')}{'exponent in n [95% CI]':<24} {'claim':>5}  verdict"]
+    wide = 30 if length != "n" else 22  # a cross series' label names the length it holds: "sdpa [n_k=1024]"
+    lines = [f"{'variant':<15} {'implementation':<{wide}} {col('')}{f'exponent in {length} [95% CI]'[-24:]:<24} "
+             f"{'claim':>5}  verdict"]
     for i, row in table.iterrows():
-        lines.append(f"{row['variant']:<15} {row['series'][:22]:<22} {col(shape[i])}{fmt_slope(row):<24} "
+        lines.append(f"{row['variant']:<15} {row['series'][:wide]:<{wide}} {col(shape[i])}{fmt_slope(row):<24} "
                      f"{row['claimed']:>5g}  {row['verdict']}")
     lengths = table["lengths"] if "lengths" in table else pd.Series("", index=table.index)
     open_ = table[(table["verdict"] == "inconclusive") | ((lengths != "") & ~lengths.str.startswith("settled"))]

@@ -30,10 +30,10 @@ CHECK_TOL = {"float64": 1e-8, "float32": 1e-4, "bfloat16": 4e-2, "float16": 1e-2
 OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "cannot allocate memory")
 
 
-def inputs(case: Case, *, seq_len: int | None = None, dtype=None, device=None, requires_grad=False, seed=0):
-    """q (B, H, n_q, d), k and v (B, H_kv, n, d), seeded; n_q = 1 in decode mode."""
-    n = seq_len or case.seq_len
-    n_q = 1 if case.mode == "decode" else n
+def inputs(case: Case, *, dtype=None, device=None, requires_grad=False, seed=0):
+    """q (B, H, n_q, d), k and v (B, H_kv, n_k, d), seeded: n_q = 1 in decode mode, n_k = kv_len
+    where the keys are another sequence's."""
+    n_q, n = case.query_len, case.key_len
     dtype = dtype or DTYPES[case.dtype]
     device = device or case.device
     gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -61,24 +61,28 @@ def build(case: Case, q, k, v) -> tuple[Callable[[], object], dict]:
 
 
 def at_length(case: Case, n: int) -> Case:
-    """The case at batch 1 and length n: where checks against a dense reference are affordable."""
-    return Case(**{**case.key, "batch": 1, "seq_len": n, "params": case.params})
+    """The case at batch 1 and length n: where checks against a dense reference are affordable. A
+    cross case's keys are scaled alike, so the check keeps n_q ≠ n_k and which one is longer."""
+    kv_len = None if case.kv_len is None else max(1, round(case.kv_len * n / case.seq_len))
+    return Case(**{**case.key, "batch": 1, "seq_len": n, "params": case.params, "kv_len": kv_len})
 
 
 _CHECKED: dict[tuple, tuple[float, float]] = {}
 
 
 def check(case: Case, check_seq_len: int) -> tuple[float, float]:
-    """Max |impl − dense float64| at a small shape, and the tolerance; cached per configuration."""
+    """Max |impl − dense float64| at a small shape, and the tolerance; cached per configuration (a
+    cross case's per ratio n_q : n_k, both scaled so the longer is at most check_seq_len)."""
+    spec = variants.get(case.variant)
+    n = max(1, min(case.seq_len, check_seq_len * case.seq_len // max(case.seq_len, case.key_len)))
+    try:
+        spec.resolve(n, dict(case.params))
+    except ValueError:  # an explicit parameter needs a longer sequence: check at the case's n
+        n = case.seq_len
+    shape = None if case.kv_len is None else (n, at_length(case, n).kv_len)
     key = (case.variant, case.impl, case.device, case.dtype, case.mode, case.causal, case.params,
-           case.num_heads, case.num_kv_heads, case.head_dim)
+           case.num_heads, case.num_kv_heads, case.head_dim, shape)
     if key not in _CHECKED:
-        spec = variants.get(case.variant)
-        n = min(case.seq_len, check_seq_len)
-        try:
-            spec.resolve(n, dict(case.params))
-        except ValueError:  # an explicit parameter needs a longer sequence: check at the case's n
-            n = case.seq_len
         err, floor = against_reference(spec, case.impl, lambda m: inputs(at_length(case, m)), n,
                                        dict(case.params), case.causal)
         _CHECKED[key] = (err, max(CHECK_TOL[case.dtype], floor))
@@ -184,13 +188,13 @@ def _ready(row: Row) -> Row:
     """Theory, traits and capability: the row of a case that can run here, or of one skipped."""
     case = row.case
     try:
-        row = replace(row, **theory_of(case))
+        reasons = reasons_of(case)
+        undefined = reasons and case.kv_len is not None  # cross attention the variant does not define: no theory
+        row = row if undefined else replace(row, **theory_of(case))
     except Exception as err:  # noqa: BLE001
         return replace(row, status="error", reason=f"theory: {type(err).__name__}: {err}")
-    spec = variants.get(case.variant)
-    impl = spec.impls[case.impl]
+    impl = variants.get(case.variant).impls[case.impl]
     row = replace(row, impl_work=impl.work, impl_library=impl.library)
-    reasons = reasons_of(case)
     return replace(row, status="skipped", reason="; ".join(reasons)) if reasons else row
 
 

@@ -34,6 +34,8 @@ class Row:
     pairs: int | None = None
     claimed_exponent_n: float | None = None
     claimed_exponent_d: float | None = None
+    claimed_exponent_q: float | None = None  # cross attention: in n_q alone, and in n_k alone
+    claimed_exponent_k: float | None = None
     kv_bytes: int | None = None
     check_error: float | None = None  # max |impl − dense float64| / scale at a small n
     check_tol: float | None = None
