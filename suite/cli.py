@@ -127,11 +127,14 @@ def make_report(run: RunDir, report_dir: Path) -> int:
 
     started = time.perf_counter()
     path, result = report.build(run, report_dir)
-    if not result.claims.empty or result.cross.empty:
+    if not result.claims.empty or (result.cross.empty and result.padding.empty):
         print(report.summary(result.claims))
     if not result.cross.empty:
         print("cross attention, each series in the length it does not hold:")
         print(report.summary(result.cross, "n_q | n_k"))
+    if not result.padding.empty:
+        print("padded batches, in valid tokens at a fixed padded n (or in n at a fixed valid fraction):")
+        print(report.summary(result.padding, "valid tokens | n"))
     print(result.noise.line())
     print(f"report: {path} ({time.perf_counter() - started:.1f}s)")
     return 0

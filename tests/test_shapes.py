@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ from suite.plan.case import Case
 from suite.run import measure
 from variants.linearized import linear_time
 from variants.linear import Elu
+from variants.padding import valid_lengths
 
 CROSS = [name for name in variants.names() if variants.get(name).cross]
 POSITIONAL = [name for name in variants.names() if not variants.get(name).cross]
@@ -200,3 +202,148 @@ def test_a_cross_series_that_grows_as_the_square_is_refuted_in_that_length():
     assert row["length"] == "n_k" and row["verdict"] == "refuted" and abs(row["slope"] - 2) < 0.01
     assert row["diagnosis"].startswith("the work (the algorithm's FLOPs; the counter cannot count this path) "
                                        "grows as n_k^1.00, as claimed, but the rate of work falls as n_k^1.00")
+
+
+# ----------------------------------------------------------------------------- padding
+PADDED = [name for name in variants.names() if variants.get(name).padding]
+
+
+def test_valid_lengths_are_seeded_bounded_and_scale_with_the_fraction():
+    lengths = valid_lengths(8, 1024, 0.5)
+    assert lengths == valid_lengths(8, 1024, 0.5) and len(lengths) == 8
+    assert sorted(lengths) != list(lengths) or sorted(lengths, reverse=True) != list(lengths)  # a seeded order
+    assert abs(sum(lengths) / (8 * 1024) - 0.5) < 0.01 and min(lengths) >= 256 and max(lengths) <= 768
+    half = valid_lengths(8, 1024, 0.25)
+    assert all(abs(a - 2 * b) <= 1 for a, b in zip(lengths, half))  # proportional below 2/3
+    assert valid_lengths(4, 100, 1.0) == (100,) * 4 and min(valid_lengths(4, 100, 0.001)) == 1
+    assert max(valid_lengths(16, 1000, 0.9)) <= 1000
+    with pytest.raises(ValueError, match="valid_fraction=1.5"):
+        valid_lengths(4, 100, 1.5)
+
+
+def padded_inputs(spec, lengths, n, *, head_dim=8, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(1)
+    kv = kv_heads_for(spec, 4)
+    shape = (len(lengths), 4, n, head_dim)
+    return (torch.randn(shape, generator=gen, dtype=dtype),
+            *(torch.randn((len(lengths), kv, n, head_dim), generator=gen, dtype=dtype) for _ in range(2)))
+
+
+def alone(spec, q, k, v, lengths, causal, params):
+    """The definition, written out: each sequence's valid prefix attended alone, padding rows zero."""
+    out = torch.zeros_like(q)
+    for b, n in enumerate(lengths):
+        out[b : b + 1, :, :n] = spec.attention(q[b : b + 1, :, :n], k[b : b + 1, :, :n], v[b : b + 1, :, :n],
+                                               impl="dense", causal=causal, **params)
+    return out
+
+
+def padded_runnable():
+    out = []
+    for name in PADDED:
+        spec = variants.get(name)
+        for impl in spec.impls:
+            if impl not in ("flex", "xformers") and spec.impls[impl].differs is None \
+                    and not spec.reasons(impl, padded=True, dtype=torch.float64):
+                out.append((name, impl))
+    return out
+
+
+@pytest.mark.parametrize("name,impl", padded_runnable())
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_every_padded_implementation_equals_each_sequence_alone(name, impl, causal):
+    """Lengths 37 (no padding), 1 (one query, its keys otherwise all padding) and 20; padding rows zero."""
+    spec = variants.get(name)
+    if spec.reasons(impl, padded=True, causal=causal, dtype=torch.float64):
+        pytest.skip(f"{name}/{impl} causal={causal}: refused by capability")
+    lengths = (37, 1, 20)
+    params = {"window": 4} if name == "sliding_window" else {}
+    q, k, v = padded_inputs(spec, lengths, 37)
+    out = spec.attention(q, k, v, impl=impl, causal=causal, lengths=lengths, **params)
+    assert not out.isnan().any()
+    assert (out - alone(spec, q, k, v, lengths, causal, params)).abs().max().item() <= 1e-9
+    assert out[1, :, 1:].abs().max().item() == 0.0 and out[2, :, 20:].abs().max().item() == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["full", "sliding_window", "mqa"])
+def test_flex_skips_the_padding_and_equals_each_sequence_alone(name):
+    spec = variants.get(name)
+    lengths = (201, 40, 1, 130)
+    q, k, v = padded_inputs(spec, lengths, 201, head_dim=16)
+    out = spec.attention(q.float(), k.float(), v.float(), impl="flex", lengths=lengths, window=16) \
+        if name == "sliding_window" else spec.attention(q.float(), k.float(), v.float(), impl="flex", lengths=lengths)
+    params = {"window": 16} if name == "sliding_window" else {}
+    assert (out.double() - alone(spec, q, k, v, lengths, False, params)).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("impl", ["dense", "sdpa"])
+def test_a_padded_mask_gives_finite_gradients_equal_to_each_sequence_alone(impl):
+    """Padding rows read a dummy key so no softmax row is empty: no NaN reaches the gradients."""
+    spec = variants.get("full")
+    lengths = (12, 3)
+    q, k, v = (t.requires_grad_() for t in padded_inputs(spec, lengths, 12))
+    out = spec.attention(q, k, v, impl=impl, causal=True, lengths=lengths)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    q2, k2, v2 = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    expected = torch.autograd.grad(alone(spec, q2, k2, v2, lengths, True, {}).sum(), (q2, k2, v2))
+    for got, want in zip(grads, expected):
+        assert torch.isfinite(got).all() and (got - want).abs().max().item() <= 1e-9
+
+
+def test_a_variant_that_is_not_its_own_pattern_on_a_prefix_refuses_padding():
+    spec = variants.get("strided")
+    assert spec.reasons("native", padded=True)[0].startswith("valid_fraction: strided is not its own pattern")
+    q, k, v = padded_inputs(spec, (10, 5), 10)
+    with pytest.raises(RuntimeError, match="cannot run here: valid_fraction"):
+        spec.attention(q, k, v, impl="native", lengths=(10, 5))
+    with pytest.raises(ValueError, match="lengths=\\[10, 11\\]"):
+        variants.get("full").attention(q, k, v, impl="sdpa", lengths=(10, 11))
+
+
+def test_padded_theory_is_the_sum_over_the_valid_lengths():
+    full = variants.get("full").theory(seq_len=64, batch=3, num_heads=4, head_dim=8, lengths=(64, 10, 1))
+    assert full.pairs == 64 * 64 + 10 * 10 + 1 and full.flops == 4 * 4 * full.pairs * 8
+    assert full.kv_bytes == 2 * 3 * 4 * 64 * 8 * 4  # the padded K and V are what memory holds
+    window = variants.get("sliding_window").theory(seq_len=64, batch=2, lengths=(64, 10), window=2)
+    alone_pairs = sum(int(variants.get("sliding_window").row_counts(n, window=2).sum()) for n in (64, 10))
+    assert window.pairs == alone_pairs
+
+
+def test_the_grid_crosses_valid_fraction_and_refuses_it_with_kv_len_or_decode():
+    g = grid.parse({"block": [{"variant": ["full"], "impl": ["sdpa"], "batch": [4], "seq_len": [64],
+                               "valid_fraction": [0.25, 0.5]}]}, "t")
+    assert [c.valid_fraction for c in g.cases] == [0.25, 0.5]
+    assert g.cases[0].lengths == valid_lengths(4, 64, 0.25) and "valid=0.25" in g.cases[0].label()
+    for block, field in [({"valid_fraction": [0]}, "valid_fraction"), ({"valid_fraction": [1.5]}, "valid_fraction"),
+                         ({"valid_fraction": [0.5], "kv_len": [32]}, "valid_fraction"),
+                         ({"valid_fraction": [0.5], "mode": ["decode"]}, "valid_fraction")]:
+        with pytest.raises(grid.ConfigError, match=f"field '{field}'"):
+            grid.parse({"block": [{"variant": ["full"], **block}]}, "t")
+
+
+def padded_frame(times: dict[str, list[float]], counted: dict[str, list[float]]) -> pd.DataFrame:
+    fractions = [0.02, 0.04, 0.08, 0.16, 0.33, 0.66]
+    rows = []
+    for impl, ts in times.items():
+        for f, t, c in zip(fractions, ts, counted[impl]):
+            tokens = sum(valid_lengths(4, 4096, f))
+            rows.append({"variant": "full", "impl": impl, "device": "cpu", "dtype": "float32", "mode": "fwd",
+                         "batch": 4, "seq_len": 4096, "valid_fraction": f, "valid_tokens": tokens, "num_heads": 8,
+                         "num_kv_heads": 8, "head_dim": 64, "causal": False, "params": "{}", "status": "ok",
+                         "time_s": t, "time_min_s": t, "peak_bytes": np.nan, "flops_counted": c,
+                         "flops": 1e3 * tokens**2, "claimed_exponent_n": 2.0, "claimed_exponent_d": 1.0,
+                         "impl_work": "algorithm", "impl_library": None})
+    return pd.DataFrame(rows)
+
+
+def test_an_implementation_that_computes_the_padding_is_refuted_and_said_to_pay():
+    tokens = np.array([sum(valid_lengths(4, 4096, f)) for f in [0.02, 0.04, 0.08, 0.16, 0.33, 0.66]], float)
+    flat = [0.5 * (1 + 0.01 * math.sin(i)) for i in range(6)]  # the padded batch's cost, timing noise on it
+    frame = padded_frame({"sdpa": flat, "native": list(1e-11 * tokens**2)},
+                         {"sdpa": [1e12] * 6, "native": list(1e3 * tokens**2)})
+    table = ex.padding(ex.all_exponents(frame)).set_index("impl")
+    assert table.loc["sdpa", "verdict"] == "refuted" and table.loc["sdpa", "pays"].startswith("yes")
+    assert table.loc["native", "verdict"] == "confirmed" and table.loc["native", "pays"].startswith("no")
+    assert table.loc["sdpa", "series"] == "sdpa [B=4, n=4096]"
+    assert ex.claims(ex.all_exponents(frame)).empty  # padded fits stay out of the self-attention table

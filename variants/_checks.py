@@ -44,10 +44,11 @@ def check_inputs(spec, q, k, v, causal: bool) -> None:
         raise ValueError(f"k.shape[1]={h_kv} (allowed: a divisor of num_heads={h})")
 
 
-def against_reference(spec, impl: str, make_inputs, seq_len: int, params: dict, causal: bool) -> tuple[float, float]:
+def against_reference(spec, impl: str, make_inputs, seq_len: int, params: dict, causal: bool,
+                      lengths_for=lambda n: None) -> tuple[float, float]:
     """max |impl − dense in float64| / max(1, max |dense|), and the least tolerance the impl asks for.
 
-    `make_inputs(n)` gives q, k, v at length n. A library whose definition differs (`Impl.differs`)
+    `make_inputs(n)` gives q, k, v at length n; `lengths_for(n)` a padded batch's valid lengths there. A library whose definition differs (`Impl.differs`)
     is checked where the two coincide: its length, parameters and inputs.
     """
     differs = spec.impls[impl].differs
@@ -56,8 +57,9 @@ def against_reference(spec, impl: str, make_inputs, seq_len: int, params: dict, 
     q, k, v = make_inputs(seq_len)
     if differs is not None:
         q, k, v = differs.check_inputs(q, k, v)
+    lengths = lengths_for(seq_len)
     with torch.no_grad():
-        out = spec.attention(q, k, v, impl=impl, causal=causal, **params)
-        ref = spec.attention(*(t.double() for t in (q, k, v)), impl="dense", causal=causal, **params)
+        out = spec.attention(q, k, v, impl=impl, causal=causal, lengths=lengths, **params)
+        ref = spec.attention(*(t.double() for t in (q, k, v)), impl="dense", causal=causal, lengths=lengths, **params)
     err = (out.double() - ref).abs().max().item() / max(1.0, ref.abs().max().item())
     return (err if err == err else float("inf")), (differs.tol or 0.0) if differs is not None else 0.0

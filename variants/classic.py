@@ -242,6 +242,7 @@ def classic(name, summary, source, params, theory_fn, impls) -> VariantSpec:
         name=name, family="classic", summary=summary, source=source, params=params,
         theory_fn=theory_fn, impls={i.name: i for i in impls},
         cross=True,  # Bahdanau and Luong scored a decoder state against the encoder's: cross attention first
+        padding=True,  # no positions: a prefix is the same form at its own length
     ))
 
 

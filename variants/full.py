@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from variants.impls import dense_impl, flex_impl, sdpa_impl, xformers_bias, xformers_impl
+from variants.impls import dense_impl, flex_impl, nested_impl, sdpa_impl, xformers_bias, xformers_impl
 from variants.masks import named, with_causal
 from variants.pattern import pattern_theory, rows
 from variants.registry import VariantSpec, register
@@ -30,12 +30,13 @@ SPEC = register(
             i.name: i
             for i in (
                 dense_impl(None), sdpa_impl(None), flex_impl(None, "full"),
-                xformers_impl(xformers_bias("full"), work="algorithm"),
+                xformers_impl(xformers_bias("full"), work="algorithm"), nested_impl(),
             )
         },
         mask_fn=lambda n, causal, p, device="cpu": with_causal(everything(n, p), causal),
         row_counts_fn=row_counts,
         decode=True,
         cross=True,
+        padding=True,  # a prefix of full attention is full attention
     )
 )

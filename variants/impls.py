@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from variants.masks import MaskMod, dense_mask
+from variants.masks import MaskMod, causal_mod, dense_batch_mask, dense_mask, everything, padded
 from variants.registry import Impl, Prepared, Problem
 
 REDUCED = (torch.float16, torch.bfloat16, torch.float32)
@@ -49,10 +49,29 @@ def _timed(fn: Callable, *args, **kwargs):
 MaskFor = Callable[..., MaskMod]  # (n, causal, params, device=...) -> predicate
 
 
+def _pattern(mask_for: MaskFor | None, n: int, causal: bool, params: dict, device) -> MaskMod:
+    if mask_for is None:
+        return causal_mod if causal else everything
+    return mask_for(n, causal, params, device=device)
+
+
+def padding_mask(mask_for: MaskFor | None, q, causal: bool, params: dict, lengths) -> tuple[torch.Tensor, torch.Tensor]:
+    """A padded batch's (B, 1, n, n) mask, the pattern and a valid query and key (a padding row reads
+    key 0: no empty row), and the (B, 1, n, 1) valid rows, whose complement the caller zeroes."""
+    b, n = q.shape[0], q.shape[-2]
+    valid = torch.tensor(lengths, device=q.device)
+    mod = padded(_pattern(mask_for, n, causal, params, q.device), valid, dummy=True)
+    rows = (torch.arange(n, device=q.device) < valid[:, None])[:, None, :, None]
+    return dense_batch_mask(mod, b, n, device=q.device), rows
+
+
 def dense_impl(mask_for: MaskFor | None) -> Impl:
     """The masked reference; `mask_for=None` means full attention (causal via tril)."""
 
-    def prepare(q, k, v, *, causal, params):
+    def prepare(q, k, v, *, causal, params, lengths=None):
+        if lengths is not None:  # a padded batch: every B·n² score, padding masked out
+            (mask, rows), mask_s = _timed(padding_mask, mask_for, q, causal, params, lengths)
+            return Prepared(lambda: dense_attention(q, k, v, mask=mask).masked_fill(~rows, 0.0), {"mask_s": mask_s})
         if mask_for is None:
             return Prepared(lambda: dense_attention(q, k, v, causal=causal))
         mod = mask_for(k.shape[-2], causal, params, device=q.device)
@@ -60,7 +79,7 @@ def dense_impl(mask_for: MaskFor | None) -> Impl:
         return Prepared(lambda: dense_attention(q, k, v, mask=mask), {"mask_s": mask_s})
 
     return Impl("dense", prepare, cost="O(n²) time and memory: materializes the n×n scores",
-                work="algorithm" if mask_for is None else "all_pairs")
+                work="algorithm" if mask_for is None else "all_pairs", padding="mask")
 
 
 def sdpa_kernel_chosen(q, k, v, mask=None, causal: bool = False, gqa: bool = False) -> str:
@@ -78,8 +97,14 @@ def sdpa_kernel_chosen(q, k, v, mask=None, causal: bool = False, gqa: bool = Fal
 def sdpa_impl(mask_for: MaskFor | None) -> Impl:
     """torch's fused kernel; a sparse pattern goes in as a dense boolean mask (O(n²))."""
 
-    def prepare(q, k, v, *, causal, params):
+    def prepare(q, k, v, *, causal, params, lengths=None):
         gqa = k.shape[1] != q.shape[1]
+        if lengths is not None:  # a padded batch: a (B, 1, n, n) mask, the fused kernel pays for every pair
+            (mask, rows), mask_s = _timed(padding_mask, mask_for, q, causal, params, lengths)
+            return Prepared(
+                lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa).masked_fill(~rows, 0.0),
+                {"mask_s": mask_s}, {"kernel": sdpa_kernel_chosen(q, k, v, mask=mask, gqa=gqa)},
+            )
         if mask_for is None:
             return Prepared(
                 lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa),
@@ -96,7 +121,37 @@ def sdpa_impl(mask_for: MaskFor | None) -> Impl:
         "O(n²) time and memory: the pattern is a dense n×n boolean mask"
     )
     return Impl("sdpa", prepare, cost=cost, work="algorithm" if mask_for is None else "all_pairs",
-                library="torch scaled_dot_product_attention")
+                library="torch scaled_dot_product_attention", padding="mask")
+
+
+def jagged(t: torch.Tensor, lengths) -> torch.Tensor:
+    """(B, H, n, d) padded -> a nested (B, H, j, d) tensor of each sequence's valid prefix (a copy)."""
+    import warnings
+
+    with warnings.catch_warnings():  # NB: the jagged layout is a prototype and says so on every call
+        warnings.simplefilter("ignore", UserWarning)
+        parts = [t[b, :, :n].transpose(0, 1) for b, n in enumerate(lengths)]  # (l_b, H, d) each
+        return torch.nested.nested_tensor(parts, layout=torch.jagged).transpose(1, 2)
+
+
+def nested_impl() -> Impl:
+    """SDPA over nested (jagged) tensors: the packed variable-length form a library takes itself.
+    The output comes back padded with zeros, inside the timed call."""
+
+    def prepare(q, k, v, *, causal, params, lengths=None):
+        b, h, n, d = q.shape
+        (qn, kn, vn), pack_s = _timed(lambda: [jagged(t, lengths or (t.shape[-2],) * b) for t in (q, k, v)])
+
+        def run():
+            out = F.scaled_dot_product_attention(qn, kn, vn)  # (B, H, j, d) nested
+            return out.transpose(1, 2).to_padded_tensor(0.0, output_size=(b, n, h, d)).transpose(1, 2)
+
+        return Prepared(run, {"pack_s": pack_s})
+
+    return Impl("sdpa-nested", prepare, cost="O(Σ lᵢ²·d): one call over the valid tokens, no padding computed",
+                supports_causal=False,  # NB: torch's nested SDPA refuses is_causal (torch 2.13)
+                library="torch scaled_dot_product_attention (nested jagged tensors)", padding="mask",
+                countable=False)
 
 
 # ---------------------------------------------------------------------------- FlexAttention
@@ -123,12 +178,13 @@ _BLOCK_MASKS: dict = {}
 _STATIC_ONLY: set[str] = set()  # variants whose mask failed to compile with dynamic shapes
 
 
-def _block_mask(key, mask_mod, n_q: int, n_k: int, device):
-    """Block masks are cached by pattern: the same mask_mod object also keeps compiles cached."""
+def _block_mask(key, mask_mod, n_q: int, n_k: int, device, batch: int | None = None):
+    """Block masks are cached by pattern: the same mask_mod object also keeps compiles cached. A
+    padded batch's mask depends on the batch index (`batch` given)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     if key not in _BLOCK_MASKS:
-        _BLOCK_MASKS[key] = create_block_mask(mask_mod, None, None, n_q, n_k, device=device)
+        _BLOCK_MASKS[key] = create_block_mask(mask_mod, batch, None, n_q, n_k, device=device)
     return _BLOCK_MASKS[key]
 
 
@@ -143,15 +199,17 @@ def _flex_reasons(problem: Problem) -> list[str]:
 def flex_impl(mask_for: MaskFor | None, name: str) -> Impl:
     """FlexAttention with a block mask built from the variant's predicate, compiled and cached."""
 
-    def prepare(q, k, v, *, causal, params, warmup: bool = True):
+    def prepare(q, k, v, *, causal, params, lengths=None, warmup: bool = True):
         n_q, n_k = q.shape[-2], k.shape[-2]
-        if mask_for is None and not causal:
+        if lengths is not None:  # a padded batch: padding blocks are skipped, empty rows come out zero
+            key = (name, n_q, causal, tuple(sorted(params.items())), str(q.device), lengths)
+            mod = padded(_pattern(mask_for, n_k, causal, params, q.device), torch.tensor(lengths, device=q.device))
+            block_mask, mask_s = _timed(_block_mask, key, mod, n_q, n_k, q.device, len(lengths))
+        elif mask_for is None and not causal:
             block_mask, mask_s = None, 0.0
         else:
-            from variants.masks import causal_mod
-
             key = (name, n_q, n_k, causal, tuple(sorted(params.items())), str(q.device))
-            mod = causal_mod if mask_for is None else mask_for(n_k, causal, params, device=q.device)
+            mod = _pattern(mask_for, n_k, causal, params, q.device)
             block_mask, mask_s = _timed(_block_mask, key, mod, n_q, n_k, q.device)
         gqa = k.shape[1] != q.shape[1]
         notes = {"compile": "dynamic shapes"}
@@ -180,7 +238,7 @@ def flex_impl(mask_for: MaskFor | None, name: str) -> Impl:
         dtypes=REDUCED,  # NB: FlexAttention on CPU rejects float64 when it compiles
         extra_reasons=_flex_reasons,
         work="algorithm" if mask_for is None else "blocks", countable=False,  # NB: the counter raises under flex
-        library="torch FlexAttention",
+        library="torch FlexAttention", padding="mask",
     )
 
 

@@ -127,6 +127,7 @@ def linearized_variant(*, name: str, summary: str, source: str, params, features
             name=name, family="linear", summary=summary, source=source, params=params,
             theory_fn=theory_fn, impls={**impls(features, cores, reasons), **{i.name: i for i in peers}},
             approximates=approximates, cross=True,  # S and z sum over the keys, whichever sequence they come from
+            padding=True,  # a prefix's S and z are the sums over its own keys
         )
     )
 

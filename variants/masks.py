@@ -55,6 +55,32 @@ def dense_mask(mod: MaskMod, seq_len: int, *, device: str | torch.device = "cpu"
     return out.expand(seq_len, seq_len).to(torch.bool)
 
 
+def padded(mod: MaskMod, lengths: torch.Tensor, dummy: bool = False) -> MaskMod:
+    """Padding: sequence b has lengths[b] valid tokens, then padding; a pair needs a valid query and a
+    valid key besides `mod`. With `dummy`, a padding query row reads key 0, so that no row is empty
+    (no NaN in a dense softmax or its gradient; the caller zeroes those rows)."""
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        length = lengths[b]
+        ok = mod(b, h, q_idx, kv_idx) & (q_idx < length) & (kv_idx < length)
+        return ok | ((q_idx >= length) & (kv_idx == 0)) if dummy else ok
+
+    return named(mask_mod, f"{getattr(mod, '__name__', 'mask')} & valid")
+
+
+def everything(b, h, q_idx, kv_idx):
+    return q_idx >= 0
+
+
+def dense_batch_mask(mod: MaskMod, batch: int, seq_len: int, *, device: str | torch.device = "cpu") -> torch.Tensor:
+    """A predicate that depends on the batch index, on every (b, i, j): a (B, 1, n, n) bool tensor."""
+    i = torch.arange(seq_len, device=device)
+    b = torch.arange(batch, device=device)[:, None, None]
+    zero = torch.zeros((), dtype=torch.long, device=device)
+    out = mod(b, zero, i[None, :, None], i[None, None, :])
+    return out.expand(batch, seq_len, seq_len).to(torch.bool)[:, None]
+
+
 def show(mask: torch.Tensor, max_size: int = 48) -> str:
     """A text picture of a mask (every mask can show itself), subsampled past `max_size`."""
     n = mask.shape[0]

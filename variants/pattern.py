@@ -62,6 +62,7 @@ def pattern_variant(
     extra_impls: tuple[Impl, ...] = (),
     note: str = "",
     check: Callable[[int, dict], None] | None = None,
+    padding: bool = False,
 ) -> VariantSpec:
     """Register a score-based pattern with dense, sdpa, flex, native and any extra impls."""
 
@@ -77,7 +78,7 @@ def pattern_variant(
         VariantSpec(
             name=name, family="sparse", summary=doc.strip().splitlines()[0], source=source,
             params=params, theory_fn=pattern_theory(exponent, note), impls={i.name: i for i in impls},
-            mask_fn=mask_for, row_counts_fn=row_counts, check_fn=check,
+            mask_fn=mask_for, row_counts_fn=row_counts, check_fn=check, padding=padding,
         )
     )
 

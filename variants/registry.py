@@ -14,7 +14,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from variants.shapes import POSITIONAL, cross_reasons, kv_heads_for
+from variants.differs import Differs  # noqa: F401  (re-exported: peers declare theirs here)
+from variants.shapes import NOT_PREFIX, POSITIONAL, cross_reasons, kv_heads_for, padding_reasons
 from variants.theory import Theory, for_mode
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -22,6 +23,9 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # (a dense mask); or the pattern's tiles at a kernel's block granularity.
 WORK = {"algorithm": "the algorithm's own work", "all_pairs": "every n² score, whatever the pattern",
         "blocks": "the blocks the pattern touches, at the kernel's tile size"}
+# How an implementation runs a padded batch: the padding in its mask (it computes what its mask costs),
+# or each sequence's valid prefix as its own call (the suite slices them; `VariantSpec.prepare`).
+PADDING = {"mask": "a key-padding mask over the padded batch", "packed": "each sequence's valid prefix, one call each"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class Problem:
     causal: bool = False
     params: tuple[tuple[str, Any], ...] = ()  # the variant's resolved parameters (a library's bias needs them)
     kv_len: int | None = None  # keys, where they are another sequence (cross attention); None: seq_len
+    padded: bool = False  # a batch of sequences of different valid lengths, padded to seq_len
 
     @property
     def kv_heads(self) -> int:
@@ -99,32 +104,6 @@ PrepareFn = Callable[..., Prepared]
 
 
 @dataclass(frozen=True)
-class Differs:
-    """Where a library's definition differs from the variant's, and where the two coincide.
-
-    The correctness check (the sweep's and the tests') runs the library at `seq_len(n, params)`
-    with `params` overridden by `same`, values equal to keys where `values_are_keys`, q and k
-    scaled by `input_scale`, and allows `tol` (relative) where a perturbation remains.
-    """
-
-    note: str  # shown by `suite list` and the report
-    seq_len: Callable[[int, dict], int] | None = None  # a length where the definitions coincide
-    same: tuple[tuple[str, Any], ...] = ()  # parameter values where they coincide (reformer: rounds=1)
-    values_are_keys: bool = False  # a layer with one context input: it attends with v = k
-    tol: float | None = None
-    input_scale: float = 1.0  # q and k scaled where the library's perturbation is negligible
-
-    def check_inputs(self, q, k, v):
-        """The inputs the check gives both sides."""
-        q, k = q * self.input_scale, k * self.input_scale
-        return q, k, (k if self.values_are_keys else v)
-
-    def check_shape(self, seq_len: int, params: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
-        params = {**params, **dict(self.same)}
-        return (self.seq_len(seq_len, params) if self.seq_len else seq_len), params
-
-
-@dataclass(frozen=True)
 class Impl:
     """One way to compute a variant; `cost` states the implementation's own complexity."""
 
@@ -141,10 +120,13 @@ class Impl:
     countable: bool = True  # FlopCounterMode can trace it (on meta tensors)
     library: str | None = None  # the library kernel it calls, where it calls one
     differs: Differs | None = None  # a library whose definition differs from the variant's
+    padding: str | None = "packed"  # one of PADDING; None: it cannot run a padded batch
 
     def __post_init__(self):
         if self.work not in WORK:
             raise ValueError(f"impl {self.name}: work={self.work!r} (allowed: {', '.join(WORK)})")
+        if self.padding is not None and self.padding not in PADDING:
+            raise ValueError(f"impl {self.name}: padding={self.padding!r} (allowed: {', '.join(PADDING)}, None)")
 
     def reasons(self, problem: Problem) -> list[str]:
         out = []
@@ -181,6 +163,10 @@ class VariantSpec:
     # `cross_note` says why not (docs/CLAIMS.md, "Cross attention")
     cross: bool = False
     cross_note: str = POSITIONAL
+    # Padding (docs/CLAIMS.md, "Padding"): a padded sequence is the variant at its valid length, with the
+    # parameters of the padded length; or `padding_note` says why not
+    padding: bool = False
+    padding_note: str = NOT_PREFIX
     check_fn: Callable[[int, dict], None] | None = None  # limits between parameters
     approximates: str | None = None  # the variant whose output this one estimates (performer: full)
     extras: Mapping[str, Any] = field(default_factory=dict)
@@ -235,10 +221,10 @@ class VariantSpec:
         here; an empty list means it can."""
         shape = Problem(**problem)
         implementation = self._impl(impl)
-        if shape.cross:
-            why = cross_reasons(self, shape)
-            if why:
-                return why
+        why = (cross_reasons(self, shape) if shape.cross else []) + (
+            padding_reasons(self, implementation) if shape.padded else [])
+        if why:
+            return why
         resolved = self.resolve(shape.key_len, params or {})
         return implementation.reasons(dataclasses.replace(shape, params=tuple(sorted(resolved.items()))))
 
@@ -251,28 +237,33 @@ class VariantSpec:
         return self.impls[impl]
 
     # ----------------------------------------------------------------- computing
-    def prepare(self, q, k, v, *, impl: str, causal: bool = False, **params: Any) -> Prepared:
-        """Validate, do every setup step, and return the zero-argument closure to time."""
+    def prepare(self, q, k, v, *, impl: str, causal: bool = False, lengths=None, **params: Any) -> Prepared:
+        """Validate, do every setup step, and return the zero-argument closure to time. `lengths`: a
+        padded batch, sequence b valid up to lengths[b] (its output rows past that are zero)."""
+        from variants import padding
         from variants._checks import check_inputs
 
         implementation = self._impl(impl)
         check_inputs(self, q, k, v, causal)
+        if lengths is not None:
+            padding.check_lengths(lengths, q, k)
         resolved = self.resolve(k.shape[-2], params)
         n_q, n_k = q.shape[-2], k.shape[-2]
         problem = Problem(
             device=q.device.type, dtype=q.dtype, batch=q.shape[0], num_heads=q.shape[1],
             num_kv_heads=k.shape[1], seq_len=n_q, kv_len=None if n_k == n_q else n_k, head_dim=q.shape[-1],
-            causal=causal, params=tuple(sorted(resolved.items())),
+            causal=causal, params=tuple(sorted(resolved.items())), padded=lengths is not None,
         )
-        why = cross_reasons(self, problem) if problem.cross else []
+        why = (cross_reasons(self, problem) if problem.cross else []) + (
+            padding_reasons(self, implementation) if problem.padded else [])
         why = why or implementation.reasons(problem)
         if why:
             raise RuntimeError(f"{self.name}/{impl} cannot run here: {'; '.join(why)}")
-        return implementation.prepare(q, k, v, causal=causal, params=resolved)
+        return padding.prepare(implementation, q, k, v, causal=causal, params=resolved, lengths=lengths)
 
-    def attention(self, q, k, v, *, impl: str, causal: bool = False, **params: Any) -> torch.Tensor:
+    def attention(self, q, k, v, *, impl: str, causal: bool = False, lengths=None, **params: Any) -> torch.Tensor:
         """Attention output (B, H, n_q, d) for q (B, H, n_q, d) and k, v (B, H_kv, n_k, d)."""
-        return self.prepare(q, k, v, impl=impl, causal=causal, **params)()
+        return self.prepare(q, k, v, impl=impl, causal=causal, lengths=lengths, **params)()
 
     # ----------------------------------------------------------------- patterns and theory
     def mask_mod(self, seq_len: int, *, causal: bool = False, **params: Any) -> Callable:
@@ -308,10 +299,12 @@ class VariantSpec:
         dtype_bytes: int = 4,
         mode: str = "fwd",
         kv_len: int | None = None,
+        lengths: tuple[int, ...] | None = None,
         **params: Any,
     ) -> Theory:
         """Pairs, FLOPs and the claimed exponents for one shape and mode, per docs/CLAIMS.md; with
-        `kv_len`, seq_len queries attend kv_len keys of another sequence (cross attention)."""
+        `kv_len`, seq_len queries attend kv_len keys of another sequence (cross attention); with
+        `lengths`, a padded batch: the sum over its sequences at their valid lengths."""
         _check_seq_len(seq_len)
         cross = {}
         if kv_len is not None and kv_len != seq_len:
@@ -331,6 +324,13 @@ class VariantSpec:
             causal=causal, dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params),
             spec=self, **cross,
         )
+        if lengths is not None:
+            from variants import padding
+
+            padding.check_theory(self, lengths, batch, seq_len, cross=bool(cross), mode=mode)
+            forward = padding.summed(forward, [self.theory_fn(
+                seq_len=n, batch=1, num_heads=num_heads, num_kv_heads=kv, head_dim=head_dim, causal=causal,
+                dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params), spec=self) for n in lengths])
         return for_mode(forward, mode, batch=batch, num_heads=num_heads, seq_len=seq_len, head_dim=head_dim)
 
 

@@ -1,6 +1,8 @@
-"""Which shapes a variant takes: KV heads (MHA, MQA, GQA) and keys of another sequence (cross attention).
+"""Which shapes a variant takes: KV heads (MHA, MQA, GQA), keys of another sequence (cross attention),
+a padded batch (variants.padding runs it).
 
-Rules on the spec's data (`kv_heads`, `cross`, `cross_note`), kept apart from the registry that holds it.
+Rules on the spec's data (`kv_heads`, `cross`, `padding` and their notes), kept apart from the registry
+that holds it.
 """
 
 from __future__ import annotations
@@ -8,6 +10,9 @@ from __future__ import annotations
 # What a variant on one sequence's positions says when asked for n_q ≠ n_k (docs/CLAIMS.md, "Cross attention").
 POSITIONAL = ("is defined on the positions of one sequence; queries and keys of two sequences share no "
               "positions")
+# What a variant says when it cannot be padded (docs/CLAIMS.md, "Padding").
+NOT_PREFIX = ("is not its own pattern on a prefix: its positions depend on the padded length (or its random "
+              "draws do), so a padded sequence is not the variant at its valid length")
 
 
 def cross_reasons(spec, shape) -> list[str]:
@@ -40,3 +45,16 @@ def kv_heads_for(spec, num_heads: int, num_kv_heads: int | None, params) -> int:
     if num_kv_heads not in (None, num_heads):
         raise ValueError(f"{spec.name}: num_kv_heads={num_kv_heads} (allowed: equal to num_heads={num_heads})")
     return num_heads
+
+
+def padding_reasons(spec, impl) -> list[str]:
+    """Why `impl` of `spec` cannot run a padded batch ([] when it can)."""
+    if not spec.padding:
+        return [f"valid_fraction: {spec.name} {spec.padding_note}"]
+    if impl.padding is None:
+        return [f"valid_fraction: {spec.name}/{impl.name} takes no padding (neither a key-padding mask nor "
+                "packed sequences are built for it)"]
+    if impl.padding == "packed" and impl.differs is not None and impl.differs.seq_len is not None:
+        return [f"valid_fraction: {spec.name}/{impl.name} is the variant only at lengths it chooses "
+                f"({impl.differs.note.split(';')[0]}); a padded batch's valid lengths are any"]
+    return []

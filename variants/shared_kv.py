@@ -40,10 +40,10 @@ def native_grouped() -> Impl:
 def with_group_check(impl: Impl) -> Impl:
     """gqa's `groups`, when given, must agree with the KV heads of k."""
 
-    def prepare(q, k, v, *, causal, params):
+    def prepare(q, k, v, *, causal, params, **padding):
         if params.get("groups") not in (None, k.shape[1]):
             raise ValueError(f"gqa: parameter groups={params['groups']} (allowed: k.shape[1]={k.shape[1]})")
-        return impl.prepare(q, k, v, causal=causal, params=params)
+        return impl.prepare(q, k, v, causal=causal, params=params, **padding)
 
     return dataclasses.replace(impl, prepare=prepare)
 
@@ -59,6 +59,7 @@ def shared_kv_variant(name: str, kv_heads: str, params: tuple[Param, ...], summa
             theory_fn=pattern_theory(lambda explicit: 2.0), kv_heads=kv_heads,
             impls={i.name: with_group_check(i) for i in impls},
             mask_fn=full.SPEC.mask_fn, row_counts_fn=full.row_counts, decode=True, cross=True,
+            padding=True,
         )
     )
 

@@ -64,4 +64,5 @@ SPEC = pattern_variant(
         cost="O(n·w·d): blocks of queries against their neighbouring key blocks",
     ),
     extra_impls=(xformers_impl(xformers_bias("window")), LOCAL_ATTENTION),
+    padding=True,  # |i − j| <= w on a prefix is the window on the prefix
 )

@@ -12,8 +12,13 @@ import pandas as pd
 
 from suite.analyse.fits import MIN_POINTS, MIN_SPAN, TOLERANCE, fit_power, verdict
 
-SHAPE = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "num_heads",
+SHAPE = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "valid_fraction", "num_heads",
          "num_kv_heads", "head_dim", "causal", "params"]
+# Axes fitted on every point: a flat series there is an implementation's work, not a per-call overhead (a dense
+# key-padding mask costs B·n² at any valid fraction); docs/CLAIMS.md, "Padding"
+NO_FLOOR = ("valid_tokens",)
+# an axis that is not a field of the case: the field it stands for (valid tokens follow the valid fraction)
+DERIVED = {"valid_tokens": "valid_fraction"}
 # metric name -> column of the results table; time: each case's fastest call, the one least disturbed by
 # the rest of the machine (contention only ever adds time; README "Noise"); time_s, the median, is the figure shown
 METRICS = {"time": "time_min_s", "memory": "peak_bytes", "flops": "flops_counted", "error": "approx_error",
@@ -34,10 +39,10 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
                      for impl, p, causal, mode in zip(out["impl"], params, out["causal"], out["mode"])]
     if "approx_error" not in out:
         out["approx_error"] = np.nan
-    for column in ("kv_len", "claimed_exponent_q", "claimed_exponent_k"):  # a table of self-attention only
-        if column not in out:
+    for column in ("kv_len", "valid_fraction", "valid_tokens", "claimed_exponent_q", "claimed_exponent_k"):
+        if column not in out:  # a table of earlier versions, or built in memory: no cross case, no padding
             out[column] = np.nan
-    out["kv_len"] = pd.to_numeric(out["kv_len"])  # NB: None in a table with no cross case: NaN, as in one with
+        out[column] = pd.to_numeric(out[column])  # NB: None in a table with no such case: NaN, as in one with
     if "time_min_s" not in out and "time_s" in out:  # a table built in memory by an older caller: the median stands in
         out["time_min_s"] = out["time_s"]
     return out
@@ -64,6 +69,8 @@ def claimed_exponent(axis: str, metric: str, row: pd.Series) -> float | None:
         return float(row["claimed_exponent_n"])
     if axis == "kv_len":
         return _claim(row["claimed_exponent_k"])
+    if axis == "valid_tokens":  # lengths scale together: the valid pairs grow as (valid tokens)^p
+        return float(row["claimed_exponent_n"])
     if axis == "head_dim":
         value = row["claimed_exponent_d"]
         return None if value is None or pd.isna(value) else float(value)
@@ -76,8 +83,9 @@ def claimed_exponent(axis: str, metric: str, row: pd.Series) -> float | None:
     return None
 
 
-def _kv_lens(fits: pd.DataFrame) -> pd.Series:
-    return fits["kv_len"] if "kv_len" in fits else pd.Series(np.nan, index=fits.index)
+def _column(fits: pd.DataFrame, name: str) -> pd.Series:
+    return fits[name] if name in fits else pd.Series(np.nan, index=fits.index)
+
 
 
 def _claim(value) -> float | None:
@@ -90,9 +98,14 @@ def _crossed(row: pd.Series) -> bool:
 
 
 def _cross_label(axis: str, row: pd.Series) -> str:
-    """The length a cross series holds fixed, for its label: n_k in a fit in n_q, n_q in a fit in n_k."""
+    """What a cross or padded series holds fixed, for its label: n_k in a fit in n_q, n_q in a fit in
+    n_k, the padded n in a fit in valid tokens, the valid fraction in a fit in n."""
     if axis == "kv_len":
         return f" [n_q={int(row['seq_len'])}]"
+    if axis == "valid_tokens":
+        return f" [B={int(row['batch'])}, n={int(row['seq_len'])}]"
+    if not pd.isna(row.get("valid_fraction", np.nan)):
+        return f" [valid={row['valid_fraction']:g}]"
     return f" [n_k={int(row['kv_len'])}]" if _crossed(row) else ""
 
 
@@ -104,7 +117,7 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
     """
     data = prepare(frame)
     ok = data[data["status"] == "ok"]
-    fixed = [c for c in SHAPE if c != axis and not (axis == "features" and c == "params")]
+    fixed = [c for c in SHAPE if c not in (axis, DERIVED.get(axis)) and not (axis == "features" and c == "params")]
     if axis == "features":
         ok = ok[ok["features"].notna()]
         fixed = fixed + ["param_rest"]
@@ -114,8 +127,8 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
     if axis == "num_heads":  # KV heads follow the query heads (MHA) or stay fixed (MQA): hold the ratio
         fixed = [c for c in fixed if c != "num_kv_heads"] + ["kv_ratio"]
         ok = ok.assign(kv_ratio=ok["num_heads"] / ok["num_kv_heads"])
-    if axis == "kv_len":
-        ok = ok[ok["kv_len"].notna()]
+    if axis in ("kv_len", "valid_tokens"):
+        ok = ok[ok[axis].notna()]
     records = []
     for keys, group in ok.groupby(fixed, sort=False, dropna=False):
         if group[axis].nunique() < MIN_POINTS:
@@ -131,7 +144,7 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
                 continue
             series = values.groupby(axis)[col].median()  # one point per x
             fit = fit_power(series.index.to_numpy(float), series.to_numpy(float),
-                            exclude_floor=metric in ("time", "memory"))
+                            exclude_floor=metric in ("time", "memory") and axis not in NO_FLOOR)
             claimed = claimed_exponent(axis, metric, first)
             status, why = verdict(fit, claimed)
             records.append({
@@ -160,13 +173,17 @@ def all_exponents(frame: pd.DataFrame) -> pd.DataFrame:
     a `diagnosis` of why it differs from its claim, where it does.
     """
     frame = prepare(frame)
-    parts = [exponents(frame, "seq_len"), exponents(frame, "kv_len"), exponents(frame, "num_heads", ("time", "flops")),
+    parts = [exponents(frame, "seq_len"), exponents(frame, "kv_len"), exponents(frame, "valid_tokens"),
+             exponents(frame, "num_heads", ("time", "flops")),
              exponents(frame, "head_dim", ("time", "flops")), exponents(frame, "num_kv_heads", ("time",)),
              exponents(frame, "features", ("time", "error"))]
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame()
     fits = pd.concat(parts, ignore_index=True)
+    for column in SHAPE:  # NB: a fit in an axis lacks that axis' column; with no other fit, the table would
+        if column not in fits:
+            fits[column] = np.nan
     fits["diagnosis"] = [diagnose(row) if row["metric"] == "time" else "" for _, row in fits.iterrows()]
     return fits
 
@@ -197,7 +214,8 @@ def claims(fits: pd.DataFrame) -> pd.DataFrame:
     """
     if fits.empty:
         return fits
-    time_n = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "time") & _kv_lens(fits).isna()]
+    time_n = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "time") & _column(fits, "kv_len").isna()
+                  & _column(fits, "valid_fraction").isna()]
     rows = time_n[(time_n["mode"] == "fwd") & (~time_n["causal"].astype(bool))].copy()
     memory = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "memory")]
     join = [c for c in SHAPE if c != "seq_len"]
@@ -212,17 +230,40 @@ def cross(fits: pd.DataFrame) -> pd.DataFrame:
     """Cross attention's verdicts: each forward time fit in n_q (n_k held) and in n_k (n_q held)."""
     if fits.empty:
         return fits
-    crossed = (fits["axis"] == "kv_len") | ((fits["axis"] == "seq_len") & _kv_lens(fits).notna())
+    crossed = (fits["axis"] == "kv_len") | ((fits["axis"] == "seq_len") & _column(fits, "kv_len").notna())
     rows = fits[crossed & (fits["metric"] == "time") & (fits["mode"] == "fwd")].copy()
     rows["length"] = np.where(rows["axis"] == "kv_len", "n_k", "n_q")
     return rows.sort_values(["variant", "device", "dtype", "impl", "length", "series"]).reset_index(drop=True)
+
+
+def padding(fits: pd.DataFrame) -> pd.DataFrame:
+    """Padded batches' verdicts: each time fit in valid tokens (the padded n held), and whether the
+    implementation computes the padding, read off its counted FLOPs where they can be counted; and
+    fits in n at a fixed valid fraction."""
+    if fits.empty:
+        return fits
+    padded = (fits["axis"] == "valid_tokens") | ((fits["axis"] == "seq_len") & _column(fits, "valid_fraction").notna())
+    rows = fits[padded & (fits["metric"] == "time")].copy()
+    rows["length"] = np.where(rows["axis"] == "valid_tokens", "valid tokens", "n")
+    rows["pays"] = [_pays(row) if row["axis"] == "valid_tokens" else "" for _, row in rows.iterrows()]
+    return rows.sort_values(["variant", "device", "dtype", "impl", "length", "series"]).reset_index(drop=True)
+
+
+def _pays(row: pd.Series) -> str:
+    counted = row.get("flops_slope", np.nan)
+    if pd.isna(counted):
+        return "not counted: see the time exponent"
+    if counted < row["claimed"] - TOLERANCE:
+        return f"yes: its counted FLOPs grow as tokens^{counted:.2f}, it computes the padding"
+    return f"no: its counted FLOPs grow as tokens^{counted:.2f}"
 
 
 def diagnose(row: pd.Series) -> str:
     """Why a time exponent differs from its claim, from the other fits of the same series."""
     if row["verdict"] in ("confirmed", "no claim") or pd.isna(row["slope"]):
         return ""
-    axis = {"seq_len": "n_q" if _crossed(row) else "n", "kv_len": "n_k", "num_heads": "H", "head_dim": "d",
+    axis = {"seq_len": "n_q" if _crossed(row) else "n", "kv_len": "n_k", "valid_tokens": "valid tokens",
+            "num_heads": "H", "head_dim": "d",
             "num_kv_heads": "H_kv", "features": "m"}.get(row.get("axis", "seq_len"), "n")
     notes = []
     flops_slope, source = row.get("flops_slope"), "counted FLOPs"

@@ -9,9 +9,11 @@ from dataclasses import asdict, dataclass
 import torch
 
 import variants
+from variants.padding import valid_lengths
 
 from variants.theory import MODES  # noqa: F401  (re-exported: the modes a case may have)
 
+OPTIONAL = {"kv_len": int, "valid_fraction": float}  # fields a case's key holds only when they are set
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 
 
@@ -30,15 +32,17 @@ class Case:
     causal: bool
     params: tuple[tuple[str, object], ...] = ()  # explicit variant parameters, sorted
     kv_len: int | None = None  # keys of another sequence (cross attention); None: seq_len, self-attention
+    valid_fraction: float | None = None  # a padded batch: valid tokens about this share of B·n; None: no padding
 
     @property
     def key(self) -> dict:
-        """The identity of a case: every field, as plain JSON values. NB: a self-attention case has
-        no kv_len in its key, so its id is the one it had before the field existed."""
+        """The identity of a case: every field, as plain JSON values. NB: a case without kv_len or
+        valid_fraction has neither in its key, so its id is the one it had before the fields existed."""
         out = asdict(self)
         out["params"] = dict(self.params)
-        if self.kv_len is None:
-            del out["kv_len"]
+        for name in OPTIONAL:
+            if out[name] is None:
+                del out[name]
         return out
 
     @property
@@ -55,12 +59,20 @@ class Case:
     def key_len(self) -> int:
         return self.seq_len if self.kv_len is None else self.kv_len
 
+    @property
+    def lengths(self) -> tuple[int, ...] | None:
+        """A padded batch's valid tokens per sequence (seeded, variants.padding); None without padding."""
+        if self.valid_fraction is None:
+            return None
+        return valid_lengths(self.batch, self.seq_len, self.valid_fraction)
+
     def label(self) -> str:
         params = ",".join(f"{k}={v}" for k, v in self.params)
         extra = f" {params}" if params else ""
         kv = f"/{self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""
         causal = " causal" if self.causal else ""
-        n = f"n={self.seq_len}" + (f" n_k={self.kv_len}" if self.kv_len is not None else "")
+        n = f"n={self.seq_len}" + (f" n_k={self.kv_len}" if self.kv_len is not None else "") + (
+            f" valid={self.valid_fraction:g}" if self.valid_fraction is not None else "")
         return (f"{self.variant}/{self.impl} {self.device} {self.dtype} {self.mode} {n} "
                 f"B={self.batch} H={self.num_heads}{kv} d={self.head_dim}{causal}{extra}")
 
@@ -68,8 +80,9 @@ class Case:
     def from_key(cls, key: dict) -> "Case":
         fields = dict(key)
         fields["params"] = tuple(sorted(fields.get("params", {}).items()))
-        kv_len = fields.get("kv_len")  # NB: NaN or absent in a table where every case is self-attention
-        fields["kv_len"] = None if kv_len is None or kv_len != kv_len else int(kv_len)
+        for name, kind in OPTIONAL.items():  # NB: NaN or absent in a table where no case has them
+            value = fields.get(name)
+            fields[name] = None if value is None or value != value else kind(value)
         return cls(**fields)
 
 
@@ -79,7 +92,7 @@ def reasons_of(case: Case) -> list[str]:
     return variants.get(case.variant).reasons(
         case.impl, params=dict(case.params), device=case.device, dtype=DTYPES[case.dtype], batch=case.batch,
         num_heads=case.num_heads, num_kv_heads=case.num_kv_heads, seq_len=case.seq_len, head_dim=case.head_dim,
-        causal=case.causal, kv_len=case.kv_len)
+        causal=case.causal, kv_len=case.kv_len, padded=case.valid_fraction is not None)
 
 
 def theory_of(case: Case) -> dict:
@@ -87,11 +100,12 @@ def theory_of(case: Case) -> dict:
     theory = variants.get(case.variant).theory(
         seq_len=case.seq_len, batch=case.batch, num_heads=case.num_heads, num_kv_heads=case.num_kv_heads,
         head_dim=case.head_dim, causal=case.causal, dtype_bytes=DTYPES[case.dtype].itemsize, mode=case.mode,
-        kv_len=case.kv_len, **dict(case.params),
+        kv_len=case.kv_len, lengths=case.lengths, **dict(case.params),
     )
     return {
         "flops": int(theory.flops), "pairs": theory.pairs, "claimed_exponent_n": theory.claimed_exponent_n,
         "claimed_exponent_d": theory.claimed_exponent_d, "kv_bytes": theory.kv_bytes,
         "extra_flops": theory.extra_flops, "claimed_exponent_q": theory.exponent_q,
         "claimed_exponent_k": theory.exponent_k,
+        "valid_tokens": None if case.lengths is None else sum(case.lengths),
     }

@@ -36,7 +36,7 @@ from suite.plan.settings import validate as validate_settings
 from suite.run.device import DEVICES
 
 PRESETS = ("smoke", "quick", "full", "pr")
-AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "num_heads",
+AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "valid_fraction", "num_heads",
         "num_kv_heads", "head_dim", "causal", "params")
 TOP_LEVEL = ("name", "description", "settings", "defaults", "block")
 
@@ -193,6 +193,7 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
     batch = _ints(where, "batch", _as_list(where, "batch", axes.get("batch", [1])))
     seq_len, climb = _lengths(where, axes.get("seq_len", [1024]))
     kv_lens = _kv_lens(where, axes.get("kv_len"), mode)
+    fractions = _fractions(where, axes.get("valid_fraction"), mode, kv_lens)
     heads = _ints(where, "num_heads", _as_list(where, "num_heads", axes.get("num_heads", [8])))
     head_dim = _ints(where, "head_dim", _as_list(where, "head_dim", axes.get("head_dim", [64])))
     causal = _bools(where, "causal", _as_list(where, "causal", axes.get("causal", [False])))
@@ -226,8 +227,8 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
                         spec.resolve(length, pvals)
                     except ValueError as err:
                         raise ConfigError(f"{where}: {err}") from None
-                for kv, n_k in itertools.product(_kv_heads(spec, h, kv_values, where), kv_lens):
-                    case = Case(spec.name, impl, dev, dt, m, b, n, h, kv, d, c, tuple(sorted(pvals.items())), n_k)
+                for kv, n_k, f in itertools.product(_kv_heads(spec, h, kv_values, where), kv_lens, fractions):
+                    case = Case(spec.name, impl, dev, dt, m, b, n, h, kv, d, c, tuple(sorted(pvals.items())), n_k, f)
                     yield case, Ladder(case, *climb) if climb else None
 
 
@@ -252,6 +253,19 @@ def _kv_lens(where: str, value, modes: list[str]) -> list[int | None]:
     if "decode" in modes:
         _fail(where, "mode", "decode", "fwd, fwd_bwd with kv_len (decode is one query against seq_len keys)")
     return values
+
+
+def _fractions(where: str, value, modes: list[str], kv_lens: list) -> list[float | None]:
+    """Padded batches: the valid tokens' share of B·n, each in (0, 1]; absent: no padding."""
+    if value is None:
+        return [None]
+    values = _as_list(where, "valid_fraction", value)
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+            _fail(where, "valid_fraction", v, "numbers in (0, 1]")
+    if "decode" in modes or kv_lens != [None]:
+        _fail(where, "valid_fraction", value, "padding of self-attention (fwd, fwd_bwd), without kv_len or decode")
+    return [float(v) for v in values]
 
 
 def _bools(where: str, name: str, values: list) -> list:

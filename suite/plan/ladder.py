@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analyse.fits import MIN_SPAN, TOLERANCE, fit_power, verdict
-from suite.plan.case import Case
+from suite.plan.case import OPTIONAL, Case
 
 AUTO = {"min": 128, "max": 1 << 20}
 STEPS = (2, 4)
@@ -72,15 +72,16 @@ def start_lengths(low: int, high: int, step: int) -> list[int]:
 
 def series_key(fields) -> str:
     """The identity of a series: every shape field but seq_len (params as canonical JSON text). NB:
-    kv_len only where it is set, so a self-attention series keeps the key it had before the field."""
+    kv_len and valid_fraction only where set, so a series keeps the key it had before those fields."""
     params = fields["params"]
     if isinstance(params, str):
         params = json.loads(params) if params else {}
     out = {k: fields[k] for k in SERIES if k != "params"}
     out = {k: bool(v) if k == "causal" else int(v) if k in INTS else str(v) for k, v in out.items()}
-    kv_len = fields.get("kv_len")
-    if kv_len is not None and kv_len == kv_len:  # not None, not NaN
-        out["kv_len"] = int(kv_len)
+    for name, kind in OPTIONAL.items():
+        value = fields.get(name)
+        if value is not None and value == value:  # not None, not NaN
+            out[name] = kind(value)
     return json.dumps({**out, "params": dict(params)}, sort_keys=True)
 
 

@@ -51,7 +51,7 @@ def other_fits(fits: pd.DataFrame) -> pd.DataFrame:
     """Exponents in heads, head dim, KV heads and features, as display rows."""
     if fits.empty:
         return fits
-    rows = fits[~fits["axis"].isin(["seq_len", "kv_len"])].copy()
+    rows = fits[~fits["axis"].isin(["seq_len", "kv_len", "valid_tokens"])].copy()
     return rows.sort_values(["axis", "variant", "series", "metric"])
 
 
@@ -102,6 +102,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
         tolerance=fits.TOLERANCE, min_span=fits.MIN_SPAN, max_width=fits.MAX_WIDTH,
         floor_share=fits.FLOOR_SHARE,
         fits_count=len(result.fits), noise=result.noise, layers=result.layers, cross=result.cross,
+        padding=result.padding,
     )
     path = report_dir / "index.html"
     path.write_text(page)
@@ -134,7 +135,7 @@ def summary(table: pd.DataFrame, length: str = "n") -> str:
     width = max([len(s) for s in shape] + [0])
     col = (lambda text: f"{text:<{width}} ") if width else (lambda text: "")
     wide = 30 if length != "n" else 22  # a cross series' label names the length it holds: "sdpa [n_k=1024]"
-    lines = [f"{'variant':<15} {'implementation':<{wide}} {col('')}{f'exponent in {length} [95% CI]'[-24:]:<24} "
+    lines = [f"{'variant':<15} {'implementation':<{wide}} {col('')}{'exponent [95% CI]' if wide > 22 else 'exponent in n [95% CI]':<24} "
              f"{'claim':>5}  verdict"]
     for i, row in table.iterrows():
         lines.append(f"{row['variant']:<15} {row['series'][:wide]:<{wide}} {col(shape[i])}{fmt_slope(row):<24} "

@@ -17,6 +17,7 @@ from typing import Callable
 import torch
 
 import variants
+from variants import padding
 from variants._checks import against_reference
 from suite.plan.case import DTYPES, Case, reasons_of, theory_of
 from suite.plan.settings import Settings
@@ -48,7 +49,7 @@ def inputs(case: Case, *, dtype=None, device=None, requires_grad=False, seed=0):
 def build(case: Case, q, k, v) -> tuple[Callable[[], object], dict]:
     """The zero-argument closure to time for the case's mode, and its setup costs."""
     spec = variants.get(case.variant)
-    prepared = spec.prepare(q, k, v, impl=case.impl, causal=case.causal, **dict(case.params))
+    prepared = spec.prepare(q, k, v, impl=case.impl, causal=case.causal, lengths=case.lengths, **dict(case.params))
     if case.mode != "fwd_bwd":
         return prepared, prepared.setup_s
     grad = torch.ones_like(prepared())
@@ -62,9 +63,11 @@ def build(case: Case, q, k, v) -> tuple[Callable[[], object], dict]:
 
 def at_length(case: Case, n: int) -> Case:
     """The case at batch 1 and length n: where checks against a dense reference are affordable. A
-    cross case's keys are scaled alike, so the check keeps n_q ≠ n_k and which one is longer."""
+    cross case's keys are scaled alike, so the check keeps n_q ≠ n_k and which one is longer; a padded
+    batch keeps its batch (each sequence its own valid length)."""
     kv_len = None if case.kv_len is None else max(1, round(case.kv_len * n / case.seq_len))
-    return Case(**{**case.key, "batch": 1, "seq_len": n, "params": case.params, "kv_len": kv_len})
+    batch = 1 if case.valid_fraction is None else case.batch
+    return Case(**{**case.key, "batch": batch, "seq_len": n, "params": case.params, "kv_len": kv_len})
 
 
 _CHECKED: dict[tuple, tuple[float, float]] = {}
@@ -84,7 +87,7 @@ def check(case: Case, check_seq_len: int) -> tuple[float, float]:
            case.num_heads, case.num_kv_heads, case.head_dim, shape)
     if key not in _CHECKED:
         err, floor = against_reference(spec, case.impl, lambda m: inputs(at_length(case, m)), n,
-                                       dict(case.params), case.causal)
+                                       dict(case.params), case.causal, lambda m: at_length(case, m).lengths)
         _CHECKED[key] = (err, max(CHECK_TOL[case.dtype], floor))
     return _CHECKED[key]
 
@@ -142,7 +145,7 @@ def count_flops(case: Case) -> tuple[int | None, str]:
         impl = spec.impls[case.impl]
         params = spec.resolve(case.seq_len, dict(case.params))
         with FlopCounterMode(display=False) as counter:
-            out = impl.prepare(q, k, v, causal=case.causal, params=params)()
+            out = padding.prepare(impl, q, k, v, causal=case.causal, params=params, lengths=case.lengths)()
             if case.mode == "fwd_bwd":
                 torch.autograd.grad(out, (q, k, v), torch.ones_like(out), allow_unused=True)
         return int(counter.get_total_flops()), "counted on meta tensors"

@@ -36,6 +36,7 @@ class Row:
     claimed_exponent_d: float | None = None
     claimed_exponent_q: float | None = None  # cross attention: in n_q alone, and in n_k alone
     claimed_exponent_k: float | None = None
+    valid_tokens: int | None = None  # a padded batch: its sequences' valid tokens, summed
     kv_bytes: int | None = None
     check_error: float | None = None  # max |impl − dense float64| / scale at a small n
     check_tol: float | None = None

@@ -32,7 +32,7 @@ def statuses(rows: list[Row]) -> dict[str, str]:
 def record(row: Row) -> dict:
     """The table's columns of one aggregated row (every Row field but the per-process ones)."""
     data = row.to_json()
-    return {col: data.get(col) for col in COLUMNS}  # NB: a self-attention case's key has no kv_len
+    return {col: data.get(col) for col in COLUMNS}  # NB: a case's key holds kv_len, valid_fraction only when set
 
 
 def table(cases: list[Case], rows: list[Row]) -> pd.DataFrame:
