@@ -76,6 +76,7 @@ def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_b
 
 SPEC = register(VariantSpec(
     name="conv", family="layer", cross_note="is a layer over one sequence (q's features), not attention between two",
+    padding_note="is a layer, not attention: padding is not built for it",
     summary="Convolutional layer over q's features (k, v unused): O(k·n·D²), or separable O(k·n·D + n·D²).",
     source="Vaswani et al. 2017, Attention Is All You Need (Table 1); Chollet 2017 (separable)",
     params=(KERNEL, SEPARABLE, SEED), theory_fn=theory,

@@ -45,6 +45,8 @@ SPEC = pattern_variant(
     predicate=global_tokens,
     row_counts=row_counts,
     exponent=lambda explicit: 1.0,
+    padding_note="is its own pattern on a prefix, but padding is not built for it: its native path needs every "
+                 "sequence to hold its g global tokens",
     native=native_impl(
         plan=lambda n, causal, p, like: (p["tokens"], causal),
         run=run,

@@ -16,6 +16,7 @@ import torch
 from variants.impls import dense_impl, flex_impl, sdpa_impl
 from variants.masks import MaskMod, with_causal
 from variants.registry import Impl, Param, Prepared, VariantSpec, register
+from variants.shapes import NOT_PREFIX
 from variants.theory import Theory, score_theory
 
 
@@ -63,6 +64,7 @@ def pattern_variant(
     note: str = "",
     check: Callable[[int, dict], None] | None = None,
     padding: bool = False,
+    padding_note: str = NOT_PREFIX,
 ) -> VariantSpec:
     """Register a score-based pattern with dense, sdpa, flex, native and any extra impls."""
 
@@ -79,6 +81,7 @@ def pattern_variant(
             name=name, family="sparse", summary=doc.strip().splitlines()[0], source=source,
             params=params, theory_fn=pattern_theory(exponent, note), impls={i.name: i for i in impls},
             mask_fn=mask_for, row_counts_fn=row_counts, check_fn=check, padding=padding,
+            padding_note=padding_note,
         )
     )
 

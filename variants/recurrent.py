@@ -101,6 +101,7 @@ def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_b
 
 SPEC = register(VariantSpec(
     name="rnn", family="layer", cross_note="is a layer over one sequence (q's features), not attention between two",
+    padding_note="is a layer, not attention: padding is not built for it",
     summary="Recurrent layer over q's features (k, v unused): O(n·D²) time, O(n) sequential steps.",
     source="Vaswani et al. 2017, Attention Is All You Need (Table 1); Hochreiter & Schmidhuber 1997; Cho et al. 2014",
     params=(CELL, SEED), theory_fn=theory, impls={"dense": dense_impl(), "native": native_impl()},
