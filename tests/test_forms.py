@@ -21,15 +21,27 @@ def test_shared_kv_equals_sdpa_enable_gqa(name, kv_heads, impl, causal):
 
 
 DECODE = [(n, i) for n in variants.names() if variants.get(n).decode
-          for i in variants.get(n).impls if i not in ("flex", "xformers")]
+          for i in variants.get(n).impls if i not in ("flex", "xformers")
+          and not variants.get(n).reasons(i, decode=True, dtype=torch.float64)]
 
 
 @pytest.mark.parametrize("name,impl", DECODE)
-def test_decode_one_query_against_a_cache(name, impl):
+@pytest.mark.parametrize("seq_len", [50, 301])
+def test_decode_one_query_against_a_cache(name, impl, seq_len):
+    """A decode step is the last row of the forward, causal or not (no key lies after the last position)."""
     spec = variants.get(name)
-    q, k, v = inputs(spec, heads=4, seq_len=50)
-    ref = F.scaled_dot_product_attention(q[:, :, -1:], k, v, enable_gqa=True)
-    assert (spec.attention(q[:, :, -1:], k, v, impl=impl) - ref).abs().max() < 1e-10
+    q, k, v = inputs(spec, heads=4, seq_len=seq_len)
+    for causal in (False, True):
+        ref = spec.attention(q, k, v, impl="dense", causal=causal)[:, :, -1:]
+        assert (spec.attention(q[:, :, -1:], k, v, impl=impl) - ref).abs().max() < 1e-10
+    if spec.kv_heads != "equal":
+        assert (spec.attention(q[:, :, -1:], k, v, impl=impl)
+                - F.scaled_dot_product_attention(q[:, :, -1:], k, v, enable_gqa=True)).abs().max() < 1e-10
+
+
+def test_a_peer_layer_has_no_decode_step():
+    assert variants.get("sliding_window").reasons("local-attention", decode=True) == [
+        "mode=decode: sliding_window/local-attention has no decode step"]
 
 
 def test_performer_error_shrinks_as_features_grow():

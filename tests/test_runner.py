@@ -133,7 +133,7 @@ BAD_CONFIGS = [
     ('colour = "blue"\n', "field 'colour'"),
     ('[[block]]\nvariant = ["full"]\ndtype = ["float8"]\n', "field 'dtype' = 'float8'"),
     ('[[block]]\nvariant = ["full"]\nmode = ["train"]\n', "field 'mode' = 'train'"),
-    ('[[block]]\nvariant = ["sliding_window"]\nmode = ["decode"]\n', "field 'mode' = 'decode'"),
+    ('[[block]]\nvariant = ["reformer"]\nmode = ["decode"]\n', "field 'mode' = 'decode' (allowed: fwd, fwd_bwd for reformer"),
     ('[[block]]\nparams = { widnow = [3] }\n', "field 'params.widnow' = [3] (allowed: parameters of the chosen variants"),
     ('[[block]]\nvariant = ["full"]\ncausal = [0]\n', "field 'causal' = 0 (allowed: true, false)"),
     ('[[block]]\nvariant = ["full"]\nnum_kv_heads = [2]\n', "field 'num_kv_heads' = [2] (allowed: only with"),

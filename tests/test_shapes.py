@@ -347,3 +347,43 @@ def test_an_implementation_that_computes_the_padding_is_refuted_and_said_to_pay(
     assert table.loc["native", "verdict"] == "confirmed" and table.loc["native", "pays"].startswith("no")
     assert table.loc["sdpa", "series"] == "sdpa [B=4, n=4096]"
     assert ex.claims(ex.all_exponents(frame)).empty  # padded fits stay out of the self-attention table
+
+
+# ----------------------------------------------------------------------------- decode
+DECODING = [name for name in variants.names() if variants.get(name).decode]
+
+
+def test_every_pattern_and_the_linear_forms_have_a_decode_step():
+    assert {"full", "mqa", "gqa", "sliding_window", "strided", "fixed", "global", "random", "bigbird",
+            "neighborhood", "linear", "performer"} <= set(DECODING)
+    for name in ("reformer", "linformer", "rfa", "rnn"):
+        with pytest.raises(ValueError, match=f"mode=decode: {name} has no decode step"):
+            variants.get(name).theory(seq_len=256, mode="decode")
+
+
+@pytest.mark.parametrize("name,pairs,exponent", [
+    ("full", lambda n: n, 1.0), ("sliding_window", lambda n: 129, 0.0), ("global", lambda n: 17, 0.0),
+    ("strided", lambda n: None, 0.5)])
+def test_a_decode_step_scores_its_patterns_last_row(name, pairs, exponent):
+    spec = variants.get(name)
+    for n in (1024, 4096):
+        step = spec.theory(seq_len=n, mode="decode", batch=2, num_heads=4, head_dim=16)
+        last = int(spec.row_counts(n)[-1])
+        assert step.pairs == last and step.flops == 4 * 2 * 4 * last * 16
+        assert pairs(n) in (None, last) and step.claimed_exponent_n == exponent
+
+
+def test_a_linear_decode_step_costs_the_same_whatever_the_cache():
+    spec = variants.get("linear")
+    steps = [spec.theory(seq_len=n, mode="decode", num_heads=4, head_dim=16) for n in (256, 65536)]
+    assert steps[0] == steps[1] and steps[0].flops == 4 * 4 * 16 * 16 and steps[0].claimed_exponent_n == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sliding_window", "strided", "random"])
+def test_flex_decode_scores_the_last_row_of_its_block_mask(name):
+    spec = variants.get(name)
+    q, k, v = padded_inputs(spec, (1,), 700, head_dim=16)
+    ref = spec.attention(q, k, v, impl="dense")[:, :, -1:]
+    out = spec.attention(q[:, :, -1:].float(), k.float(), v.float(), impl="flex")
+    assert (out.double() - ref).abs().max().item() <= 1e-5

@@ -28,11 +28,12 @@ def test_a_row_round_trips_through_its_journal_line_and_every_field_has_a_column
     journal.append(row)
     assert journal.read().rows == [row]
     per_process = {f.name for f in dataclasses.fields(Row) if f.metadata == PROCESS}
-    assert set(row.to_json()) - per_process == set(COLUMNS) - {"kv_len"}  # a self-attention case's key has none
-    cross = Row(dataclasses.replace(CASE, kv_len=128)).with_samples([1.0])
-    journal.append(cross)
-    assert journal.read().rows == [row, cross]
-    assert set(cross.to_json()) - per_process == set(COLUMNS)
+    optional = {"kv_len", "valid_fraction"}  # a case's key holds them only where they are set
+    assert set(row.to_json()) - per_process == set(COLUMNS) - optional
+    shaped = Row(dataclasses.replace(CASE, kv_len=128, valid_fraction=0.5)).with_samples([1.0])
+    journal.append(shaped)
+    assert journal.read().rows == [row, shaped]
+    assert set(shaped.to_json()) - per_process == set(COLUMNS)
 
 
 def test_replicates_that_shared_a_process_count_as_one_process():

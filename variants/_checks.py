@@ -30,8 +30,9 @@ def check_inputs(spec, q, k, v, causal: bool) -> None:
         raise ValueError(f"q.shape={tuple(q.shape)}, k.shape={tuple(k.shape)} (allowed: no empty dimension)")
     n_k = k.shape[2]
     if n_q != n_k:
-        if not (spec.cross or spec.decode):
-            raise ValueError(f"q seq_len={n_q}, k seq_len={n_k} (allowed: equal; {spec.name} {spec.cross_note})")
+        if not (spec.cross or (spec.decode and n_q == 1)):
+            step = "; or one query, a decode step" if spec.decode else ""
+            raise ValueError(f"q seq_len={n_q}, k seq_len={n_k} (allowed: equal{step}; {spec.name} {spec.cross_note})")
         if causal:
             raise ValueError(f"q seq_len={n_q}, k seq_len={n_k} with causal=True (allowed: equal lengths, or "
                              "causal=False: queries and keys of two sequences share no positions)")

@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from variants.masks import MaskMod, causal_mod, dense_batch_mask, dense_mask, everything, padded
+from variants.masks import MaskMod, causal_mod, dense_batch_mask, dense_mask, everything, padded, shifted
 from variants.registry import Impl, Prepared, Problem
 
 REDUCED = (torch.float16, torch.bfloat16, torch.float32)
@@ -74,8 +74,8 @@ def dense_impl(mask_for: MaskFor | None) -> Impl:
             return Prepared(lambda: dense_attention(q, k, v, mask=mask).masked_fill(~rows, 0.0), {"mask_s": mask_s})
         if mask_for is None:
             return Prepared(lambda: dense_attention(q, k, v, causal=causal))
-        mod = mask_for(k.shape[-2], causal, params, device=q.device)
-        mask, mask_s = _timed(dense_mask, mod, k.shape[-2], device=q.device)
+        mod = mask_for(k.shape[-2], causal, params, device=q.device)  # queries are the last rows (decode)
+        mask, mask_s = _timed(dense_mask, mod, k.shape[-2], device=q.device, rows=q.shape[-2])
         return Prepared(lambda: dense_attention(q, k, v, mask=mask), {"mask_s": mask_s})
 
     return Impl("dense", prepare, cost="O(n²) time and memory: materializes the n×n scores",
@@ -111,7 +111,7 @@ def sdpa_impl(mask_for: MaskFor | None) -> Impl:
                 notes={"kernel": sdpa_kernel_chosen(q, k, v, causal=causal, gqa=gqa)},
             )
         mod = mask_for(k.shape[-2], causal, params, device=q.device)
-        mask, mask_s = _timed(dense_mask, mod, k.shape[-2], device=q.device)
+        mask, mask_s = _timed(dense_mask, mod, k.shape[-2], device=q.device, rows=q.shape[-2])
         return Prepared(
             lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa),
             {"mask_s": mask_s}, {"kernel": sdpa_kernel_chosen(q, k, v, mask=mask, gqa=gqa)},
@@ -131,7 +131,7 @@ def jagged(t: torch.Tensor, lengths) -> torch.Tensor:
     with warnings.catch_warnings():  # NB: the jagged layout is a prototype and says so on every call
         warnings.simplefilter("ignore", UserWarning)
         parts = [t[b, :, :n].transpose(0, 1) for b, n in enumerate(lengths)]  # (l_b, H, d) each
-        return torch.nested.nested_tensor(parts, layout=torch.jagged).transpose(1, 2)
+        return torch.nested.as_nested_tensor(parts, layout=torch.jagged).transpose(1, 2)  # NB: keeps autograd
 
 
 def nested_impl() -> Impl:
@@ -210,6 +210,7 @@ def flex_impl(mask_for: MaskFor | None, name: str) -> Impl:
         else:
             key = (name, n_q, n_k, causal, tuple(sorted(params.items())), str(q.device))
             mod = _pattern(mask_for, n_k, causal, params, q.device)
+            mod = mod if n_q == n_k or mask_for is None else shifted(mod, n_k - n_q)  # queries: the last rows
             block_mask, mask_s = _timed(_block_mask, key, mod, n_q, n_k, q.device)
         gqa = k.shape[1] != q.shape[1]
         notes = {"compile": "dynamic shapes"}

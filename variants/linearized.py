@@ -90,6 +90,24 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 19
     return out
 
 
+def state_of(phi: FeatureMap, k, v):
+    """The running state (S, z, log-scale) of the keys and values given: a decode cache. Setup."""
+    fk, scale = phi.key(k)  # (B, H, n, m)
+    return fk.transpose(-1, -2) @ v, fk.sum(dim=-2), scale  # (B, H, m, d), (B, H, m)
+
+
+def decode_step(phi: FeatureMap, q, k, v, state) -> torch.Tensor:
+    """One decode step: the newest key and value into the state, the one query out of it. O(m·d),
+    whatever the length of the cache behind the state."""
+    fk, s = phi.key(k)  # (B, H, 1, m)
+    big_s, z, scale = state
+    big_s, z, _, weight = _rescale(big_s, z, scale, s)
+    fk = fk * weight
+    big_s, z = big_s + fk.transpose(-1, -2) @ v, z + fk.sum(dim=-2)
+    fq = phi.query(q)  # (B, H, 1, m)
+    return (fq @ big_s) / (fq @ z[..., None])
+
+
 def _features(phi: FeatureMap, d: int) -> int:
     return getattr(phi, "features", d)
 
@@ -106,6 +124,10 @@ def impls(features: Callable[[dict, torch.Tensor], FeatureMap], cores=None, reas
         def prepare(q, k, v, *, causal, params):
             start = time.perf_counter()
             phi = features(params, q)
+            if core is linear_time and q.shape[-2] == 1 < k.shape[-2]:  # decode: a state of the cache, then a step
+                state = state_of(phi, k[:, :, :-1], v[:, :, :-1])
+                setup = {"features_s": time.perf_counter() - start}
+                return Prepared(lambda: decode_step(phi, q, k[:, :, -1:], v[:, :, -1:], state), setup)
             setup = {"features_s": time.perf_counter() - start}
             return Prepared(lambda: core(phi, q, k, v, causal), setup)
 
@@ -114,7 +136,8 @@ def impls(features: Callable[[dict, torch.Tensor], FeatureMap], cores=None, reas
     return {
         "dense": make("dense", quadratic_core, "O(n²·m) time, O(n²) memory: the explicit φ(Q)φ(K)ᵀ",
                       "all_pairs"),
-        "native": make("native", linear_core, "O(n·m·d): Q′(K′ᵀV) streamed over row chunks, causal by chunked prefix sums",
+        "native": make("native", linear_core, "O(n·m·d): Q′(K′ᵀV) streamed over row chunks, causal by chunked prefix sums; "
+                       "decode: one step of the running state, O(m·d)",
                        "algorithm"),
     }
 
@@ -128,6 +151,7 @@ def linearized_variant(*, name: str, summary: str, source: str, params, features
             theory_fn=theory_fn, impls={**impls(features, cores, reasons), **{i.name: i for i in peers}},
             approximates=approximates, cross=True,  # S and z sum over the keys, whichever sequence they come from
             padding=True,  # a prefix's S and z are the sums over its own keys
+            decode=cores is None,  # a step of the running state (rfa's gate is its own recurrence: not built)
         )
     )
 

@@ -47,12 +47,23 @@ def with_causal(mod: MaskMod, causal: bool) -> MaskMod:
     return and_masks(mod, causal_mod) if causal else mod
 
 
-def dense_mask(mod: MaskMod, seq_len: int, *, device: str | torch.device = "cpu") -> torch.Tensor:
-    """Evaluate a predicate on every (i, j): a (n, n) bool tensor. O(n²) by construction."""
+def dense_mask(mod: MaskMod, seq_len: int, *, device: str | torch.device = "cpu", rows: int | None = None) -> torch.Tensor:
+    """Evaluate a predicate on every (i, j): a (n, n) bool tensor, O(n²) by construction; with `rows`,
+    only the last rows (queries at the end: a decode step), (rows, n)."""
     i = torch.arange(seq_len, device=device)
+    first = seq_len - (seq_len if rows is None else rows)
     zero = torch.zeros((), dtype=torch.long, device=device)
-    out = mod(zero, zero, i[:, None], i[None, :])
-    return out.expand(seq_len, seq_len).to(torch.bool)
+    out = mod(zero, zero, i[first:, None], i[None, :])
+    return out.expand(seq_len - first, seq_len).to(torch.bool)
+
+
+def shifted(mod: MaskMod, offset: int) -> MaskMod:
+    """The predicate for queries that are the last rows: query q_idx sits at position q_idx + offset."""
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return mod(b, h, q_idx + offset, kv_idx)
+
+    return named(mask_mod, f"{getattr(mod, '__name__', 'mask')} from row {offset}")
 
 
 def padded(mod: MaskMod, lengths: torch.Tensor, dummy: bool = False) -> MaskMod:

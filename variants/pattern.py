@@ -7,14 +7,15 @@ its `native` implementation; `pattern_variant` turns that into a registered `Var
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import time
 from typing import Callable
 
 import torch
 
-from variants.impls import dense_impl, flex_impl, sdpa_impl
-from variants.masks import MaskMod, with_causal
+from variants.impls import dense_attention, dense_impl, flex_impl, sdpa_impl
+from variants.masks import MaskMod, dense_mask, with_causal
 from variants.registry import Impl, Param, Prepared, VariantSpec, register
 from variants.shapes import NOT_PREFIX
 from variants.theory import Theory, score_theory
@@ -50,6 +51,23 @@ def native_impl(plan: Callable, run: Callable, cost: str) -> Impl:
     return Impl("native", prepare, cost=cost)
 
 
+def with_decode(native: Impl, mask_for: Callable) -> Impl:
+    """The native path, and its decode step: the last row's allowed keys, found in setup from the
+    predicate (one row, O(n)), gathered and attended in the timed call: O(P_last·d)."""
+
+    def prepare(q, k, v, *, causal, params):
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        if n_q == n_k:
+            return native.prepare(q, k, v, causal=causal, params=params)
+        start = time.perf_counter()
+        row = dense_mask(mask_for(n_k, causal, params, device=q.device), n_k, device=q.device, rows=1)[0]
+        keys = row.nonzero().squeeze(1)  # (P_last,) the last query's keys
+        setup = {"plan_s": time.perf_counter() - start}
+        return Prepared(lambda: dense_attention(q, k.index_select(2, keys), v.index_select(2, keys)), setup)
+
+    return dataclasses.replace(native, prepare=prepare, cost=native.cost + "; decode: the last row's keys gathered, O(P_last·d)")
+
+
 def pattern_variant(
     *,
     name: str,
@@ -75,11 +93,11 @@ def pattern_variant(
 
     impls = [dense_impl(mask_for), sdpa_impl(mask_for), flex_impl(mask_for, name), *extra_impls]
     if native is not None:
-        impls.append(native)
+        impls.append(with_decode(native, mask_for))
     return register(
         VariantSpec(
             name=name, family="sparse", summary=doc.strip().splitlines()[0], source=source,
-            params=params, theory_fn=pattern_theory(exponent, note), impls={i.name: i for i in impls},
+            params=params, theory_fn=pattern_theory(exponent, note), impls={i.name: i for i in impls}, decode=True,
             mask_fn=mask_for, row_counts_fn=row_counts, check_fn=check, padding=padding,
             padding_note=padding_note,
         )

@@ -47,4 +47,5 @@ def peer(package: str, module: str, build: Callable, *, cost: str, differs: Diff
         return missing(package, module, install) or (reasons(problem) if reasons else [])
 
     return Impl(package, prepare, cost=cost, devices=devices, supports_causal=supports_causal, dtypes=dtypes,
-                extra_reasons=extra, countable=False, library=package, differs=differs)
+                extra_reasons=extra, countable=False, library=package, differs=differs,
+                decode=False)  # NB: a library layer takes a sequence, not one query against a cache

@@ -16,7 +16,7 @@ import torch
 
 from variants.differs import Differs  # noqa: F401  (re-exported: peers declare theirs here)
 from variants.shapes import NOT_PREFIX, POSITIONAL, cross_reasons, kv_heads_for, padding_reasons
-from variants.theory import Theory, for_mode
+from variants.theory import Theory, decode_step, for_mode
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # What an implementation computes: the algorithm's own work; every n² score whatever the pattern
@@ -68,6 +68,7 @@ class Problem:
     params: tuple[tuple[str, Any], ...] = ()  # the variant's resolved parameters (a library's bias needs them)
     kv_len: int | None = None  # keys, where they are another sequence (cross attention); None: seq_len
     padded: bool = False  # a batch of sequences of different valid lengths, padded to seq_len
+    decode: bool = False  # one query, the last position, against seq_len keys
 
     @property
     def kv_heads(self) -> int:
@@ -121,6 +122,7 @@ class Impl:
     library: str | None = None  # the library kernel it calls, where it calls one
     differs: Differs | None = None  # a library whose definition differs from the variant's
     padding: str | None = "packed"  # one of PADDING; None: it cannot run a padded batch
+    decode: bool = True  # it runs a decode step (one query against the keys), where its variant has one
 
     def __post_init__(self):
         if self.work not in WORK:
@@ -158,7 +160,7 @@ class VariantSpec:
     kv_heads: str = "equal"  # "equal" (H_kv == H), "one" (MQA), "divides" (GQA)
     mask_fn: Callable[..., Callable] | None = None  # (n, causal, params) -> mask_mod predicate
     row_counts_fn: Callable[..., torch.Tensor] | None = None  # allowed keys per query row
-    decode: bool = False  # queries may be fewer than keys (aligned to the end), non-causal only
+    decode: bool = False  # a decode step: the last position's query against n keys (its pattern's last row)
     # Cross attention (queries and keys from two sequences, n_q ≠ n_k): defined for the variant, or
     # `cross_note` says why not (docs/CLAIMS.md, "Cross attention")
     cross: bool = False
@@ -222,7 +224,8 @@ class VariantSpec:
         shape = Problem(**problem)
         implementation = self._impl(impl)
         why = (cross_reasons(self, shape) if shape.cross else []) + (
-            padding_reasons(self, implementation) if shape.padded else [])
+            padding_reasons(self, implementation) if shape.padded else []) + (
+            [f"mode=decode: {self.name}/{impl} has no decode step"] if shape.decode and not implementation.decode else [])
         if why:
             return why
         resolved = self.resolve(shape.key_len, params or {})
@@ -249,10 +252,11 @@ class VariantSpec:
             padding.check_lengths(lengths, q, k)
         resolved = self.resolve(k.shape[-2], params)
         n_q, n_k = q.shape[-2], k.shape[-2]
+        step = self.decode and n_q == 1 < n_k  # a decode step: the last position's query, as mode=decode runs it
         problem = Problem(
-            device=q.device.type, dtype=q.dtype, batch=q.shape[0], num_heads=q.shape[1],
-            num_kv_heads=k.shape[1], seq_len=n_q, kv_len=None if n_k == n_q else n_k, head_dim=q.shape[-1],
-            causal=causal, params=tuple(sorted(resolved.items())), padded=lengths is not None,
+            device=q.device.type, dtype=q.dtype, batch=q.shape[0], num_heads=q.shape[1], num_kv_heads=k.shape[1],
+            seq_len=n_k if step else n_q, kv_len=None if step or n_k == n_q else n_k, head_dim=q.shape[-1],
+            causal=causal, params=tuple(sorted(resolved.items())), padded=lengths is not None, decode=step,
         )
         why = (cross_reasons(self, problem) if problem.cross else []) + (
             padding_reasons(self, implementation) if problem.padded else [])
@@ -324,6 +328,9 @@ class VariantSpec:
             causal=causal, dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params),
             spec=self, **cross,
         )
+        if mode == "decode":
+            return self._decode(forward, seq_len=seq_len, batch=batch, num_heads=num_heads, num_kv_heads=kv,
+                                head_dim=head_dim, dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params))
         if lengths is not None:
             from variants import padding
 
@@ -332,6 +339,15 @@ class VariantSpec:
                 seq_len=n, batch=1, num_heads=num_heads, num_kv_heads=kv, head_dim=head_dim, causal=causal,
                 dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params), spec=self) for n in lengths])
         return for_mode(forward, mode, batch=batch, num_heads=num_heads, seq_len=seq_len, head_dim=head_dim)
+
+
+    def _decode(self, forward: Theory, *, seq_len: int, params: dict, **shape) -> Theory:
+        if not self.decode:
+            raise ValueError(f"mode=decode: {self.name} has no decode step here (allowed: fwd, fwd_bwd)")
+        last = None if self.row_counts_fn is None else int(self.row_counts_fn(seq_len, False, params)[-1])
+        step = None if last is not None else self.theory_fn(seq_len=1, causal=False, params=params, spec=self, **shape)
+        return decode_step(forward, last_row=last, step=step, batch=shape["batch"], num_heads=shape["num_heads"],
+                           head_dim=shape["head_dim"])
 
 
 def device_reasons(device: str) -> list[str]:

@@ -57,13 +57,23 @@ def score_theory(*, pairs: int, batch: int, num_heads: int, num_kv_heads: int, s
 def for_mode(theory: Theory, mode: str, *, batch: int, num_heads: int, seq_len: int, head_dim: int) -> Theory:
     """The forward theory adjusted for what a mode times (docs/CLAIMS.md, "Modes").
 
-    fwd_bwd: 3× the forward FLOPs. decode: one query (the last position) against all n keys.
+    fwd_bwd: 3× the forward FLOPs. decode: `decode_step`, which the registry calls with the last row.
     """
     if mode not in MODES:
         raise ValueError(f"mode={mode!r} (allowed: {', '.join(MODES)})")
     if mode == "fwd_bwd":
         return replace(theory, flops=FWD_BWD_FLOP_FACTOR * theory.flops)
-    if mode == "decode":
-        return replace(theory, pairs=seq_len, flops=score_flops(batch, num_heads, seq_len, head_dim),
-                       claimed_exponent_n=1.0)
     return theory
+
+
+def decode_step(forward: Theory, *, last_row: int | None, step: Theory | None, batch: int, num_heads: int,
+                head_dim: int) -> Theory:
+    """One query, the last position, against a cache of n keys (docs/CLAIMS.md, "Modes"): a score-based
+    variant scores its pattern's last row (`last_row` pairs); a linearized one adds one key to its
+    running state and reads one query out of it (`step`: its work at n = 1, whatever the cache). The
+    claim is one power of n under the forward's: the last row holds an average row's share of P."""
+    exponent = forward.claimed_exponent_n - 1
+    if last_row is None:
+        return replace(step, claimed_exponent_n=exponent, kv_bytes=None, note="one step of the running state")
+    return replace(forward, pairs=last_row, flops=score_flops(batch, num_heads, last_row, head_dim),
+                   claimed_exponent_n=exponent, extra_flops={"softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * last_row})

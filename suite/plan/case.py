@@ -92,7 +92,7 @@ def reasons_of(case: Case) -> list[str]:
     return variants.get(case.variant).reasons(
         case.impl, params=dict(case.params), device=case.device, dtype=DTYPES[case.dtype], batch=case.batch,
         num_heads=case.num_heads, num_kv_heads=case.num_kv_heads, seq_len=case.seq_len, head_dim=case.head_dim,
-        causal=case.causal, kv_len=case.kv_len, padded=case.valid_fraction is not None)
+        causal=case.causal, kv_len=case.kv_len, padded=case.valid_fraction is not None, decode=case.mode == "decode")
 
 
 def theory_of(case: Case) -> dict:

@@ -213,14 +213,15 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
         for m in mode:
             if m == "decode" and not spec.decode:
                 if explicit_variants:
-                    _fail(where, "mode", m, f"fwd, fwd_bwd for {spec.name} (decode is for full, mqa, gqa)")
+                    with_step = ", ".join(n for n in variants.names() if variants.get(n).decode)
+                    _fail(where, "mode", m, f"fwd, fwd_bwd for {spec.name} (decode is for {with_step})")
                 continue
             for impl, dev, dt, b, n, h, d, c, combo in itertools.product(
                 chosen, device, dtype, batch, seq_len, heads, head_dim, causal,
                 itertools.product(*param_values) if param_values else [()],
             ):
                 if m == "decode" and c:
-                    continue  # a single last query sees every key: causal adds nothing
+                    continue  # the last row is the same causal or not: no key lies after the last position
                 pvals = dict(zip(param_names, combo))
                 for length in ladders.start_lengths(*climb) if climb else [n]:
                     try:
