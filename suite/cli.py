@@ -127,8 +127,11 @@ def make_report(run: RunDir, report_dir: Path) -> int:
 
     started = time.perf_counter()
     path, result = report.build(run, report_dir)
-    if not result.claims.empty or (result.cross.empty and result.padding.empty):
+    if not result.claims.empty or (result.cross.empty and result.padding.empty and result.decode.empty):
         print(report.summary(result.claims))
+    if not result.decode.empty:
+        print("decode, one query against a cache of n:")
+        print(report.summary(result.decode))
     if not result.cross.empty:
         print("cross attention, each series in the length it does not hold:")
         print(report.summary(result.cross, "n_q | n_k"))

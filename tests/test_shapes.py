@@ -387,3 +387,53 @@ def test_flex_decode_scores_the_last_row_of_its_block_mask(name):
     ref = spec.attention(q, k, v, impl="dense")[:, :, -1:]
     out = spec.attention(q[:, :, -1:].float(), k.float(), v.float(), impl="flex")
     assert (out.double() - ref).abs().max().item() <= 1e-5
+
+
+# ----------------------------------------------------------------------------- end to end
+def test_a_grid_of_the_three_shapes_runs_and_reports_each(tmp_path):
+    """Cross attention, padding and decode through the runner, the table, the terminal and the report."""
+    from test_runner import suite, write_grid
+
+    body = """
+[[block]]
+variant = ["full", "sliding_window"]
+impl = ["sdpa", "native"]
+seq_len = [16, 32, 64]
+kv_len = [48]
+[[block]]
+variant = ["full"]
+impl = ["sdpa"]
+seq_len = [16]
+kv_len = [16, 32, 64, 128]
+[[block]]
+variant = ["full", "strided"]
+impl = ["sdpa"]
+batch = [3]
+seq_len = [64]
+valid_fraction = [0.1, 0.2, 0.4]
+[[block]]
+variant = ["sliding_window", "linear"]
+impl = ["native"]
+mode = ["decode"]
+seq_len = [32, 64, 128]
+"""
+    grid = write_grid(tmp_path, body, name="shapes")
+    res = suite("run", "--grid", str(grid), "--run-id", "s", "--results-dir", str(tmp_path / "results"),
+                "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path, report=True)
+    assert res.returncode == 0, res.stderr
+    table = pd.read_parquet(tmp_path / "results" / "s" / "results.parquet")
+    cross = table[table["kv_len"].notna()]
+    assert set(cross.loc[cross["variant"] == "full", "status"]) == {"ok"}
+    assert cross.loc[cross["variant"] == "sliding_window", "reason"].str.contains("kv_len=48 ≠ seq_len=").all()
+    padded = table[table["valid_fraction"].notna()]
+    assert list(padded.loc[padded["variant"] == "full", "valid_tokens"]) == [
+        sum(valid_lengths(3, 64, f)) for f in (0.1, 0.2, 0.4)]
+    assert padded.loc[padded["variant"] == "strided", "status"].eq("skipped").all()
+    assert table.loc[table["mode"] == "decode", "status"].eq("ok").all()
+    assert table.loc[table["status"] == "ok", "check_error"].notna().all()  # every timed path was checked
+    for line in ("cross attention, each series", "padded batches, in valid tokens", "decode, one query"):
+        assert line in res.stdout, res.stdout
+    html = (tmp_path / "reports" / "s" / "index.html").read_text()
+    for section in ('id="cross"', 'id="padding"', 'id="decode"'):
+        assert section in html
+    assert "sdpa [n_q=16]" in html and "sdpa [B=3, n=64]" in html

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from suite.analyse.exponents import all_exponents, claims, cross, padding, prepare, with_ladders
+from suite.analyse.exponents import all_exponents, claims, cross, decode, padding, prepare, with_ladders
 from suite.analyse.layers import layer_table
 from suite.analyse.noise import Noise, noise
 from suite.analyse.tables import crossovers, efficiency, status_matrix
@@ -29,6 +29,7 @@ class Analysis:
     layers: pd.DataFrame  # the per-layer table (attention, recurrent, convolutional), measured
     cross: pd.DataFrame  # cross attention's verdicts, in n_q and in n_k
     padding: pd.DataFrame  # padded batches' verdicts, in valid tokens, and who pays for the padding
+    decode: pd.DataFrame  # decode steps' verdicts, in the cache's length
 
 
 def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 0.5,
@@ -40,4 +41,4 @@ def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 
     return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossing,
                     efficiency=efficiency(data, peaks), status=status_matrix(data),
                     noise=noise(data, busy_limit), layers=layer_table(fits, crossing), cross=cross(fits),
-                    padding=padding(fits))
+                    padding=padding(fits), decode=decode(fits))

@@ -143,9 +143,10 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
             if values[axis].nunique() < MIN_POINTS:
                 continue
             series = values.groupby(axis)[col].median()  # one point per x
-            fit = fit_power(series.index.to_numpy(float), series.to_numpy(float),
-                            exclude_floor=metric in ("time", "memory") and axis not in NO_FLOOR)
             claimed = claimed_exponent(axis, metric, first)
+            # NB: a claim of a constant cost (a decode step over a window) is a claim about the floor itself
+            fit = fit_power(series.index.to_numpy(float), series.to_numpy(float),
+                            exclude_floor=metric in ("time", "memory") and axis not in NO_FLOOR and claimed != 0)
             status, why = verdict(fit, claimed)
             records.append({
                 **dict(zip(fixed, keys if isinstance(keys, tuple) else (keys,))),
@@ -234,6 +235,15 @@ def cross(fits: pd.DataFrame) -> pd.DataFrame:
     rows = fits[crossed & (fits["metric"] == "time") & (fits["mode"] == "fwd")].copy()
     rows["length"] = np.where(rows["axis"] == "kv_len", "n_k", "n_q")
     return rows.sort_values(["variant", "device", "dtype", "impl", "length", "series"]).reset_index(drop=True)
+
+
+def decode(fits: pd.DataFrame) -> pd.DataFrame:
+    """Decode steps' verdicts: each time fit in the cache's length n (one query, the last position)."""
+    if fits.empty:
+        return fits
+    rows = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "time") & (fits["mode"] == "decode")].copy()
+    rows["length"] = "n"
+    return rows.sort_values(["variant", "device", "dtype", "impl", "series"]).reset_index(drop=True)
 
 
 def padding(fits: pd.DataFrame) -> pd.DataFrame:

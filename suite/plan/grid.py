@@ -35,7 +35,7 @@ from suite.plan.settings import Settings
 from suite.plan.settings import validate as validate_settings
 from suite.run.device import DEVICES
 
-PRESETS = ("smoke", "quick", "full", "pr")
+PRESETS = ("smoke", "quick", "full", "pr", "shapes")
 AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "valid_fraction", "num_heads",
         "num_kv_heads", "head_dim", "causal", "params")
 TOP_LEVEL = ("name", "description", "settings", "defaults", "block")

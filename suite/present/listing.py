@@ -16,6 +16,15 @@ def claim_of(spec) -> str:
     return claim
 
 
+def shapes(spec) -> str:
+    """Which of the shapes beyond self-attention the variant takes (docs/CLAIMS.md), each yes or why not."""
+    out = []
+    for what, ok, why in (("cross attention", spec.cross, spec.cross_note), ("padding", spec.padding, spec.padding_note),
+                          ("decode", spec.decode, "no decode step here")):
+        out.append(f"{what}: " + ("yes" if ok else f"no ({why})"))
+    return "; ".join(out)
+
+
 def availability(spec, impl: str, device: str, dtype: torch.dtype, causal: bool) -> str:
     reasons = spec.reasons(impl, device=device, dtype=dtype, causal=causal)
     return "available" if not reasons else "unavailable: " + "; ".join(reasons)
@@ -27,6 +36,7 @@ def lines(names: list[str], devices: list[str], dtype_name: str, dtype: torch.dt
         defaults = ", ".join(f"{p.name}={p.describe_default()}" for p in spec.params) or "no parameters"
         yield f"{spec.name}  [{spec.family}]  claim {claim_of(spec)}  ({defaults})"
         yield f"    {spec.summary}  Source: {spec.source}."
+        yield f"    {shapes(spec)}"
         for impl in spec.impls.values():
             library = f"; calls {impl.library}" if impl.library else ""
             yield f"    {impl.name:<9} {impl.cost}  [work: {impl.work}{library}]"

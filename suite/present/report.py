@@ -102,7 +102,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
         tolerance=fits.TOLERANCE, min_span=fits.MIN_SPAN, max_width=fits.MAX_WIDTH,
         floor_share=fits.FLOOR_SHARE,
         fits_count=len(result.fits), noise=result.noise, layers=result.layers, cross=result.cross,
-        padding=result.padding,
+        padding=result.padding, decode=result.decode,
     )
     path = report_dir / "index.html"
     path.write_text(page)
