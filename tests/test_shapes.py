@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -437,3 +438,19 @@ seq_len = [32, 64, 128]
     for section in ('id="cross"', 'id="padding"', 'id="decode"'):
         assert section in html
     assert "sdpa [n_q=16]" in html and "sdpa [B=3, n=64]" in html
+
+
+def test_a_padded_case_is_checked_on_its_own_padding_path(monkeypatch):
+    """The check's cache must not answer a padded case with its unpadded twin's result."""
+    seen = []
+    real = measure.against_reference
+
+    def spy(spec, impl, make_inputs, n, params, causal, lengths_for=lambda n: None):
+        seen.append(lengths_for(n))
+        return real(spec, impl, make_inputs, n, params, causal, lengths_for)
+
+    monkeypatch.setattr(measure, "against_reference", spy)
+    plain = Case("full", "sdpa", "cpu", "float32", "fwd", 3, 256, 4, 4, 16, False)
+    measure.check(plain, 96)
+    measure.check(dataclasses.replace(plain, valid_fraction=0.25), 96)
+    assert seen == [None, valid_lengths(3, 96, 0.25)]

@@ -16,6 +16,7 @@ def crossovers(frame: pd.DataFrame, references=("dense", "sdpa")) -> pd.DataFram
     """
     data = prepare(frame)
     ok = data[(data["status"] == "ok") & data["time_s"].notna()]
+    ok = ok[ok["kv_len"].isna() & ok["valid_fraction"].isna()]  # self-attention over full sequences
     same = ["device", "dtype", "mode", "batch", "num_heads", "head_dim", "causal"]
     full = ok[ok["variant"] == "full"]
     candidates = ok[(ok["variant"] != "full") & (ok["claimed_exponent_n"] < 2) & (ok["mode"] != "decode")]

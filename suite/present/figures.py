@@ -38,8 +38,9 @@ def png(fig) -> bytes:
 
 
 def main_shape(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the n sweeps: forward (causal or not), and the most common batch, heads and head dim per variant."""
-    rows = frame[(frame["status"] == "ok")]
+    """The rows of the n sweeps: forward (causal or not) self-attention over full sequences (no cross
+    attention, no padding: their own sections), and the most common batch, heads and head dim per variant."""
+    rows = frame[(frame["status"] == "ok") & frame["kv_len"].isna() & frame["valid_fraction"].isna()]
     out = []
     for _, group in rows.groupby("variant"):
         sweep = group.groupby(["batch", "num_heads", "head_dim", "device", "dtype"])["seq_len"].nunique()
