@@ -454,3 +454,16 @@ def test_a_padded_case_is_checked_on_its_own_padding_path(monkeypatch):
     measure.check(plain, 96)
     measure.check(dataclasses.replace(plain, valid_fraction=0.25), 96)
     assert seen == [None, valid_lengths(3, 96, 0.25)]
+
+
+def test_a_cross_series_ladder_settles_on_its_claim_in_n_q():
+    """The ladder judges a cross series by its claim in n_q (1), not by the self-attention claim (2)."""
+    from suite.plan.ladder import Ladder, advance
+
+    template = Case("full", "sdpa", "cpu", "float32", "fwd", 1, 256, 8, 8, 64, False, (), 1024)
+    n = np.array([256, 512, 1024, 2048, 4096, 8192])
+    rows = pd.DataFrame({"seq_len": n, "time_s": 1e-6 * n, "time_min_s": 1e-6 * n, "claimed_exponent_n": 2.0,
+                         "claimed_exponent_q": 1.0, "kv_len": 1024, "reason": "", "peak_bytes": 1e3 * n,
+                         "status": "ok"})
+    step = advance(Ladder(template, 256, 65536), rows, width=0.2, max_call_s=10.0, memory_gib=16.0)
+    assert step.stop == "settled" and step.why.startswith("confirmed"), step

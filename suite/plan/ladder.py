@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from suite.analyse.exponents import claimed_exponent
 from suite.analyse.fits import MIN_SPAN, TOLERANCE, fit_power, verdict
 from suite.plan.case import OPTIONAL, Case
 
@@ -105,11 +106,10 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     """The ladder's next length from its series' rows (the run's table: one row per case)."""
     measured = rows.sort_values("seq_len")
     ok, bad = measured[measured["status"] == "ok"], measured[measured["status"] != "ok"]
-    claimed = measured["claimed_exponent_n"].iloc[0] if len(measured) else None
-    claimed = None if claimed is None or pd.isna(claimed) else float(claimed)
+    claimed = claimed_exponent("seq_len", "time", measured.iloc[0]) if len(measured) else None  # in n_q for cross
     fastest = ok["time_min_s"] if "time_min_s" in ok else ok["time_s"]  # what the verdict fits (older tables: median)
     n, t = ok["seq_len"].to_numpy(float), fastest.to_numpy(float)
-    fit = fit_power(n, t)
+    fit = fit_power(n, t, exclude_floor=claimed != 0)  # as the analysis fits it (a constant claimed: every point)
     if not bad.empty:
         first = bad.iloc[0]
         return Step(ladder, None, "failed", f"n = {int(first['seq_len'])} {first['status']} "
