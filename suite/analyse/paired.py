@@ -34,8 +34,6 @@ def blocks(lines: list[dict]) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=["case_id", "side", "pair", "position", "status", "reason", "time_s", *LABEL])
     frame["params"] = frame["params"].map(lambda p: json.dumps(p or {}, sort_keys=True))
-    if "kv_len" not in frame:  # a journal of self-attention cases only: their keys carry no kv_len
-        frame["kv_len"] = None
     for column in frame.columns:  # NB: dicts (setup, notes) as JSON text, as in the run's table
         if column != "params" and frame[column].map(lambda x: isinstance(x, dict)).any():
             frame[column] = frame[column].map(lambda x: json.dumps(x, sort_keys=True) if isinstance(x, dict) else x)
@@ -172,7 +170,7 @@ def _side_status(rows: pd.DataFrame) -> tuple[str | None, str]:
 
 
 def _case(case_id: str, group: pd.DataFrame) -> dict:
-    label = group.iloc[0][LABEL].to_dict()
+    label = group.iloc[0].reindex(LABEL).to_dict()
     record = {"case_id": case_id, **label, "ratio": np.nan, "ratio_lo": np.nan, "ratio_hi": np.nan, "p": np.nan,
               "base_time_s": np.nan, "new_time_s": np.nan, "change": np.nan, "se": np.nan, "var": np.nan, "df": np.nan,
               "pairs": 0, "reason": ""}

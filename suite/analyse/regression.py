@@ -94,7 +94,7 @@ def cases(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(), *, shift: 
 
 def _pair(case_id: str, row_b: pd.Series | None, row_n: pd.Series | None) -> dict:
     """One case's record before the grid-wide test: its status so far, change of log time and se."""
-    label = (row_n if row_n is not None else row_b)[LABEL].to_dict()
+    label = (row_n if row_n is not None else row_b).reindex(LABEL).to_dict()  # NB: a table without kv_len: NaN
     record = {"case_id": case_id, **label, "ratio": np.nan, "ratio_lo": np.nan, "ratio_hi": np.nan,
               "p": np.nan, "base_time_s": np.nan, "new_time_s": np.nan, "change": np.nan, "se": np.nan,
               "reason": ""}

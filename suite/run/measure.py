@@ -190,13 +190,13 @@ def measure(case: Case, settings: Settings, replicate: int = 0) -> Row:
 
 def _ready(row: Row) -> Row:
     """Theory, traits and capability: the row of a case that can run here, or of one skipped."""
-    case = row.case
+    case, reasons = row.case, []
     try:
         reasons = reasons_of(case)
-        undefined = reasons and case.kv_len is not None  # cross attention the variant does not define: no theory
-        row = row if undefined else replace(row, **theory_of(case))
+        row = replace(row, **theory_of(case))
     except Exception as err:  # noqa: BLE001
-        return replace(row, status="error", reason=f"theory: {type(err).__name__}: {err}")
+        if not reasons:  # NB: a shape the variant does not define (cross, padded) has reasons, and no theory
+            return replace(row, status="error", reason=f"theory: {type(err).__name__}: {err}")
     impl = variants.get(case.variant).impls[case.impl]
     row = replace(row, impl_work=impl.work, impl_library=impl.library)
     return replace(row, status="skipped", reason="; ".join(reasons)) if reasons else row
