@@ -350,6 +350,22 @@ def test_an_implementation_that_computes_the_padding_is_refuted_and_said_to_pay(
     assert ex.claims(ex.all_exponents(frame)).empty  # padded fits stay out of the self-attention table
 
 
+def test_the_claim_in_valid_tokens_is_the_formulas_own_exponent_at_the_measured_lengths():
+    """A window's pairs go from l² to l·(2w+1) as the sequences pass w: the claim is the formula's slope
+    over these points, not 1; a path whose time follows the formula is confirmed, a flat one refuted."""
+    tokens = np.array([sum(valid_lengths(4, 4096, f)) for f in [0.02, 0.04, 0.08, 0.16, 0.33, 0.66]], float)
+    work = np.array([sum(min(l, 257) * l for l in valid_lengths(4, 4096, f))
+                     for f in [0.02, 0.04, 0.08, 0.16, 0.33, 0.66]], float)
+    frame = padded_frame({"native": list(1e-10 * work), "flex": [0.2] * 6},
+                         {"native": list(4e3 * work), "flex": [np.nan] * 6})
+    frame["flops"] = np.tile(4e3 * work, 2)
+    table = ex.padding(ex.all_exponents(frame)).set_index("impl")
+    slope = np.polyfit(np.log(tokens), np.log(work), 1)[0]
+    assert 1.2 < slope < 1.8 and table.loc["native", "claimed"] == pytest.approx(slope, abs=0.006)
+    assert table.loc["native", "verdict"] == "confirmed" and table.loc["native", "pays"].startswith("no")
+    assert table.loc["flex", "verdict"] == "refuted" and table.loc["flex", "pays"].startswith("yes, by its time")
+
+
 # ----------------------------------------------------------------------------- decode
 DECODING = [name for name in variants.names() if variants.get(name).decode]
 

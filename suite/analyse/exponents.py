@@ -5,6 +5,7 @@ Pure functions on the long-form results table (after `prepare`, which parses `pa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -144,9 +145,11 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
                 continue
             series = values.groupby(axis)[col].median()  # one point per x
             claimed = claimed_exponent(axis, metric, first)
-            # NB: a claim of a constant cost (a decode step over a window) is a claim about the floor itself
-            fit = fit_power(series.index.to_numpy(float), series.to_numpy(float),
-                            exclude_floor=metric in ("time", "memory") and axis not in NO_FLOOR and claimed != 0)
+            if axis == "valid_tokens" and claimed is not None:
+                fit, claimed = _against_work(series, group, axis)
+            else:  # NB: a claim of a constant cost (a decode step over a window) is a claim about the floor itself
+                fit = fit_power(series.index.to_numpy(float), series.to_numpy(float),
+                                exclude_floor=metric in ("time", "memory") and axis not in NO_FLOOR and claimed != 0)
             status, why = verdict(fit, claimed)
             records.append({
                 **dict(zip(fixed, keys if isinstance(keys, tuple) else (keys,))),
@@ -165,6 +168,23 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
             record["work_slope"] = slopes.get("work", np.nan)
             record["countable"] = bool(group["flops_counted"].notna().any())
     return pd.DataFrame.from_records(records)
+
+
+def _against_work(series: pd.Series, group: pd.DataFrame, axis: str):
+    """A fit in valid tokens measured against the algorithm's own FLOPs at those lengths (Σ P(l_b)),
+    whose exponent is p of the claim in n only where every l_b is past the pattern's constant (a
+    window's w). The claim c: the formula's slope in valid tokens over the points. Fitted: y against
+    that work, every point (NO_FLOOR), exponent b (1: the cost follows the formula, whatever its
+    curve); returned in valid tokens, b·c with its interval, and c (docs/CLAIMS.md, "Padding")."""
+    work = group[[axis, METRICS["work"]]].dropna().groupby(axis)[METRICS["work"]].median()
+    x = series.index.intersection(work.index)
+    shape = fit_power(x.to_numpy(float), work[x].to_numpy(float), exclude_floor=False)
+    fit = fit_power(work[x].to_numpy(float), series[x].to_numpy(float), exclude_floor=False)
+    if shape is None or fit is None:
+        return fit, float("nan")
+    c = round(shape.slope, 2)
+    return dataclasses.replace(fit, slope=fit.slope * c, lo=fit.lo * c, hi=fit.hi * c,
+                               used=tuple(map(float, x)), excluded=()), c
 
 
 def all_exponents(frame: pd.DataFrame) -> pd.DataFrame:
@@ -192,7 +212,7 @@ def all_exponents(frame: pd.DataFrame) -> pd.DataFrame:
 def with_ladders(fits: pd.DataFrame, ladders: list[dict]) -> pd.DataFrame:
     """`lengths` on each time/memory fit in n of a series with adaptive lengths: where its ladder
     stopped and why, with what would settle it (ladders.json's records, suite.run.climb)."""
-    from suite.plan.ladder import series_key
+    from suite.plan.case import series_key
 
     if fits.empty:
         return fits
@@ -261,8 +281,13 @@ def padding(fits: pd.DataFrame) -> pd.DataFrame:
 
 def _pays(row: pd.Series) -> str:
     counted = row.get("flops_slope", np.nan)
-    if pd.isna(counted):
-        return "not counted: see the time exponent"
+    counted = counted if pd.isna(counted) or abs(counted) >= 0.005 else 0.0  # NB: not "-0.00"
+    if pd.isna(counted):  # a kernel the counter cannot trace (flex, nested): time alone says it
+        if row["hi"] < TOLERANCE:
+            return f"yes, by its time (tokens^{row['slope']:.2f}; FLOPs not countable)"
+        if row["lo"] > TOLERANCE:
+            return f"not all of it: its time grows as tokens^{row['slope']:.2f} (FLOPs not countable)"
+        return "unclear: FLOPs not countable, time neither flat nor growing"
     if counted < row["claimed"] - TOLERANCE:
         return f"yes: its counted FLOPs grow as tokens^{counted:.2f}, it computes the padding"
     return f"no: its counted FLOPs grow as tokens^{counted:.2f}"

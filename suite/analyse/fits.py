@@ -111,7 +111,11 @@ def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit 
     lx, ly = np.log(x[~excluded]), np.log(y[~excluded])
     res = stats.linregress(lx, ly)
     dof = len(lx) - 2
-    half = stats.t.ppf(0.5 + level / 2, dof) * res.stderr if dof > 0 else math.inf
+    stderr = res.stderr
+    if dof > 0 and not np.isfinite(stderr):  # NB: y exactly constant: linregress's r is 0/0
+        resid = ly - (res.intercept + res.slope * lx)
+        stderr = math.sqrt(float(resid @ resid) / dof / float(((lx - lx.mean()) ** 2).sum()))
+    half = stats.t.ppf(0.5 + level / 2, dof) * stderr if dof > 0 else math.inf
     if not np.isfinite(half):
         half = math.inf
     return Fit(slope=float(res.slope), lo=float(res.slope - half), hi=float(res.slope + half),

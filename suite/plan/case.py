@@ -14,6 +14,9 @@ from variants.padding import valid_lengths
 from variants.theory import MODES  # noqa: F401  (re-exported: the modes a case may have)
 
 OPTIONAL = {"kv_len": int, "valid_fraction": float}  # fields a case's key holds only when they are set
+SERIES_INTS = ("batch", "num_heads", "num_kv_heads", "head_dim")  # NB: float in a table that had NaNs merged in
+SERIES = ["variant", "impl", "device", "dtype", "mode", "batch", "num_heads", "num_kv_heads", "head_dim", "causal",
+          "params"]
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 
 
@@ -109,3 +112,18 @@ def theory_of(case: Case) -> dict:
         "claimed_exponent_k": theory.exponent_k,
         "valid_tokens": None if case.lengths is None else sum(case.lengths),
     }
+
+
+def series_key(fields) -> str:
+    """The identity of a series: every shape field but seq_len (params as canonical JSON text). NB:
+    kv_len and valid_fraction only where set, so a series keeps the key it had before those fields."""
+    params = fields["params"]
+    if isinstance(params, str):
+        params = json.loads(params) if params else {}
+    out = {k: fields[k] for k in SERIES if k != "params"}
+    out = {k: bool(v) if k == "causal" else int(v) if k in SERIES_INTS else str(v) for k, v in out.items()}
+    for name, kind in OPTIONAL.items():
+        value = fields.get(name)
+        if value is not None and value == value:  # not None, not NaN
+            out[name] = kind(value)
+    return json.dumps({**out, "params": dict(params)}, sort_keys=True)

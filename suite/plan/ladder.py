@@ -17,7 +17,6 @@ Pure: no files, no processes (suite.run.climb drives the rounds).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, replace
 
@@ -26,13 +25,10 @@ import pandas as pd
 
 from suite.analyse.exponents import claimed_exponent
 from suite.analyse.fits import MIN_SPAN, TOLERANCE, fit_power, verdict
-from suite.plan.case import OPTIONAL, Case
+from suite.plan.case import Case, series_key  # noqa: F401  (series_key re-exported)
 
 AUTO = {"min": 128, "max": 1 << 20}
 STEPS = (2, 4)
-INTS = ("batch", "num_heads", "num_kv_heads", "head_dim")  # NB: float in a table that had NaNs merged in
-SERIES = ["variant", "impl", "device", "dtype", "mode", "batch", "num_heads", "num_kv_heads", "head_dim", "causal",
-          "params"]
 
 
 @dataclass(frozen=True)
@@ -69,21 +65,6 @@ def start_lengths(low: int, high: int, step: int) -> list[int]:
         out.append(n)
         n *= step
     return out
-
-
-def series_key(fields) -> str:
-    """The identity of a series: every shape field but seq_len (params as canonical JSON text). NB:
-    kv_len and valid_fraction only where set, so a series keeps the key it had before those fields."""
-    params = fields["params"]
-    if isinstance(params, str):
-        params = json.loads(params) if params else {}
-    out = {k: fields[k] for k in SERIES if k != "params"}
-    out = {k: bool(v) if k == "causal" else int(v) if k in INTS else str(v) for k, v in out.items()}
-    for name, kind in OPTIONAL.items():
-        value = fields.get(name)
-        if value is not None and value == value:  # not None, not NaN
-            out[name] = kind(value)
-    return json.dumps({**out, "params": dict(params)}, sort_keys=True)
 
 
 @dataclass(frozen=True)
