@@ -13,7 +13,8 @@ from suite.analyse import exponents
 from suite.analyse.fits import fit_power
 from suite.plan import grid as grids
 from suite.plan import shard
-from suite.plan.ladder import Ladder, advance, series_key
+from suite.plan.case import series_key
+from suite.plan.ladder import Ladder, advance
 from suite.plan.settings import Settings
 from test_runner import suite
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analyse.fits import MIN_POINTS, MIN_SPAN, TOLERANCE, fit_power, verdict
+from suite.plan.case import series_key
 
 SHAPE = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "valid_fraction", "num_heads",
          "num_kv_heads", "head_dim", "causal", "params"]
@@ -212,8 +213,6 @@ def all_exponents(frame: pd.DataFrame) -> pd.DataFrame:
 def with_ladders(fits: pd.DataFrame, ladders: list[dict]) -> pd.DataFrame:
     """`lengths` on each time/memory fit in n of a series with adaptive lengths: where its ladder
     stopped and why, with what would settle it (ladders.json's records, suite.run.climb)."""
-    from suite.plan.case import series_key
-
     if fits.empty:
         return fits
     out = fits.copy()
@@ -279,9 +278,13 @@ def padding(fits: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["variant", "device", "dtype", "impl", "length", "series"]).reset_index(drop=True)
 
 
+def _p(exponent: float) -> str:
+    """An exponent to 2 decimals, never "-0.00" (a flat cost's slope is a hair under 0 half the time)."""
+    return f"{round(exponent, 2) + 0.0:.2f}"
+
+
 def _pays(row: pd.Series) -> str:
     counted = row.get("flops_slope", np.nan)
-    counted = counted if pd.isna(counted) or abs(counted) >= 0.005 else 0.0  # NB: not "-0.00"
     if pd.isna(counted):  # a kernel the counter cannot trace (flex, nested): time alone says it
         if row["hi"] < TOLERANCE:
             return f"yes, by its time (tokens^{row['slope']:.2f}; FLOPs not countable)"
@@ -289,8 +292,8 @@ def _pays(row: pd.Series) -> str:
             return f"not all of it: its time grows as tokens^{row['slope']:.2f} (FLOPs not countable)"
         return "unclear: FLOPs not countable, time neither flat nor growing"
     if counted < row["claimed"] - TOLERANCE:
-        return f"yes: its counted FLOPs grow as tokens^{counted:.2f}, it computes the padding"
-    return f"no: its counted FLOPs grow as tokens^{counted:.2f}"
+        return f"yes: its counted FLOPs grow as tokens^{_p(counted)}, it computes the padding"
+    return f"no: its counted FLOPs grow as tokens^{_p(counted)}"
 
 
 def diagnose(row: pd.Series) -> str:
@@ -316,16 +319,16 @@ def diagnose(row: pd.Series) -> str:
     if flops_slope is not None and not pd.isna(flops_slope):
         if abs(flops_slope - row["claimed"]) <= TOLERANCE:
             rate = flops_slope - row["slope"]
-            notes.append(f"the work ({source}) grows as {axis}^{flops_slope:.2f}, as claimed, but the rate "
+            notes.append(f"the work ({source}) grows as {axis}^{_p(flops_slope)}, as claimed, but the rate "
                          + (f"of work rises as {axis}^{rate:.2f} over the span (per-call overheads amortizing)"
                             if rate > 0 else
                             f"of work falls as {axis}^{-rate:.2f} (the working set leaving the caches, or "
                             "scattered memory access)"))
         elif source == "counted FLOPs" and not (abs(row.get("work_slope", np.nan) - flops_slope) <= TOLERANCE):
-            notes.append(f"this implementation's work (counted FLOPs) grows as {axis}^{flops_slope:.2f}, "
+            notes.append(f"this implementation's work (counted FLOPs) grows as {axis}^{_p(flops_slope)}, "
                          f"not as the algorithm's {axis}^{row['claimed']:g}")
         else:
-            notes.append(f"the algorithm's own FLOPs grow as {axis}^{flops_slope:.2f} over this span, not yet as "
+            notes.append(f"the algorithm's own FLOPs grow as {axis}^{_p(flops_slope)} over this span, not yet as "
                          f"the asymptotic {axis}^{row['claimed']:g}: a wider span, to larger {axis}, would tell")
     if row["excluded"]:
         notes.append(f"{axis} ≤ {max(row['excluded']):g} left out under the overhead floor")

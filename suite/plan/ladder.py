@@ -25,7 +25,7 @@ import pandas as pd
 
 from suite.analyse.exponents import claimed_exponent
 from suite.analyse.fits import MIN_SPAN, TOLERANCE, fit_power, verdict
-from suite.plan.case import Case, series_key  # noqa: F401  (series_key re-exported)
+from suite.plan.case import Case, series_key
 
 AUTO = {"min": 128, "max": 1 << 20}
 STEPS = (2, 4)
