@@ -68,7 +68,17 @@ _register("fault_wrong", _wrong())
 
 
 # ------------------------------------------------------------------ a slowdown injected on demand
-PACE_S = 0.002  # each call sleeps this long ($SUITE_TEST_PACE_S if set; times pace_factor for `paced/native`)
+PACE_S = 0.002  # each call waits this long ($SUITE_TEST_PACE_S if set; times pace_factor for `paced/native`)
+
+
+def wait(seconds: float) -> None:
+    """Spin on the clock until `seconds` have passed. A sleep ends when the scheduler wakes the
+    process, late by 0.05-0.5 ms that differ between processes and runs on a shared VM (stop 25: a
+    whole grid of 2 ms sleeps moved 5.7%, a case ±6.5% between processes); a spin ends on time unless
+    the core is taken away at that very moment."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 def pace_factor(n: int) -> float:
@@ -92,18 +102,18 @@ def _paced(slowed: bool) -> Impl:
         pause = pace * (pace_factor(q.shape[-2]) if slowed else 1.0)
 
         def call():
-            time.sleep(pause)
+            wait(pause)
             return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
         return Prepared(call)
 
     return Impl("native" if slowed else "sdpa", prepare,
-                cost="SDPA plus a sleep" + (" stretched by pace_factor(n)" if slowed else ""))
+                cost="SDPA plus a timed wait" + (" stretched by pace_factor(n)" if slowed else ""))
 
 
 if "paced" not in __import__("variants").names():
     register(VariantSpec(
-        name="paced", family="test", summary="test-only: full attention plus a sleep; native's sleep "
+        name="paced", family="test", summary="test-only: full attention plus a timed wait; native's wait "
         "is multiplied by $SUITE_TEST_SLOWDOWN (an injected regression), sdpa's is not",
         source="tests", params=(), theory_fn=full.SPEC.theory_fn,
         impls={"dense": dense_impl(None), "native": _paced(True), "sdpa": _paced(False)},

@@ -48,7 +48,7 @@ def test_the_same_code_on_both_sides_is_no_regression():
 @pytest.mark.parametrize("share,slowdown", [(0.01, 0.30), (0.05, 0.08), (0.12, 0.08), (0.60, 0.08), (1.0, 0.08)])
 def test_every_slowed_case_is_called_whatever_share_of_the_grid_it_is(share, slowdown):
     """No grid shift is removed: 60% or all of the cases 8% slower are 60% or all of them flagged.
-    (1% process noise, as sleep-paced cases have; the power on real kernels is benchmarks/ab_power.py's.)"""
+    (1% process noise, as wait-paced cases have; the power on real kernels is benchmarks/ab_power.py's.)"""
     names = [f"c{i}" for i in range(100)]
     slow = set(names[: max(1, round(share * len(names)))])
     verdict = _verdict({n: (1e-3, 1e-3 * (1 + slowdown if n in slow else 1)) for n in names}, pairs=8,
@@ -131,9 +131,9 @@ def _side(tmp: Path, name: str, factor: float = 1.0, slow=()) -> Path:
 
 
 def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
-    """20 sleep-paced cases, 3 of them (15%) 20% slower in B's code: A, B, B, A in 5 process pairs.
+    """20 wait-paced cases, 3 of them (15%) 20% slower in B's code: A, B, B, A in 5 process pairs.
     NB: this tests the mechanism end to end; the power at 8% is the synthetic tests' (above). At 8% a 2 ms
-    sleep moves 0.16 ms, within a loaded CI machine's scheduler jitter: it missed one case there (stop 24)."""
+    sleep moved 0.16 ms, within a loaded CI machine's scheduler jitter: it missed one case there (stop 24)."""
     lengths = list(range(16, 36))
     (tmp_path / "g.toml").write_text(GRID.format(lengths=", ".join(map(str, lengths))))
     a, b = _side(tmp_path, "a"), _side(tmp_path, "b", 1.20, slow=lengths[:3])

@@ -59,7 +59,7 @@ def test_a_bad_shard_spec_exits_2_before_any_work(tmp_path):
 
 
 CLIMB = """
-[[block]]   # adaptive lengths whose choice does not depend on the machine: a 2 ms sleep is all floor,
+[[block]]   # adaptive lengths whose choice does not depend on the machine: a 2 ms wait is all floor,
 variant = ["paced"]    # so the span above it never reaches 16x and the ladders climb to their max
 impl = ["sdpa"]
 num_heads = [1]        # at n = 512 the attention itself is under 0.3 ms of the 2.3 ms
