@@ -194,6 +194,8 @@ def test_efficiency_is_useful_flops_over_time_against_the_probe_peak_with_the_wo
     row = eff[(eff["variant"] == "sliding_window") & (eff["impl"] == "sdpa") & (eff["seq_len"] == 1024)].iloc[0]
     assert row["peak_share"] == pytest.approx(4 * 8 * 64 * 1024 / (1.1e-9 * 1024**2) / 1e11)  # useful FLOPs
     assert row["work_ratio"] == pytest.approx(1024)  # counted n² against the pattern's n¹: 1024x the work
+    assert row["output_bytes"] == 8 * 1024 * 64 * 4  # B·H·n·d float32
+    assert row["memory_ratio"] == pytest.approx(1e3 * 1024 / (8 * 1024 * 64 * 4))
     assert np.isnan(analysis.efficiency(table(), None)["peak_share"]).all()
 
 

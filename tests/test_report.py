@@ -39,7 +39,10 @@ def built(tmp_path_factory) -> Path:
     RunDir(run).write_table(frame[COLUMNS])
     (run / "env.json").write_text(json.dumps({"torch": "2.13.0", "cpu_model": "test CPU", "fingerprint_id": "x"}))
     (run / "plan.json").write_text(json.dumps({"grid": "synthetic", "settings": {"threads": 1}}))
-    (run / "probe.json").write_text(json.dumps({"cpu": {"float32": {"flops_per_s": 1e11, "threads": 1}}}))
+    shapes = {"1×512×512×512": {"what": "square", "flops_per_s": 1e11, "rounds": [0.9e11, 1e11, 1.1e11], "spread": 0.2},
+              "8×1024×64×1024": {"what": "scores q·kᵀ", "flops_per_s": 0.8e11, "rounds": [0.8e11] * 3, "spread": 0.0}}
+    (run / "probe.json").write_text(json.dumps({"cpu": {"float32": {
+        "flops_per_s": 1e11, "threads": 1, "spread": 0.2, "shape": "1×512×512×512", "by_shape": shapes}}}))
     return report.build(RunDir(run), root / "reports" / "synthetic")[0]
 
 
@@ -65,7 +68,11 @@ def test_report_leads_with_the_verdicts_of_the_data(built):
     assert got[("sliding_window", "native")] == "confirmed"
     assert got[("sliding_window", "sdpa")] == "refuted"
     assert "grows as n^2.00, not as the algorithm&#39;s n^1" in verdicts  # the masked path's diagnosis
-    assert "100 GFLOP/s" in page  # the probe's peak
+    assert "100 GFLOP/s ± 10.0% (1×512×512×512)" in page  # the probe's peak and its spread
+    efficiency = page[page.index('id="efficiency"'):]
+    assert re.search(r"scores q·kᵀ</td><td>8×1024×64×1024</td><td class=\"num\">80 GFLOP/s</td>\s*"
+                     r"<td class=\"num\">80 GFLOP/s – 80 GFLOP/s</td><td class=\"num\">80%</td>", efficiency)
+    assert "memory / output" in efficiency
     assert "out of memory" in page  # the failed case, with its reason
 
 

@@ -199,6 +199,8 @@ def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
     assert "done in" in res.stdout and "ok" in res.stdout
     peak = json.loads((results / "c" / "probe.json").read_text())["cpu"]["float32"]
     assert peak["flops_per_s"] > 1e8 and peak["threads"] == 1  # the run's GEMM probe
+    assert {s["what"] for s in peak["by_shape"].values()} == {"square", "scores q·kᵀ", "values p·v"}
+    assert peak["flops_per_s"] == max(s["flops_per_s"] for s in peak["by_shape"].values()) and peak["spread"] >= 0
     assert (tmp_path / "reports" / "c" / "index.html").is_file() and "report:" in res.stdout
 
 

@@ -9,7 +9,7 @@ import torch
 
 from variants.global_tokens import TOKENS, global_tokens
 from variants.masks import or_masks
-from variants.native import band_plan, full_rows, keys_part, merge, row_keys
+from variants.native import band_plan, full_rows, keys_part, row_keys, union
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.random_keys import KEYS, SEED, draw, random_pattern
 from variants.registry import Param
@@ -56,11 +56,13 @@ def plan(n: int, causal: bool, params: dict, like):
 
 def run(q, k, v, p):
     band, g, causal, global_valid, random_rows = p
-    out = merge([
-        band.part(q, k, v, need_lse=True),
-        keys_part(q, k, v, keys=torch.arange(g, device=q.device), valid=global_valid, need_lse=True),
-        random_rows.part(q, k, v, need_lse=True),
-    ])
+    out = union(
+        q, k, v,
+        lambda into: band.part(q, k, v, need_lse=True, into=into),
+        lambda into: keys_part(q, k, v, keys=torch.arange(g, device=q.device), valid=global_valid, need_lse=True,
+                               into=into),
+        lambda into: random_rows.part(q, k, v, need_lse=True, into=into),
+    )
     out[:, :, :g] = full_rows(q, k, v, rows=g, causal=causal)
     return out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from variants.masks import named
-from variants.native import band_bias, band_part, keys_part, merge
+from variants.native import band_bias, band_part, keys_part, union
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param, sqrt_n
 
@@ -61,10 +61,11 @@ def plan(n: int, causal: bool, params: dict, like):
 
 def run(q, k, v, p):
     l, own_block, keys, valid = p
-    return merge([
-        band_part(q, k, v, block=l, left=0, right=0, bias=own_block, need_lse=True),
-        keys_part(q, k, v, keys=keys, valid=valid, need_lse=True),
-    ])
+    return union(
+        q, k, v,
+        lambda into: band_part(q, k, v, block=l, left=0, right=0, bias=own_block, need_lse=True, into=into),
+        lambda into: keys_part(q, k, v, keys=keys, valid=valid, need_lse=True, into=into),
+    )
 
 
 SPEC = pattern_variant(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from variants.masks import named
-from variants.native import full_rows
+from variants.native import full_rows, grad_of
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param
 
@@ -26,15 +26,32 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     return torch.where(i < g, global_row, torch.full_like(i, g + 1))
 
 
-def run(q, k, v, plan):
-    """Rows i >= g score g global keys and themselves: O(n·g·d); rows i < g are full rows."""
+def run(q, k, v, plan, budget: int = 1 << 18):
+    """Rows i >= g score g global keys and themselves: O(n·g·d); rows i < g are full rows.
+
+    Rows go in chunks whose scores hold about `budget` elements, each written into the one output
+    (under autograd, all rows at once: `attend`)."""
     g, causal = plan
-    scores = torch.cat([q @ k[:, :, :g].transpose(-1, -2), (q * k).sum(-1, keepdim=True)], dim=-1)
-    probs = (scores * q.shape[-1] ** -0.5).softmax(dim=-1)  # (B, H, n, g + 1)
-    out = probs[..., :g] @ v[:, :, :g] + probs[..., g:] * v  # (B, H, n, d)
+    b, h, n, d = q.shape
+    if grad_of(q, k, v):
+        out = attend(q, k, v, g)
+    else:
+        out = torch.empty_like(q)
+        chunk = max(1, budget // (b * h * (g + 1)))
+        for start in range(0, n, chunk):
+            rows = slice(start, min(start + chunk, n))
+            out[:, :, rows] = attend(q[:, :, rows], k[:, :, rows], v[:, :, rows], g, k[:, :, :g], v[:, :, :g])
     # Rows i < g see every key (their own key is among the global ones): computed apart.
     out[:, :, :g] = full_rows(q, k, v, rows=g, causal=causal)
     return out
+
+
+def attend(q, k, v, g: int, kg=None, vg=None):
+    """Each row against the g global keys kg, vg (the first g of k, v by default) and its own key."""
+    kg, vg = (k[:, :, :g] if kg is None else kg), (v[:, :, :g] if vg is None else vg)
+    scores = torch.cat([q @ kg.transpose(-1, -2), (q * k).sum(-1, keepdim=True)], dim=-1)
+    probs = (scores * q.shape[-1] ** -0.5).softmax(dim=-1)  # (B, H, rows, g + 1)
+    return (probs[..., :g] @ vg).addcmul_(probs[..., g:], v)  # (B, H, rows, d)
 
 
 SPEC = pattern_variant(

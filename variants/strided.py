@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from variants.masks import causal_clip, named
-from variants.native import band_plan, merge, residue_part
+from variants.native import band_plan, residue_part, union
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param, sqrt_n
 
@@ -37,10 +37,11 @@ def plan(n: int, causal: bool, params: dict, like):
 
 def run(q, k, v, p):
     band, stride, causal = p
-    return merge([
-        band.part(q, k, v, need_lse=True),  # |i − j| < l
-        residue_part(q, k, v, stride=stride, causal=causal, need_lse=True),  # same residue, j != i
-    ])
+    return union(
+        q, k, v,
+        lambda into: band.part(q, k, v, need_lse=True, into=into),  # |i − j| < l
+        lambda into: residue_part(q, k, v, stride=stride, causal=causal, need_lse=True, into=into),  # j ≡ i mod l, j != i
+    )
 
 
 SPEC = pattern_variant(

@@ -66,7 +66,18 @@ def efficiency(frame: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
     ok["peak_flops_per_s"] = peak
     # NB: the useful rate, not the counted one: FlopCounterMode counts causal SDPA as full attention
     ok["peak_share"] = ok["useful_flops_per_s"] / ok["peak_flops_per_s"]
+    ok["output_bytes"] = output_bytes(ok)
+    ok["memory_ratio"] = ok["peak_bytes"] / ok["output_bytes"]  # the call's own memory, in outputs
     return ok
+
+
+def output_bytes(frame: pd.DataFrame) -> pd.Series:
+    """The size of one call's output (B, H, n_q, d): the yardstick of the memory a call needs."""
+    from suite.plan.case import DTYPES
+
+    size = frame["dtype"].map(lambda name: DTYPES[name].itemsize)
+    rows = np.where(frame["mode"] == "decode", 1, frame["seq_len"])
+    return frame["batch"] * frame["num_heads"] * rows * frame["head_dim"] * size
 
 
 def _peak(peaks: dict | None, device: str, dtype: str) -> float:

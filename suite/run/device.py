@@ -12,6 +12,7 @@ from typing import Callable
 
 from suite.errors import UsageError
 from suite.run import timing
+from suite.run.probe import GemmShape, attention_shapes, square
 
 Timer = Callable[..., list[float]]  # (fn, min_run_time, max_samples, min_samples, threads, warmed=) -> seconds
 
@@ -27,7 +28,7 @@ class Device:
     limit_address_space: bool  # RLIMIT_AS in the worker; NB: never with CUDA (its context maps huge ranges)
     ray_resources: Callable[[int], dict]  # threads -> resources of one measuring actor
     assumed_flop_rate: float  # for balancing shards only: ratios between cases matter
-    probe_sizes: tuple[int, ...]  # square matmul sizes of the GEMM probe
+    probe_shapes: tuple[GemmShape, ...]  # the GEMM probe's matmuls: squares and attention's own shapes
     timer_name: str  # what `time` uses, for exports
     # the peak-memory call may be the timer's warm-up: measured on CPU (the same peak, warm or cold,
     # in all 415 cases of two full runs); not on CUDA, where a first call may allocate a library's
@@ -47,10 +48,13 @@ def _nothing() -> None:
 
 DEVICES: dict[str, Device] = {
     "cpu": Device("cpu", timing.time_cpu, timing.peak_cpu, _nothing, _nothing, _nothing, True,
-                  lambda threads: {"num_cpus": threads}, 2e10, (512, 1024, 2048), "torch.utils.benchmark",
+                  lambda threads: {"num_cpus": threads}, 2e10,
+                  (square(512), square(1024), *attention_shapes(8, 1024, 64, 1024), *attention_shapes(8, 256, 64, 768)),
+                  "torch.utils.benchmark",
                   peak_warms_up=True),
     "cuda": Device("cuda", timing.time_cuda, timing.peak_cuda, timing.cuda_synchronize, timing.cuda_release,
-                   timing.cuda_allocated, False, lambda threads: {"num_gpus": 1, "num_cpus": 1}, 2e13, (2048, 4096, 8192),
+                   timing.cuda_allocated, False, lambda threads: {"num_gpus": 1, "num_cpus": 1}, 2e13,
+                   (square(4096), square(8192), *attention_shapes(32, 4096, 64, 4096), *attention_shapes(32, 1024, 128, 1024)),
                    "CUDA events, do_bench's semantics: L2 flushed before each call, calls queued"),
 }
 

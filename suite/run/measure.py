@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import os
-import statistics
 import time
 from dataclasses import replace
 from typing import Callable
@@ -22,7 +21,7 @@ from variants._checks import against_reference
 from suite.plan.case import DTYPES, Case, reasons_of, theory_of
 from suite.plan.settings import Settings
 from suite.run import device as devices
-from suite.run import load
+from suite.run import load, probe
 from suite.store.row import Row
 
 MIN_SAMPLES = 3  # per case, over all its replicates: each of R processes takes ceil(3 / R), 2 at least
@@ -117,17 +116,10 @@ def approximation_error(case: Case) -> tuple[float, int] | None:
     return _APPROX[key], n
 
 
-def gemm_peak(device: str, dtype: str, threads: int, min_run_time: float = 0.2) -> dict:
-    """The device's matmul rate: the best FLOP/s of square matmuls, timed like the cases."""
+def gemm_peak(device: str, dtype: str, threads: int, min_run_time: float) -> dict:
+    """The device's matmul rate over its probe shapes, timed like the cases (suite.run.probe)."""
     dev = devices.get(device)
-    rates = {}
-    for n in dev.probe_sizes:
-        gen = torch.Generator(device="cpu").manual_seed(0)
-        a, b = (torch.randn(n, n, generator=gen).to(device=device, dtype=DTYPES[dtype]) for _ in range(2))
-        samples = dev.time(lambda: torch.mm(a, b), min_run_time, 50, MIN_SAMPLES, threads)
-        rates[str(n)] = 2 * n**3 / statistics.median(samples)
-    return {"flops_per_s": max(rates.values()), "by_size": rates, "threads": threads,
-            "note": "best median FLOP/s of square torch.mm over the sizes"}
+    return probe.measure(dev.time, dev.probe_shapes, device, DTYPES[dtype], threads, min_run_time, MIN_SAMPLES)
 
 
 def count_flops(case: Case) -> tuple[int | None, str]:

@@ -53,7 +53,7 @@ def make_actor_class(ray, device: str, settings: Settings):
         def gemm_peak(self, dtype: str) -> dict:
             from suite.run.measure import gemm_peak
 
-            return gemm_peak(device, dtype, self.settings.threads)
+            return gemm_peak(device, dtype, self.settings.threads, self.settings.min_run_time_s)
 
     return CaseActor
 

@@ -81,7 +81,7 @@ def main(conn, settings: Settings, plugins: list[str], device: str, log_path: st
         if message is None:
             return
         if message[0] == "gemm_peak":  # the device's matmul rate, for the report's efficiency
-            conn.send(("peak", gemm_peak(device, message[1], settings.threads)))
+            conn.send(("peak", gemm_peak(device, message[1], settings.threads, settings.min_run_time_s)))
             continue
         case, replicate = message
         conn.send(("row", measure_case(case, replicate, settings)))
