@@ -69,7 +69,19 @@ def log_change(base: np.ndarray, new: np.ndarray) -> tuple[float, float]:
         return max(mad, float(np.std(x, ddof=1)), MIN_PROCESS_SIGMA)
 
     se = math.sqrt(math.pi / 2 * (spread(lb) ** 2 / len(lb) + spread(ln) ** 2 / len(ln)))
-    return float(np.median(ln) - np.median(lb)), se
+    return float(np.median(ln) - np.median(lb)), max(se, bootstrap_se(lb, ln))
+
+
+def bootstrap_se(lb: np.ndarray, ln: np.ndarray, draws: int = 2000) -> float:
+    """The spread of the difference of medians over resamples of each side's processes (seeded).
+
+    NB: where a case's processes are bimodal (3 of 10 processes 1.5x slower, seen here on 0.3 ms
+    native kernels), a side's median jumps between the modes with the draw: the normal formula
+    above does not see it and called 1.3-3% of A/A comparisons changed (stop 26); this does."""
+    rng = np.random.default_rng(0)
+    mb = np.median(lb[rng.integers(0, len(lb), (draws, len(lb)))], axis=1)
+    mn = np.median(ln[rng.integers(0, len(ln), (draws, len(ln)))], axis=1)
+    return float(np.std(mn - mb, ddof=1))
 
 
 def cases(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(), *, shift: float | None = None,
