@@ -6,6 +6,8 @@ is part of the algorithm, so the dense reference and the native path use the sam
 
 from __future__ import annotations
 
+import math
+
 import time
 from typing import Callable
 
@@ -37,16 +39,29 @@ def quadratic(phi: FeatureMap, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 def _rescale(state, z, scale, s_chunk):
     """Bring running sums and a new chunk to a common log-scale (the larger one).
 
-    Returns (state, z, scale, weight of the chunk). Out of place: autograd sees every step.
+    Returns (state, z, scale, weight of the chunk). Out of place when autograd records (it sees
+    every step), in place otherwise: the state is (m × d) per head, m/n of the output.
     """
     top = s_chunk if scale is None else torch.maximum(scale, s_chunk)
     if scale is not None:
         factor = torch.exp(scale - top)  # (B, H, 1, 1)
-        state, z = state * factor, z * factor.squeeze(-1)  # z is (B, H, m)
+        if _recording(state):
+            state, z = state * factor, z * factor.squeeze(-1)  # z is (B, H, m)
+        else:
+            state.mul_(factor), z.mul_(factor.squeeze(-1))
     return state, z, top, torch.exp(s_chunk - top)
 
 
-def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 19) -> torch.Tensor:
+def _recording(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _accumulate(total, part):
+    """total + part: in place unless autograd records (then it must see each step)."""
+    return total + part if _recording(total, part) else total.add_(part)
+
+
+def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 17) -> torch.Tensor:
     """Q′(K′ᵀV) in O(n·m·d) time, streaming over row chunks so the working set stays in cache.
 
     Bidirectional: one pass accumulates S = Σ φ(k_j) v_jᵀ and z = Σ φ(k_j), a second applies them.
@@ -63,15 +78,15 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 19
             if state is None:
                 state = torch.zeros(b, h, fk.shape[-1], d, dtype=q.dtype, device=q.device)
                 z = torch.zeros(b, h, fk.shape[-1], dtype=q.dtype, device=q.device)
-            state, z, scale, weight = _rescale(state, z, scale, s)
-            fk = fk * weight
-            state = state + fk.transpose(-1, -2) @ v[:, :, r0 : r0 + step]
-            z = z + fk.sum(dim=-2)
+            state, z, scale, weight = _rescale(state, z, scale, s)  # weight: (B, H, 1, 1)
+            state = _accumulate(state, (fk.transpose(-1, -2) @ v[:, :, r0 : r0 + step]).mul_(weight))
+            z = _accumulate(z, fk.sum(dim=-2).mul_(weight[..., 0]))  # NB: no weighted copy of fk
         for r0 in range(0, n, step):
             fq = phi.query(q[:, :, r0 : r0 + step])
-            out[:, :, r0 : r0 + step] = (fq @ state) / (fq @ z[..., None])
+            out[:, :, r0 : r0 + step] = (fq @ state).div_(fq @ z[..., None])  # NB: mm keeps no output
         return out
-    step = min(256, max(32, budget // (b * h * max(d, _features(phi, d)))))
+    # NB: each chunk's (C × C) scores are at most a quarter of the output's size: C² ≤ n·d/4
+    step = min(256, max(32, budget // (b * h * max(d, _features(phi, d)))), max(32, math.isqrt(n * d // 4)))
     for r0 in range(0, n, step):
         rows = slice(r0, r0 + step)
         fq = phi.query(q[:, :, rows])

@@ -7,6 +7,7 @@ softmax attention with error about 1/√m. Claim: ≈ 4·B·H·n·m·d FLOPs, ex
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 
@@ -43,16 +44,20 @@ class Favor(FeatureMap):
 
     def _logits(self, x):
         x = x * self.d**-0.25
-        return x @ self.omega.T - (x * x).sum(dim=-1, keepdim=True) / 2  # (B, H, n, m)
+        return (x @ self.omega.T).sub_((x * x).sum(dim=-1, keepdim=True) / 2)  # (B, H, n, m)
+
+    def _features(self, x, over):
+        """exp(logits − top)/√m with one (·, m) buffer: in place after the product (mm keeps its
+        inputs, not its output, for backward). The stabilizer is detached: it cancels exactly."""
+        logits = self._logits(x)
+        top = logits.detach().amax(dim=over, keepdim=True)
+        return logits.sub_(top + 0.5 * math.log(self.features)).exp_(), top
 
     def query(self, x):
-        logits = self._logits(x)
-        return torch.exp(logits - logits.amax(dim=-1, keepdim=True)) * self.features**-0.5
+        return self._features(x, -1)[0]  # per row: cancels in each row
 
     def key(self, x):
-        logits = self._logits(x)
-        top = logits.amax(dim=(-1, -2), keepdim=True)  # (B, H, 1, 1)
-        return torch.exp(logits - top) * self.features**-0.5, top
+        return self._features(x, (-1, -2))  # (B, H, 1, 1): one per head, the chunk's log-scale
 
 
 def favor_features(params: dict, q: torch.Tensor) -> FeatureMap:
