@@ -22,8 +22,13 @@ def assert_close_to_dense(spec, impl, q, k, v, causal, params, tol):
     out = spec.attention(q, k, v, impl=impl, causal=causal, **params)
     assert out.shape == q.shape
     assert out.dtype == q.dtype
-    err = (out.double() - ref.double()).abs().max().item()
-    assert err <= tol, f"{spec.name}/{impl} causal={causal} {params}: max |diff| = {err:.3g} > {tol}"
+    # NB: relative to each row's size where it is over 1. A convex combination of v (softmax) never is;
+    # a feature map with signs (rfa: sin/cos) divides by a sum that can pass near 0, and then both
+    # forms' rows are large and differ in summation order only: rfa with m = 1 at n = 100 had rows
+    # of 7.5e6 that differed by 4.5e-3, the same 6e-13 relative to the row as every other case.
+    scale = ref.double().abs().amax(dim=-1, keepdim=True).clamp(min=1.0)
+    err = ((out.double() - ref.double()).abs() / scale).max().item()
+    assert err <= tol, f"{spec.name}/{impl} causal={causal} {params}: max |diff| / row scale = {err:.3g} > {tol}"
 
 
 @pytest.mark.parametrize("name,impl", all_impls(SKIP_IN_SWEEP))
