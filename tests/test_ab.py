@@ -12,7 +12,7 @@ import pytest
 from suite.analyse import paired
 from suite.run import sides
 from suite.errors import UsageError
-from test_runner import suite
+from test_runner import suite, suite_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -170,7 +170,7 @@ def test_bad_input_is_refused_before_any_work(tmp_path):
                         (("HEAD", "HEAD", "--pairs", "1"), "--pairs 1"),
                         (("HEAD", "HEAD", "--rounds", "0"), "--rounds 0"),
                         (("HEAD", "HEAD", "--run-id", "../out"), "--run-id")):
-        res = suite("ab", *args, "--repo", str(ROOT), "--grid", "smoke", "--results-dir", str(tmp_path / "r"),
-                    cwd=tmp_path)
+        res = suite_in_process("ab", *args, "--repo", str(ROOT), "--grid", "smoke",
+                               "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
         assert res.returncode == 2 and field in res.stderr, res.stderr
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
