@@ -7,7 +7,6 @@ is part of the algorithm, so the dense reference and the native path use the sam
 from __future__ import annotations
 
 import math
-
 import time
 from typing import Callable
 
@@ -48,7 +47,8 @@ def _rescale(state, z, scale, s_chunk):
         if _recording(state):
             state, z = state * factor, z * factor.squeeze(-1)  # z is (B, H, m)
         else:
-            state.mul_(factor), z.mul_(factor.squeeze(-1))
+            state.mul_(factor)
+            z.mul_(factor.squeeze(-1))
     return state, z, top, torch.exp(s_chunk - top)
 
 
