@@ -63,11 +63,29 @@ def test_a_series_is_known_by_its_fields_whatever_their_dtypes():
     assert series_key(row) == ladder.key
 
 
-def test_a_clean_series_over_16x_with_a_narrow_interval_is_settled():
+def test_a_clean_series_over_16x_with_a_narrow_interval_is_settled_once_its_midpoints_agree():
+    def t(lengths):
+        return 1e-6 * lengths * np.exp(np.random.default_rng(0).normal(0, 0.01, len(lengths)))
     n = 256 * 2.0 ** np.arange(5)
-    t = 1e-6 * n * np.exp(np.random.default_rng(0).normal(0, 0.01, 5))
-    step = advance(_ladder(), _rows(n, t), **BUDGET)
-    assert step.next is None and step.stop == "settled" and step.why.startswith("confirmed")
+    first = advance(_ladder(), _rows(n, t(n)), **BUDGET)
+    assert first.next is None and first.stop == "settled" and first.why.startswith("confirmed")
+    assert first.fill == (360, 728, 1448), "a 5-point settle stands only once its midpoints are in"
+    more = np.sort(np.append(n, first.fill))
+    again = advance(_ladder(), _rows(more, t(more)), **BUDGET)
+    assert again.stop == "settled" and again.fill == () and again.next is None
+
+
+def test_a_5_point_settle_that_its_midpoints_widen_climbs_on():
+    """Five lucky points inside 0.2; the midpoints show the scatter (the kind that flipped
+    reformer-pytorch between two runs), so the series climbs instead of stopping."""
+    n = 256 * 2.0 ** np.arange(5)
+    first = advance(_ladder(), _rows(n, 1e-6 * n), **BUDGET)
+    assert first.stop == "settled" and first.fill == (360, 728, 1448)
+    more = np.sort(np.append(n, first.fill))
+    scatter = {360: 0.25, 728: -0.25, 1448: 0.25}  # the midpoints land off the 5 points' line
+    t = 1e-6 * more * np.exp([scatter.get(int(x), 0.0) for x in more])
+    again = advance(_ladder(), _rows(more, t), **BUDGET)
+    assert again.stop == "" and again.next == 8192
 
 
 def test_an_overhead_floor_that_eats_the_span_climbs_on():
@@ -119,6 +137,8 @@ def test_a_failed_length_stops_the_ladder_with_its_reason():
     rows.loc[4, "reason"] = "out of memory at 4096"
     step = advance(_ladder(), rows, **BUDGET)
     assert step.stop == "failed" and step.why.startswith("n = 4096 oom (out of memory at 4096…): ")
+    # additive/dense ran out of memory at 4096 before any midpoint: 0.52 wide on 5 points (run L)
+    assert step.fill == (360, 728), "the lengths that ran get their midpoints, below their top interval"
 
 
 def test_a_ladder_goes_whole_to_one_shard():
@@ -160,8 +180,8 @@ def test_a_run_climbs_its_ladder_and_every_decision_is_read_back(tmp_path):
     doubling = [n for n in lengths if n & (n - 1) == 0]
     assert doubling == [64 * 2**k for k in range(len(doubling))] and 5 <= len(doubling) <= 9
     (only,) = record["ladders"]
-    halves = sorted(set(lengths) - set(doubling))  # only before a stop short of settled, below the top interval
-    assert (not halves) if only["stop"] == "settled" else halves and max(halves) < doubling[-2]
+    halves = sorted(set(lengths) - set(doubling))  # before any stop, below the top interval
+    assert halves and max(halves) < doubling[-2]
     assert only["lengths"] == lengths and only["stop"] in ("settled", "max", "time")
     frame = pd.read_parquet(run / "results.parquet")
     assert set(frame["status"]) == {"ok"}
