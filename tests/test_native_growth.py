@@ -62,18 +62,20 @@ def test_the_probe_sees_a_quadratic_path():
 FOLDED = {"strided": 2.0, "fixed": 2.0, "global": 2.0, "random": 2.0, "bigbird": 2.5, "sliding_window": 2.0}
 
 
-@pytest.mark.parametrize("name", sorted(FOLDED))
-def test_a_multi_part_native_path_holds_about_one_output(name):
+# NB: and at n = 2048, where l = 46 does not divide n: strided held 5.9x there (7.7x at 512, 5.2x at
+# 8192) while it held 1.7x at 4096, padding copies of q, k, v and an output of its own (run L, 73e1af3)
+@pytest.mark.parametrize("name,n", [(name, 4096) for name in sorted(FOLDED)] + [("strided", 2048)])
+def test_a_multi_part_native_path_holds_about_one_output(name, n):
     """The call's allocator peak above its inputs, over the output's size, at n = 4096 (the profiler's
     count, as the sweep's peak_bytes): the parts fold into one output; no part keeps its own."""
     from suite.run.timing import peak_cpu
 
     spec = variants.get(name)
-    q, k, v = inputs(spec, batch=1, heads=8, head_dim=64, seq_len=4096, dtype=torch.float32)
+    q, k, v = inputs(spec, batch=1, heads=8, head_dim=64, seq_len=n, dtype=torch.float32)
     call = spec.prepare(q, k, v, impl="native")
     call()
     ratio = peak_cpu(call) / (q.numel() * q.element_size())
-    assert 1.0 <= ratio <= FOLDED[name], f"{name}/native holds {ratio:.2f} outputs"
+    assert 1.0 <= ratio <= FOLDED[name], f"{name}/native at n = {n} holds {ratio:.2f} outputs"
 
 
 # NB: measured at B = 1, H = 8, d = 64, float32: before (417e246) linear held 5.1x at n = 1024 and 2.0x at

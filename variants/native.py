@@ -155,7 +155,9 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
     nb, span = bias.shape[0], bias.shape[2]
     q3, k3, v3 = (x.reshape(b * h, x.shape[2], d) for x in (q, k, v))  # a view for contiguous inputs
     dest = Blocks(q3, need_lse, into)
-    group = max(1, GROUP_ROWS // block) if block < 128 else 1
+    # a run's scores and K/V windows at most about a quarter of the output (n = 2048: 1 block, not 4)
+    rows = min(GROUP_ROWS, n * d // (4 * span))
+    group = max(1, rows // block) if block < 128 else 1
     buffers = None
     grad = grad_of(q, k, v)
     t = 0

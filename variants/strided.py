@@ -49,59 +49,80 @@ def residue_part(q, k, v, *, stride: int, causal: bool, need_lse: bool, budget: 
                  into: Partial | None = None) -> Partial:
     """Keys j with (i - j) mod l == 0 and j != i, as attention within each residue class.
 
-    Positions p = m·l + r go to (r, m): l classes of n/l rows each, so the work is
+    Positions p = m·l + r go to (r, m): l classes of about n/l rows each, so the work is
     l · (n/l)² · d = n²/l · d, i.e. O(n^1.5 · d) for l ∝ √n. Classes go in groups whose scores
-    hold about `budget` elements, to keep the working set in cache; a group's rows are read from
+    hold about `budget` elements, to keep the working set in cache. A group's rows are read from
     strided views of q, k, v and its results written (or folded) straight back to positions m·l + r,
-    so no reordered copy of the whole input or output is ever made (unless l does not divide n).
+    so no reordered or padded copy of the input or output is made. Where l does not divide n, the
+    first `rem` classes have one member more than the others: two sections, each a view.
     """
     b, h, n, d = q.shape
-    l = stride
-    nb = -(-n // l)
-    pad = nb * l - n
-
-    def classes(x):  # (B, H, n, d) -> (B·H, nb, l, d): class r is [:, :, r], a view when l divides n
-        x = x.reshape(b * h, n, d)
-        return (F.pad(x, (0, 0, 0, pad)) if pad else x).view(b * h, nb, l, d)
-
-    qr, kr, vr = classes(q), classes(k), classes(v)
-    m = torch.arange(nb, device=q.device)
-    keep = m[None, :] != m[:, None]  # (nb, nb): j != i, the diagonal belongs to the local part
-    if causal:
-        keep = keep & (m[None, :] < m[:, None])
-    real = (m[None, :] * l + torch.arange(l, device=q.device)[:, None]) < n  # (l, nb) keys < n
-    masked = ~(keep[None] & real[:, None, :])  # (l, nb, nb)
-    grad = grad_of(q, k, v)
-    fused = into is not None and not pad and not grad
-    out = into.out.view(b * h, nb, l, d) if fused else q.new_empty(b * h, nb, l, d)
-    lse = into.lse.view(b * h, nb, l) if fused else (q.new_empty(b * h, nb, l) if need_lse else None)
-    group = max(1, budget // (b * h * nb * nb))
-    pieces = []
-    for r0 in range(0, l, group):
-        r1 = min(r0 + group, l)
-        qg, kg, vg = (x[:, :, r0:r1].permute(2, 0, 1, 3) for x in (qr, kr, vr))  # (R, B·H, nb, d) views
-        scores = (qg @ kg.transpose(-1, -2)).mul_(d**-0.5)  # (R, B·H, nb, nb)
-        scores.masked_fill_(masked[r0:r1, None], NEG_INF)
-        o, s = softmax_part(scores, lambda p: p @ vg, need_lse or fused)
-        o, s = o.permute(1, 2, 0, 3), (s.permute(1, 2, 0) if s is not None else None)  # (B·H, nb, R, ·)
+    l, grad = stride, grad_of(q, k, v)
+    fused = into is not None and not grad
+    out = into.out if fused else q.new_empty(b, h, n, d)
+    lse = into.lse if fused else (q.new_empty(b, h, n) if need_lse else None)
+    joined = []  # autograd: each section's output, joined out of place below
+    for r0, r1, count in _sections(n, l):
+        m = torch.arange(count, device=q.device)
+        masked = m[None, :] == m[:, None]  # (count, count): the diagonal j = i belongs to the local part
+        if causal:
+            masked |= m[None, :] > m[:, None]
+        qs, ks, vs = (_classes(x, l, r0, r1, count) for x in (q, k, v))  # (B·H, count, width, d) views
+        group = max(1, budget // (b * h * count * count))
+        pieces = []
+        for g0 in range(0, r1 - r0, group):
+            cls = slice(g0, min(g0 + group, r1 - r0))
+            qg, kg, vg = (x[:, :, cls].permute(2, 0, 1, 3) for x in (qs, ks, vs))  # (R, B·H, count, d)
+            scores = (qg @ kg.transpose(-1, -2)).mul_(d**-0.5)  # (R, B·H, count, count)
+            scores.masked_fill_(masked, NEG_INF)
+            o, s = softmax_part(scores, lambda p: p @ vg, need_lse or fused)
+            o, s = o.permute(1, 2, 0, 3), (s.permute(1, 2, 0) if s is not None else None)  # (B·H, count, R, ·)
+            if grad:
+                pieces.append((o, s))
+                continue
+            dest = _classes(out, l, r0, r1, count)[:, :, cls]
+            if fused:
+                fold(dest, _classes(lse, l, r0, r1, count)[:, :, cls], o, s)
+            else:
+                dest.copy_(o)
+                if need_lse:
+                    _classes(lse, l, r0, r1, count)[:, :, cls].copy_(s)
         if grad:
-            pieces.append((o, s))
-        elif fused:
-            fold(out[:, :, r0:r1], lse[:, :, r0:r1], o, s)
-        else:
-            out[:, :, r0:r1] = o
-            if need_lse:
-                lse[:, :, r0:r1] = s
-    if grad:  # autograd: the groups joined out of place
-        out = torch.cat([o for o, _ in pieces], dim=2)
-        lse = torch.cat([s for _, s in pieces], dim=2) if need_lse else None
+            joined.append(tuple(torch.cat(x, dim=2) if x[0] is not None else None for x in zip(*pieces)))
     if fused:
         return into
-    part = Partial(out.reshape(b, h, nb * l, d)[:, :, :n], lse.reshape(b, h, nb * l)[:, :, :n] if need_lse else None)
-    if into is not None:  # l does not divide n: fold the whole part in
-        fold(into.out, into.lse, part.out, part.lse)
-        return into
-    return part
+    if grad:
+        return Partial(*_join(joined, b, h, n))
+    return Partial(out, lse)
+
+
+def _sections(n: int, l: int) -> list[tuple[int, int, int]]:
+    """(first class, end class, members): classes r < rem hold ⌈n/l⌉ positions, the rest one fewer."""
+    nb = -(-n // l)
+    rem = n - (nb - 1) * l
+    return [(r0, r1, c) for r0, r1, c in ((0, rem, nb), (rem, l, nb - 1)) if r1 > r0 and c > 0]
+
+
+def _classes(x: torch.Tensor, l: int, r0: int, r1: int, count: int) -> torch.Tensor:
+    """(B, H, n[, d]) -> the view (B·H, count, r1 - r0[, d]) of positions m·l + r, m < count, r0 <= r < r1.
+    NB: `view`, never `reshape`: a result written into a silent copy would be lost (the inputs and
+    outputs here are contiguous, or slices of the batch that view as well)."""
+    flat = x.view(x.shape[0] * x.shape[1], *x.shape[2:])  # (B·H, n[, d])
+    s = flat.stride()
+    size = (flat.shape[0], count, r1 - r0, *flat.shape[2:])
+    return flat.as_strided(size, (s[0], l * s[1], *s[1:]), flat.storage_offset() + r0 * s[1])
+
+
+def _join(sections, b: int, h: int, n: int):
+    """Autograd: the sections' (B·H, count, width, ·) outputs back in position order, out of place
+    (the second section, one member short, padded by one row to the first's count)."""
+    (o, s), *rest = sections
+    if rest:
+        (o2, s2), = rest
+        o = torch.cat([o, F.pad(o2, (0, 0, 0, 0, 0, 1))], dim=2)
+        s = torch.cat([s, F.pad(s2, (0, 0, 0, 1))], dim=2) if s is not None else None
+    out = o.reshape(b, h, -1, o.shape[-1])[:, :, :n]
+    return out, (s.reshape(b, h, -1)[:, :, :n] if s is not None else None)
 
 
 SPEC = pattern_variant(
