@@ -211,9 +211,10 @@ def test_the_report_and_terminal_say_where_a_ladder_stopped(tmp_path):
     assert "paced/sdpa: " in res.stdout and "lengths max: stopped at the range" in res.stdout
 
 
-def test_midpoints_an_implementation_cannot_run_are_left_out_not_failed():
+def test_midpoints_an_implementation_cannot_run_move_to_lengths_it_runs_not_failed():
     """reformer-pytorch needs n a multiple of 128: its midpoint 360 was skipped, and the skip stopped
-    the ladder as failed (run I). Only lengths it runs are added; here none, so the stop stands."""
+    the ladder as failed (run I); then it got no midpoints, and its verdict flipped between runs M and
+    N on 5 points. Each moves to the nearest multiple it runs, between the same neighbours."""
     from suite.run import climb
 
     grid = grids.parse({"block": [{"variant": ["reformer", "linear"], "impl": ["reformer-pytorch", "native"],
@@ -224,4 +225,5 @@ def test_midpoints_an_implementation_cannot_run_are_left_out_not_failed():
     settings = Settings(max_call_s=0.6, ladder_width=0.2)
     peer = climb._step(by_impl["reformer-pytorch"], rows, settings)
     ours = climb._step(by_impl["native"], rows, settings)
-    assert peer.stop == ours.stop == "time" and ours.fill == (360, 728, 1448) and peer.fill == ()
+    assert peer.stop == ours.stop == "time" and ours.fill == (360, 728, 1448) and peer.fill == (384, 768, 1408)
+    assert all(n[i] < m < n[i + 1] for i, m in enumerate(peer.fill)), "each between the same neighbours"

@@ -58,8 +58,23 @@ def _step(ladder: Ladder, rows, settings: Settings) -> Step:
         except ValueError as err:
             return Step(ladder, None, "failed", f"n = {step.next} is not a length of this variant: {err}")
     # NB: only lengths the implementation runs (reformer-pytorch skipped 360, not a multiple of 128,
-    # and the skip stopped its ladder as failed)
-    return replace(step, fill=tuple(m for m in step.fill if _runs_at(ladder.case(m))))
+    # and the skip stopped its ladder as failed); a midpoint it cannot run moves to the nearest
+    # coarser multiple it can, still between its neighbours (360 -> 384 for reformer-pytorch)
+    fill = (_runnable(ladder, m) for m in step.fill)
+    return replace(step, fill=tuple(dict.fromkeys(m for m in fill if m is not None)))
+
+
+ROUNDINGS = (8, 16, 32, 64, 128, 256)
+
+
+def _runnable(ladder: Ladder, m: int) -> int | None:
+    """m, or the nearest multiple of 16, 32, … 256 that the implementation runs, strictly between
+    m/√2 and m·√2 (the ladder's own lengths on either side); None when there is none."""
+    for unit in ROUNDINGS:
+        n = unit * round(m / unit)
+        if m / 2**0.5 < n < m * 2**0.5 and _runs_at(ladder.case(n)):
+            return n
+    return None
 
 
 def _runs_at(case: Case) -> bool:
