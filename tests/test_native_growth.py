@@ -66,7 +66,7 @@ FOLDED = {"strided": 2.0, "fixed": 2.0, "global": 2.0, "random": 2.0, "bigbird":
 # 8192) while it held 1.7x at 4096, padding copies of q, k, v and an output of its own (run L, 73e1af3)
 @pytest.mark.parametrize("name,n", [(name, 4096) for name in sorted(FOLDED)] + [("strided", 2048)])
 def test_a_multi_part_native_path_holds_about_one_output(name, n):
-    """The call's allocator peak above its inputs, over the output's size, at n = 4096 (the profiler's
+    """The call's allocator peak above its inputs, over the output's size, at n (the profiler's
     count, as the sweep's peak_bytes): the parts fold into one output; no part keeps its own."""
     from suite.run.timing import peak_cpu
 

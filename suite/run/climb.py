@@ -64,14 +64,13 @@ def _step(ladder: Ladder, rows, settings: Settings) -> Step:
     return replace(step, fill=tuple(dict.fromkeys(m for m in fill if m is not None)))
 
 
-ROUNDINGS = (8, 16, 32, 64, 128, 256)
+ROUNDINGS = (16, 32, 64, 128, 256)
 
 
 def _runnable(ladder: Ladder, m: int) -> int | None:
     """m, or the nearest multiple of 16, 32, … 256 that the implementation runs, strictly between
     m/√2 and m·√2 (the ladder's own lengths on either side); None when there is none."""
-    for unit in ROUNDINGS:
-        n = unit * round(m / unit)
+    for n in (m, *(unit * round(m / unit) for unit in ROUNDINGS)):
         if m / 2**0.5 < n < m * 2**0.5 and _runs_at(ladder.case(n)):
             return n
     return None
