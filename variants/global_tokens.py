@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from variants.masks import named
-from variants.native import full_rows, grad_of
+from variants.native import full_rows, grad_of, step_elements
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param
 
@@ -29,7 +29,8 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
 def run(q, k, v, plan, budget: int = 1 << 18):
     """Rows i >= g score g global keys and themselves: O(n·g·d); rows i < g are full rows.
 
-    Rows go in chunks whose scores hold about `budget` elements, each written into the one output
+    Rows go in chunks whose scores hold about `budget` elements (and a chunk at most
+    `step_elements` with its copies), each written into the one output
     (under autograd, all rows at once: `attend`)."""
     g, causal = plan
     b, h, n, d = q.shape
@@ -37,7 +38,8 @@ def run(q, k, v, plan, budget: int = 1 << 18):
         out = attend(q, k, v, g)
     else:
         out = torch.empty_like(q)
-        chunk = max(1, budget // (b * h * (g + 1)))
+        per_row = b * h * (4 * (g + 1) + 2 * d)  # scores, their copies (cat, scale, softmax), q·k and out
+        chunk = max(1, min(budget // (b * h * (g + 1)), step_elements(q) // per_row))
         for start in range(0, n, chunk):
             rows = slice(start, min(start + chunk, n))
             out[:, :, rows] = attend(q[:, :, rows], k[:, :, rows], v[:, :, rows], g, k[:, :, :g], v[:, :, :g])

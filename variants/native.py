@@ -34,8 +34,8 @@ def softmax_part(scores: torch.Tensor, apply_v: Callable[[torch.Tensor], torch.T
     for rows with no allowed key (out = 0, lse = -inf: `merge` gives them no weight) touch only
     per-row tensors, never the scores again.
     """
-    if not need_lse:
-        return apply_v(torch.softmax(scores, dim=-1)), None
+    if not need_lse:  # NB: in place (out= the scores) where autograd does not need them: no second buffer
+        return apply_v(torch.softmax(scores, dim=-1, out=None if scores.requires_grad else scores)), None
     if scores.shape[-1] == 0:  # an empty key set (fixed with summary=0, random with keys=0)
         return apply_v(scores), torch.full(scores.shape[:-1], NEG_INF, dtype=scores.dtype, device=scores.device)
     top = scores.amax(dim=-1, keepdim=True).detach()  # any per-row constant is exact; no gradient
@@ -142,6 +142,14 @@ def band_bias(
 GROUP_ROWS = 256
 
 
+def step_elements(x: torch.Tensor) -> int:
+    """Elements one step of a native call on x (B, H, n, d) may hold: a quarter of the output.
+
+    With the output itself and the small per-row tensors of a fold, a call's peak stays within
+    about 2 outputs at every n (at n = 256 a block of 128 rows × 384 keys over 8 heads is 3)."""
+    return max(1, x.numel() // 4)
+
+
 def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor, need_lse: bool,
               into: Partial | None = None) -> Partial:
     """Each query block attends to `left` blocks before and `right` after its own.
@@ -149,17 +157,31 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
     Steps of about GROUP_ROWS query rows against plain slices of K and V: no padding and a working
     set of a few blocks whatever n is. An interior run of small blocks is scored at once against
     overlapping windows of K (a strided view); blocks at the ends, one at a time, against keys
-    clipped to [0, n) with the matching columns of the bias. Time O(n · span · d).
+    clipped to [0, n) with the matching columns of the bias. Heads go in groups, and a block's
+    rows in slices, so that a step holds at most `step_elements`. Time O(n · span · d).
     """
     b, h, n, d = q.shape
-    nb, span = bias.shape[0], bias.shape[2]
+    span = bias.shape[2]
     q3, k3, v3 = (x.reshape(b * h, x.shape[2], d) for x in (q, k, v))  # a view for contiguous inputs
     dest = Blocks(q3, need_lse, into)
-    # a run's scores and K/V windows at most about a quarter of the output (n = 2048: 1 block, not 4)
-    rows = min(GROUP_ROWS, n * d // (4 * span))
-    group = max(1, rows // block) if block < 128 else 1
+    budget = step_elements(q3)
+    group = max(1, GROUP_ROWS // block) if block < 128 else 1
+    per_head = lambda g: g * (block * span + 2 * span * d + block * d)  # scores, K/V windows, output
+    while group > 1 and per_head(group) > budget:
+        group //= 2
+    heads = max(1, min(b * h, budget // per_head(group)))
+    rows = block if group > 1 else max(1, min(block, budget // (span + d)))  # rows of a one-block step
+    for h0 in range(0, b * h, heads):
+        hs = slice(h0, min(h0 + heads, b * h))
+        _band_heads(q3[hs], k3[hs], v3[hs], hs, dest, block=block, left=left, right=right, bias=bias,
+                    need_lse=need_lse, group=group, rows=rows, grad=grad_of(q, k, v))
+    return dest.partial(b, h)
+
+
+def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bias, need_lse, group, rows, grad):
+    """band_part on one group of heads `hs`: q3, k3, v3 are their (heads, n, d) slices."""
+    nb, span, n, d = bias.shape[0], bias.shape[2], q3.shape[1], q3.shape[2]
     buffers = None
-    grad = grad_of(q, k, v)
     t = 0
     while t < nb:
         g = min(group, nb - t)
@@ -167,30 +189,31 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
         r0 = t * block
         if g > 1 and first >= 0 and last <= n:  # interior run of g blocks
             r1 = r0 + g * block
-            kw, vw = (_windows(x[:, first:last], g, block, span) for x in (k3, v3))  # (BH, g, span, d)
-            scores = (q3[:, r0:r1].view(-1, g, block, d) @ kw.transpose(-1, -2))  # (BH, g, block, span)
+            kw, vw = (_windows(x[:, first:last], g, block, span) for x in (k3, v3))  # (heads, g, span, d)
+            scores = (q3[:, r0:r1].view(-1, g, block, d) @ kw.transpose(-1, -2))  # (heads, g, block, span)
             scores.mul_(d**-0.5).add_(bias[t : t + g])
             o, l = softmax_part(scores, lambda p: p @ vw, need_lse)
-            dest.put(slice(r0, r1), o.view(-1, g * block, d), l.view(-1, g * block) if need_lse else None)
+            dest.put(slice(r0, r1), o.view(-1, g * block, d), l.view(-1, g * block) if need_lse else None, hs)
             t += g
             continue
-        r1 = min(r0 + block, n)  # one block, keys clipped to those that exist
-        k0, k1 = max(first, 0), min((t + 1 + right) * block, n)
-        whole = r1 - r0 == block and k1 - k0 == span and not grad  # out= buffers have no autograd
-        if whole and buffers is None:
-            # NB: interior blocks reuse two buffers: fresh megabyte-sized tensors at every block
-            # cost page faults (glibc maps and unmaps them), about a third of the time here.
-            buffers = (q3.new_empty(q3.shape[0], block, span), q3.new_empty(q3.shape[0], block, d))
-        scores = torch.baddbmm(  # (B·H, rows, keys) = bias + scale · q kᵀ
-            bias[t, : r1 - r0, k0 - first : k1 - first], q3[:, r0:r1], k3[:, k0:k1].transpose(1, 2),
-            alpha=d**-0.5, out=buffers[0] if whole else None,
-        )
-        o, l = softmax_part(
-            scores, lambda p: torch.bmm(p, v3[:, k0:k1], out=buffers[1] if whole else None), need_lse
-        )
-        dest.put(slice(r0, r1), o, l)
+        k0, k1 = max(first, 0), min((t + 1 + right) * block, n)  # one block, keys clipped to those that exist
+        for s0 in range(r0, min(r0 + block, n), rows):  # the block's rows, in slices of `rows`
+            s1 = min(s0 + rows, r0 + block, n)
+            own = slice(s0 - r0, s1 - r0) if bias.shape[1] > 1 else slice(None)  # a row-free bias broadcasts
+            whole = s1 - s0 == rows and k1 - k0 == span and not grad  # out= buffers have no autograd
+            if whole and buffers is None:
+                # NB: interior blocks reuse two buffers: fresh megabyte-sized tensors at every block
+                # cost page faults (glibc maps and unmaps them), about a third of the time here.
+                buffers = (q3.new_empty(q3.shape[0], rows, span), q3.new_empty(q3.shape[0], rows, d))
+            scores = torch.baddbmm(  # (heads, rows, keys) = bias + scale · q kᵀ
+                bias[t, own, k0 - first : k1 - first], q3[:, s0:s1], k3[:, k0:k1].transpose(1, 2),
+                alpha=d**-0.5, out=buffers[0] if whole else None,
+            )
+            o, l = softmax_part(
+                scores, lambda p: torch.bmm(p, v3[:, k0:k1], out=buffers[1] if whole else None), need_lse
+            )
+            dest.put(slice(s0, s1), o, l, hs)
         t += 1
-    return dest.partial(b, h)
 
 
 def _windows(x: torch.Tensor, count: int, block: int, span: int) -> torch.Tensor:
@@ -329,7 +352,8 @@ def keys_part(q, k, v, *, keys: torch.Tensor, valid: torch.Tensor, need_lse: boo
               into: Partial | None = None, budget: int = 1 << 18) -> Partial:
     """Every query scores the same small key subset `keys` (s,), masked by valid (n, s): O(n·s·d).
 
-    Rows go in chunks whose scores hold about `budget` elements (whole under autograd)."""
+    Rows go in chunks whose scores hold about `budget` elements, and at most `step_elements` with
+    their output (whole under autograd)."""
     b, h, n, d = q.shape
     ks, vs = k[:, :, keys], v[:, :, keys]  # (B, H, s, d)
 
@@ -341,7 +365,8 @@ def keys_part(q, k, v, *, keys: torch.Tensor, valid: torch.Tensor, need_lse: boo
     if grad_of(q, k, v):
         return Partial(*scored(slice(None)))
     dest = Blocks(q.reshape(b * h, n, d), need_lse, into)
-    chunk = max(1, budget // max(1, b * h * keys.numel()))
+    s = keys.numel()
+    chunk = max(1, min(budget // max(1, b * h * s), step_elements(q) // (b * h * (2 * s + d))))  # scores, mask, out
     for start in range(0, n, chunk):
         rows = slice(start, min(start + chunk, n))
         out, lse = scored(rows)

@@ -12,6 +12,7 @@ import torch
 
 from variants.impls import REDUCED
 from variants.masks import named
+from variants.native import softmax_part, step_elements
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.peers import peer
 from variants.registry import Differs, Param
@@ -67,12 +68,17 @@ def plan(n: int, causal: bool, params: dict, like: torch.Tensor, block: int = 12
 
 
 def run(q, k, v, blocks):
-    """Each block of queries against its contiguous key range: O(n·(K + block)·d)."""
+    """Each block of queries against its contiguous key range: O(n·(K + block)·d).
+
+    Heads go in groups so that a step holds at most `step_elements` (a small n keeps one output)."""
     out = torch.empty_like(q)
-    scale = q.shape[-1] ** -0.5
+    b, h, n, d = q.shape
     for q0, q1, k0, k1, allowed in blocks:
-        scores = (q[:, :, q0:q1] @ k[:, :, k0:k1].transpose(-1, -2)).mul_(scale)  # (B, H, rows, keys)
-        out[:, :, q0:q1] = scores.masked_fill_(~allowed, float("-inf")).softmax(dim=-1) @ v[:, :, k0:k1]
+        heads = max(1, min(h, step_elements(q) // (b * (q1 - q0) * (k1 - k0 + d))))
+        for hs in (slice(h0, h0 + heads) for h0 in range(0, h, heads)):
+            scores = (q[:, hs, q0:q1] @ k[:, hs, k0:k1].transpose(-1, -2)).mul_(d**-0.5)  # (B, heads, rows, keys)
+            scores.masked_fill_(~allowed, float("-inf"))
+            out[:, hs, q0:q1] = softmax_part(scores, lambda p: p @ v[:, hs, k0:k1], need_lse=False)[0]
     return out
 
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from variants.masks import causal_clip, named
-from variants.native import NEG_INF, Partial, band_plan, fold, grad_of, softmax_part, union
+from variants.native import NEG_INF, Partial, band_plan, fold, grad_of, softmax_part, step_elements, union
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param, sqrt_n
 
@@ -54,7 +54,8 @@ def residue_part(q, k, v, *, stride: int, causal: bool, need_lse: bool, budget: 
     hold about `budget` elements, to keep the working set in cache. A group's rows are read from
     strided views of q, k, v and its results written (or folded) straight back to positions m·l + r,
     so no reordered or padded copy of the input or output is made. Where l does not divide n, the
-    first `rem` classes have one member more than the others: two sections, each a view.
+    first `rem` classes have one member more than the others: two sections, each a view. A group
+    also holds at most `step_elements`, so a small n keeps about one output too.
     """
     b, h, n, d = q.shape
     l, grad = stride, grad_of(q, k, v)
@@ -68,7 +69,8 @@ def residue_part(q, k, v, *, stride: int, causal: bool, need_lse: bool, budget: 
         if causal:
             masked |= m[None, :] > m[:, None]
         qs, ks, vs = (_classes(x, l, r0, r1, count) for x in (q, k, v))  # (B·H, count, width, d) views
-        group = max(1, budget // (b * h * count * count))
+        per_class = b * h * (count * count + 4 * count * d)  # scores, and the copies of q, k, v and o the matmuls make
+        group = max(1, min(budget // (b * h * count * count), step_elements(q) // per_class))
         pieces = []
         for g0 in range(0, r1 - r0, group):
             cls = slice(g0, min(g0 + group, r1 - r0))
