@@ -12,6 +12,7 @@ from typing import Callable
 
 import torch
 
+from variants.native import step_elements
 from variants.registry import Impl, Prepared, VariantSpec, register
 from variants.theory import Theory
 
@@ -61,8 +62,19 @@ def _accumulate(total, part):
     return total + part if _recording(total, part) else total.add_(part)
 
 
+def _add_product(state, fk, v):
+    """state + φ(k)ᵀ v, (B, H, m, d): accumulated by the GEMM itself (baddbmm_) unless autograd
+    records, so no (m × d) product is held beside the state (at n ≤ m, an output's size)."""
+    if _recording(state, fk, v):
+        return state + fk.transpose(-1, -2) @ v
+    b, h, c, m = fk.shape
+    state.view(b * h, m, -1).baddbmm_(fk.reshape(b * h, c, m).transpose(1, 2), v.reshape(b * h, c, -1))
+    return state
+
+
 def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 17) -> torch.Tensor:
-    """Q′(K′ᵀV) in O(n·m·d) time, streaming over row chunks so the working set stays in cache.
+    """Q′(K′ᵀV) in O(n·m·d) time, streaming over row chunks so the working set stays in cache
+    (chunks of `rows_per_step`).
 
     Bidirectional: one pass accumulates S = Σ φ(k_j) v_jᵀ and z = Σ φ(k_j), a second applies them.
     Causal: one pass over chunks; within a chunk the masked (C × C) form, before it the running
@@ -72,21 +84,23 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 17
     out = torch.empty_like(q)
     state = z = scale = None
     if not causal:  # NB: keys may be another sequence's (cross attention: n_k ≠ n)
-        step = max(64, budget // (b * h * max(d, _features(phi, d))))
+        step = rows_per_step(phi, q, max(64, budget // (b * h * max(d, _features(phi, d)))))
         for r0 in range(0, k.shape[-2], step):
             fk, s = phi.key(k[:, :, r0 : r0 + step])  # (B, H, C, m)
             if state is None:
                 state = torch.zeros(b, h, fk.shape[-1], d, dtype=q.dtype, device=q.device)
                 z = torch.zeros(b, h, fk.shape[-1], dtype=q.dtype, device=q.device)
             state, z, scale, weight = _rescale(state, z, scale, s)  # weight: (B, H, 1, 1)
-            state = _accumulate(state, (fk.transpose(-1, -2) @ v[:, :, r0 : r0 + step]).mul_(weight))
-            z = _accumulate(z, fk.sum(dim=-2).mul_(weight[..., 0]))  # NB: no weighted copy of fk
+            fk = fk * weight if _recording(fk) else fk.mul_(weight)
+            state = _add_product(state, fk, v[:, :, r0 : r0 + step])
+            z = _accumulate(z, fk.sum(dim=-2))
         for r0 in range(0, n, step):
             fq = phi.query(q[:, :, r0 : r0 + step])
             out[:, :, r0 : r0 + step] = (fq @ state).div_(fq @ z[..., None])  # NB: mm keeps no output
         return out
     # NB: each chunk's (C × C) scores are at most a quarter of the output's size: C² ≤ n·d/4
-    step = min(256, max(32, budget // (b * h * max(d, _features(phi, d)))), max(32, math.isqrt(n * d // 4)))
+    step = rows_per_step(phi, q, min(256, max(32, budget // (b * h * max(d, _features(phi, d)))),
+                                     max(32, math.isqrt(n * d // 4))))
     for r0 in range(0, n, step):
         rows = slice(r0, r0 + step)
         fq = phi.query(q[:, :, rows])
@@ -95,14 +109,22 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 17
             state = torch.zeros(b, h, fk.shape[-1], d, dtype=q.dtype, device=q.device)
             z = torch.zeros(b, h, fk.shape[-1], dtype=q.dtype, device=q.device)
         state, z, scale, weight = _rescale(state, z, scale, s)
-        fk = fk * weight
+        fk = fk * weight if _recording(fk) else fk.mul_(weight)
         local = (fq @ fk.transpose(-1, -2)).tril_()  # (B, H, C, C)
         num = local @ v[:, :, rows] + fq @ state
         den = local.sum(dim=-1) + (fq @ z[..., None]).squeeze(-1)
         out[:, :, rows] = num / den[..., None]
-        state = state + fk.transpose(-1, -2) @ v[:, :, rows]
-        z = z + fk.sum(dim=-2)
+        state = _add_product(state, fk, v[:, :, rows])
+        z = _accumulate(z, fk.sum(dim=-2))
     return out
+
+
+def rows_per_step(phi: FeatureMap, q: torch.Tensor, cap: int, least: int = 16) -> int:
+    """Rows of a chunk: at most `cap`, and few enough that the chunk's features and products (about
+    3m + 4d elements a row of each head: a map's logits or angles, its copies, the products with
+    the state) stay within `step_elements`, so a small n holds about one output too."""
+    b, h, _, d = q.shape
+    return max(least, min(cap, step_elements(q) // (b * h * (3 * _features(phi, d) + 4 * d))))
 
 
 def state_of(phi: FeatureMap, k, v):

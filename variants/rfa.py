@@ -17,7 +17,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from variants.linearized import FeatureMap, linear_theory, linear_time, linearized_variant, quadratic
+from variants.linearized import FeatureMap, linear_theory, linear_time, linearized_variant, quadratic, rows_per_step
 from variants.registry import Param
 
 FEATURES = Param("features", 128, "random frequencies m (2m features)", minimum=1)
@@ -74,9 +74,11 @@ def gated_quadratic(phi: Fourier, q, k, v, causal: bool) -> torch.Tensor:
 
 def gated_linear_time(phi: Fourier, q, k, v, causal: bool, step: int = 128) -> torch.Tensor:
     """The gated recurrence by chunks: within a chunk the masked (C × C) form with its decays, before
-    it the state carried in, decayed by the chunk's gates so far. O(n·m·d) time."""
+    it the state carried in, decayed by the chunk's gates so far. O(n·m·d) time; chunks of at
+    most `step` rows, fewer where `rows_per_step` says (a small n)."""
     if phi.gate is None:
         return linear_time(phi, q, k, v, causal)
+    step = rows_per_step(phi, q, step)
     log_g, log_keep = phi.log_gates(k)
     out, state, z = torch.empty_like(q), None, None
     later = torch.ones(step, step, dtype=torch.bool, device=q.device).triu(1)

@@ -50,52 +50,69 @@ def residue_part(q, k, v, *, stride: int, causal: bool, need_lse: bool, budget: 
     """Keys j with (i - j) mod l == 0 and j != i, as attention within each residue class.
 
     Positions p = m·l + r go to (r, m): l classes of about n/l rows each, so the work is
-    l · (n/l)² · d = n²/l · d, i.e. O(n^1.5 · d) for l ∝ √n. Classes go in groups whose scores
-    hold about `budget` elements, to keep the working set in cache. A group's rows are read from
-    strided views of q, k, v and its results written (or folded) straight back to positions m·l + r,
-    so no reordered or padded copy of the input or output is made. Where l does not divide n, the
-    first `rem` classes have one member more than the others: two sections, each a view. A group
-    also holds at most `step_elements`, so a small n keeps about one output too.
+    l · (n/l)² · d = n²/l · d, i.e. O(n^1.5 · d) for l ∝ √n. Where l does not divide n, the first
+    `rem` classes have one member more than the others: two sections, each a strided view, so no
+    reordered or padded copy of the input or output is made. Without autograd (`_by_head`), one
+    head's group of classes is a batch of matrices with row stride l·d that bmm reads in place, and
+    its results are written (or folded) straight back to positions m·l + r; under autograd
+    (`_whole`, the readable form) all heads go at once and the parts are joined out of place.
     """
     b, h, n, d = q.shape
-    l, grad = stride, grad_of(q, k, v)
-    fused = into is not None and not grad
+    if grad_of(q, k, v):
+        return Partial(*_join([_whole(q, k, v, r0, r1, count, stride, causal, need_lse, budget)
+                               for r0, r1, count in _sections(n, stride)], b, h, n))
+    fused = into is not None
     out = into.out if fused else q.new_empty(b, h, n, d)
     lse = into.lse if fused else (q.new_empty(b, h, n) if need_lse else None)
-    joined = []  # autograd: each section's output, joined out of place below
-    for r0, r1, count in _sections(n, l):
-        m = torch.arange(count, device=q.device)
-        masked = m[None, :] == m[:, None]  # (count, count): the diagonal j = i belongs to the local part
-        if causal:
-            masked |= m[None, :] > m[:, None]
-        qs, ks, vs = (_classes(x, l, r0, r1, count) for x in (q, k, v))  # (B·H, count, width, d) views
-        per_class = b * h * (count * count + 4 * count * d)  # scores, and the copies of q, k, v and o the matmuls make
-        group = max(1, min(budget // (b * h * count * count), step_elements(q) // per_class))
-        pieces = []
+    for r0, r1, count in _sections(n, stride):
+        _by_head(q, k, v, out, lse, fused, r0, r1, count, stride, causal, budget)
+    return into if fused else Partial(out, lse)
+
+
+def _diagonal(count: int, causal: bool, device) -> torch.Tensor:
+    """(count, count) keys a class member does not take here: itself (the local part's), later ones if causal."""
+    m = torch.arange(count, device=device)
+    return (m[None, :] >= m[:, None]) if causal else (m[None, :] == m[:, None])
+
+
+def _by_head(q, k, v, out, lse, fused: bool, r0: int, r1: int, count: int, l: int, causal: bool, budget: int):
+    """One section without autograd: per head, groups of classes whose scores hold about `budget`
+    elements (in cache) and, with their output, at most `step_elements`."""
+    d = q.shape[-1]
+    masked = _diagonal(count, causal, q.device)
+    qs, ks, vs, outs = (_classes(x, l, r0, r1, count) for x in (q, k, v, out))  # (B·H, count, width[, d]) views
+    ls = _classes(lse, l, r0, r1, count) if lse is not None else None
+    group = max(1, min(budget // (count * count), step_elements(q) // (count * (count + d))))
+    for i in range(qs.shape[0]):
         for g0 in range(0, r1 - r0, group):
             cls = slice(g0, min(g0 + group, r1 - r0))
-            qg, kg, vg = (x[:, :, cls].permute(2, 0, 1, 3) for x in (qs, ks, vs))  # (R, B·H, count, d)
-            scores = (qg @ kg.transpose(-1, -2)).mul_(d**-0.5)  # (R, B·H, count, count)
-            scores.masked_fill_(masked, NEG_INF)
-            o, s = softmax_part(scores, lambda p: p @ vg, need_lse or fused)
-            o, s = o.permute(1, 2, 0, 3), (s.permute(1, 2, 0) if s is not None else None)  # (B·H, count, R, ·)
-            if grad:
-                pieces.append((o, s))
-                continue
-            dest = _classes(out, l, r0, r1, count)[:, :, cls]
+            qg, kg, vg = (x[i, :, cls].transpose(0, 1) for x in (qs, ks, vs))  # (R, count, d): row stride l·d
+            scores = torch.bmm(qg, kg.transpose(1, 2)).mul_(d**-0.5).masked_fill_(masked, NEG_INF)  # (R, count, count)
+            o, s = softmax_part(scores, lambda p: torch.bmm(p, vg), ls is not None)  # (R, count, d), (R, count)
+            dest = outs[i, :, cls].transpose(0, 1)
             if fused:
-                fold(dest, _classes(lse, l, r0, r1, count)[:, :, cls], o, s)
-            else:
-                dest.copy_(o)
-                if need_lse:
-                    _classes(lse, l, r0, r1, count)[:, :, cls].copy_(s)
-        if grad:
-            joined.append(tuple(torch.cat(x, dim=2) if x[0] is not None else None for x in zip(*pieces)))
-    if fused:
-        return into
-    if grad:
-        return Partial(*_join(joined, b, h, n))
-    return Partial(out, lse)
+                fold(dest, ls[i, :, cls].transpose(0, 1), o, s)
+                continue
+            dest.copy_(o)
+            if ls is not None:
+                ls[i, :, cls].transpose(0, 1).copy_(s)
+
+
+def _whole(q, k, v, r0: int, r1: int, count: int, l: int, causal: bool, need_lse: bool, budget: int):
+    """One section under autograd, all heads at once (matmul copies the strided groups): its
+    (B·H, count, width, d) output and (B·H, count, width) log-sum-exp, out of place."""
+    b, h, n, d = q.shape
+    masked = _diagonal(count, causal, q.device)
+    qs, ks, vs = (_classes(x, l, r0, r1, count) for x in (q, k, v))
+    group = max(1, budget // (b * h * count * count))
+    pieces = []
+    for g0 in range(0, r1 - r0, group):
+        cls = slice(g0, min(g0 + group, r1 - r0))
+        qg, kg, vg = (x[:, :, cls].permute(2, 0, 1, 3) for x in (qs, ks, vs))  # (R, B·H, count, d)
+        scores = (qg @ kg.transpose(-1, -2)).mul_(d**-0.5).masked_fill_(masked, NEG_INF)  # (R, B·H, count, count)
+        o, s = softmax_part(scores, lambda p: p @ vg, need_lse)
+        pieces.append((o.permute(1, 2, 0, 3), s.permute(1, 2, 0) if s is not None else None))  # (B·H, count, R, ·)
+    return tuple(torch.cat(x, dim=2) if x[0] is not None else None for x in zip(*pieces))
 
 
 def _sections(n: int, l: int) -> list[tuple[int, int, int]]:
