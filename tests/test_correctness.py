@@ -127,3 +127,23 @@ def test_gradients_equal_dense_reference(name, impl, causal):
     assert got[0] is not None, f"{name}/{impl}: no gradient reaches q"
     err = max((a - b).abs().max().item() for a, b in zip(got, want) if a is not None)
     assert err <= 1e-8, f"{name}/{impl} causal={causal}: gradient differs by {err:.3g}"
+
+
+NATIVE = [name for name in variants.names()
+          if variants.get(name).family in ("sparse", "linear", "shared_kv") and "native" in variants.get(name).impls]
+
+
+@pytest.mark.parametrize("n", [256, 2048])
+@pytest.mark.parametrize("name", NATIVE)
+def test_native_equals_dense_at_the_sweeps_shape(name, n):
+    """B = 1, H = 8, d = 64 as the grids sweep: steps are sized to the output, so the paths timed at
+    n are the ones this shape takes (at n = 256 the band goes head by head, strided's classes per
+    head; a block's rows in slices are reached by the small property cases). float64, both forms."""
+    spec = variants.get(name)
+    q, k, v = inputs(spec, batch=1, heads=8, head_dim=64, seq_len=n)
+    for causal in (False, True):
+        if causal_unsupported(spec, "native", causal):
+            continue
+        ref = spec.attention(q, k, v, impl="dense", causal=causal)
+        err = (spec.attention(q, k, v, impl="native", causal=causal) - ref).abs().max().item()
+        assert err <= TOL64, f"{name}/native n = {n} causal={causal}: max |diff| = {err:.3g}"

@@ -57,25 +57,43 @@ def test_the_probe_sees_a_quadratic_path():
     assert growth >= 200
 
 
-# NB: measured at B = 1, H = 8, d = 64, float32 (e3041b8): 1.1-1.7x at n = 16384, 1.4-2.2x at 4096; before
-# the parts were folded into one output (91fed28) strided held 6.2x, bigbird 5.6x, fixed 4.1x, global 3.5x
-FOLDED = {"strided": 2.0, "fixed": 2.0, "global": 2.0, "random": 2.0, "bigbird": 2.5, "sliding_window": 2.0}
+# The issue-16 bound: a native call's allocator peak above its inputs is at most 2 outputs, plus
+# the state its algorithm defines (m·d per head for the feature maps, the projected K′ and V′
+# for linformer), which outweighs the output where n < m or n < 2k. Measured at B = 1, H = 8,
+# d = 64, float32, before steps were sized to the output (e8b5551): sliding_window 6.0x at n = 256,
+# neighborhood 5.5x, strided 3.3x (5.9x at 2048 before 4569dd5), fixed 2.9x at 512, global 2.5x,
+# bigbird 2.8x, performer 6.5x, rfa 7.0x, linear 4.3x, mqa and gqa n x n scores (129x at 4096).
+STATE = {  # outputs' worth of the algorithm's own state at n
+    "performer": lambda p, n: p["features"] / n,
+    "rfa": lambda p, n: 2 * p["features"] / n,
+    "linformer": lambda p, n: 2 * p["proj_len"] / n,
+}
+ATTENTION_FAMILIES = ("sparse", "linear", "shared_kv")
+UNBOUNDED = {"reformer": "all rounds are kept whole and merged at the end, each with its sorted, chunked copies "
+                         "of q, k, v and their look-back concatenations: 14x at every n (not yet streamed)"}
+BOUNDED = [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=UNBOUNDED[n])) if n in UNBOUNDED else n
+           for n in variants.names()
+           if variants.get(n).family in ATTENTION_FAMILIES and "native" in variants.get(n).impls]
 
 
-# NB: and at n = 2048, where l = 46 does not divide n: strided held 5.9x there (7.7x at 512, 5.2x at
-# 8192) while it held 1.7x at 4096, padding copies of q, k, v and an output of its own (run L, 73e1af3)
-@pytest.mark.parametrize("name,n", [(name, 4096) for name in sorted(FOLDED)] + [("strided", 2048)])
-def test_a_multi_part_native_path_holds_about_one_output(name, n):
-    """The call's allocator peak above its inputs, over the output's size, at n (the profiler's
-    count, as the sweep's peak_bytes): the parts fold into one output; no part keeps its own."""
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("n", [256, 1024, 2048, 4096])
+@pytest.mark.parametrize("name", BOUNDED)
+def test_every_native_path_holds_at_most_two_outputs_plus_its_state(name, n, causal):
+    """The call's allocator peak above its inputs, over the output's size (the profiler's count, as
+    the sweep's peak_bytes), at n from 256 (where one block of 128 rows over 8 heads outweighs the
+    output) to 4096, and at n = 2048 where strided's l = 46 does not divide n."""
     from suite.run.timing import peak_cpu
 
     spec = variants.get(name)
+    if causal and not spec.impls["native"].supports_causal:
+        pytest.skip(f"{name}/native has no causal form")
     q, k, v = inputs(spec, batch=1, heads=8, head_dim=64, seq_len=n, dtype=torch.float32)
-    call = spec.prepare(q, k, v, impl="native")
+    call = spec.prepare(q, k, v, impl="native", causal=causal)
     call()
     ratio = peak_cpu(call) / (q.numel() * q.element_size())
-    assert 1.0 <= ratio <= FOLDED[name], f"{name}/native at n = {n} holds {ratio:.2f} outputs"
+    state = STATE.get(name, lambda p, n: 0.0)(spec.resolve(n, {}), n)
+    assert 1.0 <= ratio <= 2.0 + state, f"{name}/native at n = {n} holds {ratio:.2f} outputs (state: {state:.2f})"
 
 
 # NB: measured at B = 1, H = 8, d = 64, float32: before (417e246) linear held 5.1x at n = 1024 and 2.0x at

@@ -19,7 +19,10 @@ from variants.theory import Theory
 class FeatureMap:
     """φ for queries and keys. A key map may return its features divided by exp(s), with a log-scale
     s per head (B, H, 1, 1) of its choosing: a common scale cancels between numerator and normalizer,
-    and lets exp-based maps (FAVOR+) stay finite. elu+1 needs none (s = 0)."""
+    and lets exp-based maps (FAVOR+) stay finite. elu+1 needs none (s = 0). `held`: the (rows × m)
+    tensors a call of the map holds at its peak, which sizes the chunks (`rows_per_step`)."""
+
+    held = 1
 
     def query(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -100,7 +103,7 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 17
         return out
     # NB: each chunk's (C × C) scores are at most a quarter of the output's size: C² ≤ n·d/4
     step = rows_per_step(phi, q, min(256, max(32, budget // (b * h * max(d, _features(phi, d)))),
-                                     max(32, math.isqrt(n * d // 4))))
+                                     max(32, math.isqrt(n * d // 4))), causal=True)
     for r0 in range(0, n, step):
         rows = slice(r0, r0 + step)
         fq = phi.query(q[:, :, rows])
@@ -119,12 +122,14 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 17
     return out
 
 
-def rows_per_step(phi: FeatureMap, q: torch.Tensor, cap: int, least: int = 16) -> int:
-    """Rows of a chunk: at most `cap`, and few enough that the chunk's features and products (about
-    3m + 4d elements a row of each head: a map's logits or angles, its copies, the products with
-    the state) stay within `step_elements`, so a small n holds about one output too."""
+def rows_per_step(phi: FeatureMap, q: torch.Tensor, cap: int, causal: bool = False, least: int = 16) -> int:
+    """Rows of a chunk: at most `cap`, and few enough that the chunk's features and products stay
+    within `step_elements`, so a small n holds about one output too. A row of each head holds the
+    map's `held` tensors of m and 2d (its input's copies, the product with the state); a causal
+    chunk holds φ(q) and φ(k) at once and 6d (the local and carried products, their sum, the quotient)."""
     b, h, _, d = q.shape
-    return max(least, min(cap, step_elements(q) // (b * h * (3 * _features(phi, d) + 4 * d))))
+    per_row = (2 if causal else 1) * phi.held * _features(phi, d) + (6 if causal else 2) * d
+    return max(least, min(cap, step_elements(q) // (b * h * per_row)))
 
 
 def state_of(phi: FeatureMap, k, v):

@@ -166,7 +166,7 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
     dest = Blocks(q3, need_lse, into)
     budget = step_elements(q3)
     group = max(1, GROUP_ROWS // block) if block < 128 else 1
-    per_head = lambda g: g * (block * span + 2 * span * d + block * d)  # scores, K/V windows, output
+    per_head = lambda g: g * (block * span + 2 * span * d + block * d)  # scores, K/V windows (matmul copies), output
     while group > 1 and per_head(group) > budget:
         group //= 2
     heads = max(1, min(b * h, budget // per_head(group)))

@@ -44,12 +44,21 @@ def gate_weights(head_dim: int, seed: int) -> torch.Tensor:
 class Fourier(FeatureMap):
     """φ(x) = √(1/m)[sin(ωx̂), cos(ωx̂)] on x̂ = x/‖x‖: bounded, so no scale is needed. `gate`: w (d,)."""
 
+    held = 2  # the angles (half width) and the features, written in place where autograd does not record
+
     def __init__(self, omega: torch.Tensor, gate: torch.Tensor | None = None):
         self.omega, self.features, self.gate = omega, 2 * omega.shape[0], gate
 
     def query(self, x):
-        angles = F.normalize(x, dim=-1) @ self.omega.T  # (B, H, n, m)
-        return torch.cat([angles.sin(), angles.cos()], dim=-1) * (2 / self.features) ** 0.5
+        angles = F.normalize(x, dim=-1) @ self.omega.T  # (B, H, n, m/2)
+        scale = (2 / self.features) ** 0.5
+        if torch.is_grad_enabled() and angles.requires_grad:  # the readable form
+            return torch.cat([angles.sin(), angles.cos()], dim=-1) * scale
+        half = angles.shape[-1]
+        out = angles.new_empty(*angles.shape[:-1], 2 * half)  # NB: no sin, cos and concatenated copies
+        torch.sin(angles, out=out[..., :half])
+        torch.cos(angles, out=out[..., half:])
+        return out.mul_(scale)
 
     def key(self, x):
         return self.query(x), x.new_zeros(x.shape[0], x.shape[1], 1, 1)
@@ -78,7 +87,7 @@ def gated_linear_time(phi: Fourier, q, k, v, causal: bool, step: int = 128) -> t
     most `step` rows, fewer where `rows_per_step` says (a small n)."""
     if phi.gate is None:
         return linear_time(phi, q, k, v, causal)
-    step = rows_per_step(phi, q, step)
+    step = rows_per_step(phi, q, step, causal=True)
     log_g, log_keep = phi.log_gates(k)
     out, state, z = torch.empty_like(q), None, None
     later = torch.ones(step, step, dtype=torch.bool, device=q.device).triu(1)
