@@ -62,18 +62,15 @@ def test_the_probe_sees_a_quadratic_path():
 # for linformer), which outweighs the output where n < m or n < 2k. Measured at B = 1, H = 8,
 # d = 64, float32, before steps were sized to the output (e8b5551): sliding_window 6.0x at n = 256,
 # neighborhood 5.5x, strided 3.3x (5.9x at 2048 before 4569dd5), fixed 2.9x at 512, global 2.5x,
-# bigbird 2.8x, performer 6.5x, rfa 7.0x, linear 4.3x, mqa and gqa n x n scores (129x at 4096).
+# bigbird 2.8x, performer 6.5x, rfa 7.0x, linear 4.3x, reformer 14x at every n (its rounds kept whole,
+# with sorted copies), mqa and gqa n x n scores (129x at 4096).
 STATE = {  # outputs' worth of the algorithm's own state at n
     "performer": lambda p, n: p["features"] / n,
     "rfa": lambda p, n: 2 * p["features"] / n,
     "linformer": lambda p, n: 2 * p["proj_len"] / n,
 }
 ATTENTION_FAMILIES = ("sparse", "linear", "shared_kv")
-UNBOUNDED = {"reformer": "all rounds are kept whole and merged at the end, each with its sorted, chunked copies "
-                         "of q, k, v and their look-back concatenations: 14x at every n (not yet streamed)"}
-BOUNDED = [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=UNBOUNDED[n])) if n in UNBOUNDED else n
-           for n in variants.names()
-           if variants.get(n).family in ATTENTION_FAMILIES and "native" in variants.get(n).impls]
+BOUNDED = [n for n in variants.names() if variants.get(n).family in ATTENTION_FAMILIES and "native" in variants.get(n).impls]
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])

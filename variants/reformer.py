@@ -19,6 +19,7 @@ import time
 
 import torch
 
+from variants.native import fold, softmax_part, step_elements
 from variants.peers import peer
 from variants.registry import Differs, Impl, Param, Prepared, VariantSpec, register
 from variants.theory import SOFTMAX_OPS_PER_PAIR, Theory
@@ -43,10 +44,15 @@ def rotations(head_dim: int, buckets: int, rounds: int, seed: int) -> torch.Tens
 
 
 def hashes(q: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
-    """Bucket of every position in every round: (B, H, rounds, n). One function for both paths,
-    so both hash alike (argmax ties included)."""
-    proj = torch.einsum("bhnd,rdk->bhrnk", q, rot)  # (B, H, R, n, b/2); ‖q‖ does not move the argmax
-    return torch.cat([proj, -proj], dim=-1).argmax(dim=-1)
+    """Bucket of every position in every round: (B, H, rounds, n), argmax of [xR, −xR]. One function
+    for both paths, so both hash alike (ties included: the first maximum, as argmax of the
+    concatenation). A round at a time, the halves read off xR's max and min: (B, H, n, b/2) held."""
+    rounds = []
+    for r in range(rot.shape[0]):
+        proj = q @ rot[r]  # (B, H, n, b/2); ‖q‖ does not move the argmax
+        top, low = proj.max(dim=-1), proj.min(dim=-1)
+        rounds.append(torch.where(top.values >= -low.values, top.indices, low.indices + proj.shape[-1]))
+    return torch.stack(rounds, dim=2)
 
 
 def sort_order(buckets: torch.Tensor) -> torch.Tensor:
@@ -127,11 +133,68 @@ def one_round(q, keys, v, order, chunk: int, causal: bool):
 
 
 def native(q, k, v, causal: bool, params: dict, rot) -> torch.Tensor:
-    """Sort, chunk, attend to two chunks: O(rounds·(n log n + n·2·chunk·d)) time and O(n·chunk) memory."""
-    keys = torch.nn.functional.normalize(q, dim=-1)
+    """Sort, chunk, attend to two chunks: O(rounds·(n log n + n·2·chunk·d)) time and O(n·chunk) memory.
+
+    Without autograd, `streamed`; under it, every round whole and merged at the end (the readable form)."""
     order = sort_order(hashes(q, rot))
-    rounds = [one_round(q, keys, v, order[:, :, r], params["chunk"], causal) for r in range(order.shape[2])]
-    return merge_rounds(torch.stack([o for o, _ in rounds], 2), torch.stack([s for _, s in rounds], 2))
+    if torch.is_grad_enabled() and (q.requires_grad or v.requires_grad):
+        keys = torch.nn.functional.normalize(q, dim=-1)
+        rounds = [one_round(q, keys, v, order[:, :, r], params["chunk"], causal) for r in range(order.shape[2])]
+        return merge_rounds(torch.stack([o for o, _ in rounds], 2), torch.stack([s for _, s in rounds], 2))
+    out, lse = torch.empty_like(q), q.new_empty(q.shape[:3])
+    for r in range(order.shape[2]):
+        streamed(q, v, order[:, :, r], params["chunk"], causal, out, lse, first=r == 0)
+    return out
+
+
+def streamed(q, v, order, chunk: int, causal: bool, out, lse, first: bool) -> None:
+    """One round folded into (out, lse) in place, a group of heads and of sorted chunks at a time:
+    each group's rows, its keys (normalized as they are gathered) and values are gathered from q
+    and v, and its results written (first round) or folded (later rounds) back at their positions.
+    A step holds at most `step_elements`; no sorted copy of the sequence is made."""
+    b, h, n, d = q.shape
+    pos = torch.nn.functional.pad(order, (0, -(-n // chunk) * chunk - n), value=-1).view(b, h, -1, chunk)
+    kpos = with_previous(pos)  # (B, H, C, 2c): -1 marks padding
+    per_chunk = b * chunk * (2 * chunk + 8 * d)  # a head's scores; rows, keys (and their norms), values, output
+    heads = max(1, min(h, step_elements(q) // per_chunk))
+    group = max(1, step_elements(q) // (per_chunk * heads))
+    for h0 in range(0, h, heads):
+        hs = slice(h0, h0 + heads)
+        for c0 in range(0, pos.shape[2], group):
+            qp, kp = pos[:, hs, c0 : c0 + group], kpos[:, hs, c0 : c0 + group]  # (B, h', G, c), (B, h', G, 2c)
+            o, l = _attend(q[:, hs], v[:, hs], qp, kp, causal)
+            rows = min(qp.shape[2] * chunk, n - c0 * chunk)  # padded query rows (the last chunk's tail) dropped
+            at = qp.reshape(b, qp.shape[1], -1)  # (B, h', G·c)
+            o, l = o.reshape(*at.shape, d)[:, :, :rows], l.reshape(at.shape)[:, :, :rows]
+            at = at[:, :, :rows]
+            wide = at[..., None].expand(*at.shape, d)
+            dest, dest_lse = out[:, hs], lse[:, hs]
+            if not first:
+                acc, acc_lse = dest.gather(2, wide), dest_lse.gather(2, at)
+                fold(acc, acc_lse, o, l)
+                o, l = acc, acc_lse
+            dest.scatter_(2, wide, o)
+            dest_lse.scatter_(2, at, l)
+
+
+def _attend(q, v, qp, kp, causal: bool):
+    """Sorted chunks at positions qp (B, H, G, c) against keys at kp (B, H, G, 2c): out, log-sum-exp."""
+    d = q.shape[-1]
+    sq, sv, sk = _gathered(q, qp), _gathered(v, kp), _gathered(q, kp)
+    sk.div_(sk.norm(dim=-1, keepdim=True).clamp_min_(1e-12))  # shared QK: F.normalize, in place
+    s = (sq @ sk.transpose(-1, -2)).mul_(d**-0.5)  # (B, H, G, c, 2c)
+    hidden = kp[..., None, :] < 0
+    if causal:
+        hidden = hidden | (kp[..., None, :] > qp[..., :, None])
+    s.masked_fill_(hidden, float("-inf")).masked_fill_(kp[..., None, :] == qp[..., :, None], SELF_SCORE)
+    return softmax_part(s, lambda p: p @ sv, need_lse=True)  # (B, H, G, c, d), (B, H, G, c)
+
+
+def _gathered(x: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """Rows of x (B, H, n, d) at positions `at` (B, H, G, w), -1 read as row 0: (B, H, G, w, d)."""
+    b, h, g, w = at.shape
+    idx = at.clamp(min=0).reshape(b, h, g * w, 1).expand(b, h, g * w, x.shape[-1])
+    return x.gather(2, idx).view(b, h, g, w, x.shape[-1])
 
 
 def make(name: str, run, cost: str, work: str) -> Impl:
