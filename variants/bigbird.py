@@ -9,7 +9,8 @@ import torch
 
 from variants.global_tokens import TOKENS, global_tokens
 from variants.masks import or_masks
-from variants.native import band_plan, full_rows, keys_part, row_keys, union
+from variants.band import band_plan
+from variants.native import full_rows, keys_part, row_keys, union
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.random_keys import KEYS, SEED, draw, random_pattern
 from variants.registry import Param

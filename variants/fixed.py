@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 
 from variants.masks import named
-from variants.native import band_bias, band_part, keys_part, union
+from variants.band import band_bias, band_part
+from variants.native import keys_part, union
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param, sqrt_n
 

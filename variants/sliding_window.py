@@ -9,7 +9,7 @@ import torch
 
 from variants.impls import xformers_bias, xformers_impl
 from variants.masks import causal_clip, named
-from variants.native import band_plan
+from variants.band import band_plan
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.peers import peer
 from variants.registry import Differs, Param

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from variants.masks import causal_clip, named
-from variants.native import NEG_INF, Partial, band_plan, fold, grad_of, softmax_part, step_elements, union
+from variants.band import band_plan
+from variants.native import NEG_INF, Partial, fold, grad_of, softmax_part, step_elements, union
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param, sqrt_n
 

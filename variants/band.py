@@ -1,0 +1,144 @@
+"""The band of blocks: each query block against its `left` and `right` neighbouring key blocks.
+
+Sliding window, strided's local part, fixed's own block and bigbird's window are bands. A band is
+planned once in setup (`band_plan`: block size, reach, the additive mask of the blocked layout)
+and scored in steps of a few blocks (`band_part`), each step a part's output and log-sum-exp
+(variants.native), so a call holds one output and a step, whatever n is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from variants.native import NEG_INF, Blocks, Partial, grad_of, softmax_part, step_elements
+
+def band_bias(
+    seq_len: int, block: int, left: int, right: int,
+    allowed: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], like: torch.Tensor,
+) -> torch.Tensor:
+    """Additive mask of the blocked layout: (nb, block, span), 0 where allowed, -inf elsewhere.
+
+    Query block t covers positions t·block + a; its columns are keys (t − left)·block + c.
+    O(n · span): built once in setup.
+    """
+    nb = -(-seq_len // block)
+    span = (left + right + 1) * block
+    device = like.device
+    t = torch.arange(nb, device=device)[:, None, None]
+    i = t * block + torch.arange(block, device=device)[None, :, None]  # (nb, block, 1)
+    j = (t - left) * block + torch.arange(span, device=device)[None, None, :]  # (nb, 1, span)
+    keep = (j >= 0) & (j < seq_len) & allowed(i, j)
+    return torch.zeros(keep.shape, dtype=like.dtype, device=device).masked_fill_(~keep, NEG_INF)
+
+
+# Small blocks are scored in runs of about GROUP_ROWS query rows (fewer, larger matmuls, at the
+# price of copying overlapping K windows); blocks of 128 rows or more go one by one, copy-free.
+GROUP_ROWS = 256
+
+
+def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor, need_lse: bool,
+              into: Partial | None = None) -> Partial:
+    """Each query block attends to `left` blocks before and `right` after its own.
+
+    Steps of about GROUP_ROWS query rows against plain slices of K and V: no padding and a working
+    set of a few blocks whatever n is. An interior run of small blocks is scored at once against
+    overlapping windows of K (a strided view); blocks at the ends, one at a time, against keys
+    clipped to [0, n) with the matching columns of the bias. Heads go in groups, and a block's
+    rows in slices, so that a step holds at most `step_elements`. Time O(n · span · d).
+    """
+    b, h, n, d = q.shape
+    span = bias.shape[2]
+    q3, k3, v3 = (x.reshape(b * h, x.shape[2], d) for x in (q, k, v))  # a view for contiguous inputs
+    dest = Blocks(q3, need_lse, into)
+    budget = step_elements(q3)
+    group = max(1, GROUP_ROWS // block) if block < 128 else 1
+    per_head = lambda g: g * (block * span + 2 * span * d + block * d)  # scores, K/V windows (matmul copies), output
+    while group > 1 and per_head(group) > budget:
+        group //= 2
+    heads = max(1, min(b * h, budget // per_head(group)))
+    rows = block if group > 1 else max(1, min(block, budget // (span + d)))  # rows of a one-block step
+    for h0 in range(0, b * h, heads):
+        hs = slice(h0, min(h0 + heads, b * h))
+        _band_heads(q3[hs], k3[hs], v3[hs], hs, dest, block=block, left=left, right=right, bias=bias,
+                    need_lse=need_lse, group=group, rows=rows, grad=grad_of(q, k, v))
+    return dest.partial(b, h)
+
+
+def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bias, need_lse, group, rows, grad):
+    """band_part on one group of heads `hs`: q3, k3, v3 are their (heads, n, d) slices."""
+    nb, span, n, d = bias.shape[0], bias.shape[2], q3.shape[1], q3.shape[2]
+    buffers = None
+    t = 0
+    while t < nb:
+        g = min(group, nb - t)
+        first, last = (t - left) * block, (t + g + right) * block  # keys the run needs
+        r0 = t * block
+        if g > 1 and first >= 0 and last <= n:  # interior run of g blocks
+            r1 = r0 + g * block
+            kw, vw = (_windows(x[:, first:last], g, block, span) for x in (k3, v3))  # (heads, g, span, d)
+            scores = (q3[:, r0:r1].view(-1, g, block, d) @ kw.transpose(-1, -2))  # (heads, g, block, span)
+            scores.mul_(d**-0.5).add_(bias[t : t + g])
+            o, l = softmax_part(scores, lambda p: p @ vw, need_lse)
+            dest.put(slice(r0, r1), o.view(-1, g * block, d), l.view(-1, g * block) if need_lse else None, hs)
+            t += g
+            continue
+        k0, k1 = max(first, 0), min((t + 1 + right) * block, n)  # one block, keys clipped to those that exist
+        for s0 in range(r0, min(r0 + block, n), rows):  # the block's rows, in slices of `rows`
+            s1 = min(s0 + rows, r0 + block, n)
+            own = slice(s0 - r0, s1 - r0) if bias.shape[1] > 1 else slice(None)  # a row-free bias broadcasts
+            whole = s1 - s0 == rows and k1 - k0 == span and not grad  # out= buffers have no autograd
+            if whole and buffers is None:
+                # NB: interior blocks reuse two buffers: fresh megabyte-sized tensors at every block
+                # cost page faults (glibc maps and unmaps them), about a third of the time here.
+                buffers = (q3.new_empty(q3.shape[0], rows, span), q3.new_empty(q3.shape[0], rows, d))
+            scores = torch.baddbmm(  # (heads, rows, keys) = bias + scale · q kᵀ
+                bias[t, own, k0 - first : k1 - first], q3[:, s0:s1], k3[:, k0:k1].transpose(1, 2),
+                alpha=d**-0.5, out=buffers[0] if whole else None,
+            )
+            o, l = softmax_part(
+                scores, lambda p: torch.bmm(p, v3[:, k0:k1], out=buffers[1] if whole else None), need_lse
+            )
+            dest.put(slice(s0, s1), o, l, hs)
+        t += 1
+
+
+def _windows(x: torch.Tensor, count: int, block: int, span: int) -> torch.Tensor:
+    """Overlapping windows of `span` rows every `block` rows: (BH, rows, d) -> (BH, count, span, d)."""
+    s = x.stride()
+    return x.as_strided((x.shape[0], count, span, x.shape[2]), (s[0], block * s[1], s[1], s[2]))
+
+
+@dataclass(frozen=True)
+class BandPlan:
+    """The blocked layout of one band, built once in setup: block size, reach in blocks, bias."""
+
+    block: int
+    left: int
+    right: int
+    bias: torch.Tensor  # (nb, block, span)
+
+    def part(self, q, k, v, need_lse: bool, into: Partial | None = None) -> Partial:
+        return band_part(q, k, v, block=self.block, left=self.left, right=self.right,
+                         bias=self.bias, need_lse=need_lse, into=into)
+
+
+def band_plan(seq_len: int, reach: int, causal: bool, like: torch.Tensor) -> BandPlan:
+    """Plan for the sliding window |i - j| <= reach (and j <= i when causal)."""
+    block = _band_block(reach)
+    left = -(-reach // block)
+    right = 0 if causal else left
+
+    def allowed(i, j):
+        ok = (i - j).abs() <= reach
+        return ok & (j <= i) if causal else ok
+
+    return BandPlan(block, left, right, band_bias(seq_len, block, left, right, allowed, like))
+
+
+def _band_block(reach: int) -> int:
+    # A block as wide as the reach (rounded up to 32 rows) wastes at most a third of a window's
+    # work; small reaches still get 32 rows so the batched matmuls stay efficient.
+    return min(max(-(-reach // 32) * 32, 32), 512)
