@@ -55,16 +55,28 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
     dest = Blocks(q3, need_lse, into)
     budget = step_elements(q3)
     group = max(1, GROUP_ROWS // block) if block < 128 else 1
-    per_head = lambda g: g * (block * span + 2 * span * d + block * d)  # scores, K/V windows (matmul copies), output
+    # scores, output, and the copies matmul makes to batch a run over heads: its rows and K/V windows
+    per_head = lambda g: g * (block * span + 2 * span * d + 2 * block * d)
     while group > 1 and per_head(group) > budget:
         group //= 2
     heads = max(1, min(b * h, budget // per_head(group)))
+    if group > 1 and _steps(b * h, heads, nb := bias.shape[0], group) > _steps(b * h, single := _heads(budget, block, span, d, b * h), nb, 1):
+        group, heads = 1, single  # NB: small n: one block over many heads beats runs of one head (n = 256: 8 steps, not 40)
     rows = block if group > 1 else max(1, min(block, budget // (span + d)))  # rows of a one-block step
     for h0 in range(0, b * h, heads):
         hs = slice(h0, min(h0 + heads, b * h))
         _band_heads(q3[hs], k3[hs], v3[hs], hs, dest, block=block, left=left, right=right, bias=bias,
                     need_lse=need_lse, group=group, rows=rows, grad=grad_of(q, k, v))
     return dest.partial(b, h)
+
+
+def _heads(budget: int, block: int, span: int, d: int, most: int) -> int:
+    """Heads a one-block step takes at once: its scores and output within the budget."""
+    return max(1, min(most, budget // (block * (span + d))))
+
+
+def _steps(heads_total: int, heads: int, nb: int, group: int) -> int:
+    return -(-heads_total // heads) * -(-nb // group)
 
 
 def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bias, need_lse, group, rows, grad):
@@ -83,6 +95,7 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
             scores.mul_(d**-0.5).add_(bias[t : t + g])
             o, l = softmax_part(scores, lambda p: p @ vw, need_lse)
             dest.put(slice(r0, r1), o.view(-1, g * block, d), l.view(-1, g * block) if need_lse else None, hs)
+            del scores, o, l  # before the next step's (see step_elements)
             t += g
             continue
         k0, k1 = max(first, 0), min((t + 1 + right) * block, n)  # one block, keys clipped to those that exist
@@ -102,6 +115,7 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
                 scores, lambda p: torch.bmm(p, v3[:, k0:k1], out=buffers[1] if whole else None), need_lse
             )
             dest.put(slice(s0, s1), o, l, hs)
+            del scores, o, l
         t += 1
 
 

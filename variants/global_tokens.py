@@ -38,7 +38,7 @@ def run(q, k, v, plan, budget: int = 1 << 18):
         out = attend(q, k, v, g)
     else:
         out = torch.empty_like(q)
-        per_row = b * h * (4 * (g + 1) + 2 * d)  # scores, their copies (cat, scale, softmax), q·k and out
+        per_row = b * h * (2 * (g + 1) + d)  # q·kgᵀ and the scores it is joined into, the rows' output
         chunk = max(1, min(budget // (b * h * (g + 1)), step_elements(q) // per_row))
         for start in range(0, n, chunk):
             rows = slice(start, min(start + chunk, n))
@@ -51,8 +51,12 @@ def run(q, k, v, plan, budget: int = 1 << 18):
 def attend(q, k, v, g: int, kg=None, vg=None):
     """Each row against the g global keys kg, vg (the first g of k, v by default) and its own key."""
     kg, vg = (k[:, :, :g] if kg is None else kg), (v[:, :, :g] if vg is None else vg)
-    scores = torch.cat([q @ kg.transpose(-1, -2), (q * k).sum(-1, keepdim=True)], dim=-1)
-    probs = (scores * q.shape[-1] ** -0.5).softmax(dim=-1)  # (B, H, rows, g + 1)
+    own = torch.einsum("bhrd,bhrd->bhr", q, k)[..., None]  # q_i·k_i, no (rows, d) product held
+    scores = torch.cat([q @ kg.transpose(-1, -2), own], dim=-1)  # (B, H, rows, g + 1)
+    if grad_of(q, k, v):  # autograd keeps what it saw: out of place
+        probs = (scores * q.shape[-1] ** -0.5).softmax(dim=-1)
+    else:
+        probs = torch.softmax(scores.mul_(q.shape[-1] ** -0.5), dim=-1, out=scores)
     return (probs[..., :g] @ vg).addcmul_(probs[..., g:], v)  # (B, H, rows, d)
 
 

@@ -128,7 +128,9 @@ def step_elements(x: torch.Tensor) -> int:
     """Elements one step of a native call on x (B, H, n, d) may hold: half the output.
 
     With the output itself and the small per-row tensors of a fold, a call's peak stays within
-    2 outputs at every n (at n = 256 a block of 128 rows × 384 keys over 8 heads is 3 outputs)."""
+    2 outputs at every n (at n = 256 a block of 128 rows × 384 keys over 8 heads is 3 outputs).
+    NB: a loop drops its step's tensors (`del`) before the next step makes its own: a name still
+    bound to the last step's scores or output kept two steps alive at once (measured: up to 1 output)."""
     return max(1, x.numel() // 2)
 
 
@@ -148,6 +150,7 @@ def gather_part(q, k, v, *, idx: torch.Tensor, valid: torch.Tensor, need_lse: bo
         rows = slice(start, min(start + chunk, n))
         out, lse = _gathered(q, k, v, idx, valid, rows, need_lse)
         dest.put(rows, out.view(b * h, -1, d), lse.view(b * h, -1) if need_lse else None)
+        del out, lse  # before the next step's (see step_elements)
     return dest.partial(b, h)
 
 
@@ -221,6 +224,7 @@ def sparse_part(q, k, v, *, rows: RowKeys, need_lse: bool, into: Partial | None 
             need_lse,
         )
         dest.put(slice(None), out, lse, head=i)
+        del sampled, scores, out, lse  # before the next head's (see step_elements)
     return dest.partial(b, h)
 
 
@@ -232,22 +236,21 @@ def keys_part(q, k, v, *, keys: torch.Tensor, valid: torch.Tensor, need_lse: boo
     Rows go in chunks whose scores hold about `budget` elements, and at most `step_elements` with
     their output (whole under autograd)."""
     b, h, n, d = q.shape
-    ks, vs = k[:, :, keys], v[:, :, keys]  # (B, H, s, d)
-
-    def scored(rows: slice):
-        scores = (q[:, :, rows] @ ks.transpose(-1, -2)).mul_(d**-0.5)  # (B, H, C, s)
-        scores.masked_fill_(~valid[rows], NEG_INF)
-        return softmax_part(scores, lambda p: p @ vs, need_lse)
-
     if grad_of(q, k, v):
-        return Partial(*scored(slice(None)))
-    dest = Blocks(q.reshape(b * h, n, d), need_lse, into)
+        scores = (q @ k[:, :, keys].transpose(-1, -2)).mul_(d**-0.5).masked_fill_(~valid, NEG_INF)  # (B, H, n, s)
+        return Partial(*softmax_part(scores, lambda p: p @ v[:, :, keys], need_lse))
+    q3 = q.reshape(b * h, n, d)
+    ks, vs = (x[:, :, keys].reshape(b * h, -1, d) for x in (k, v))  # (B·H, s, d)
+    dest = Blocks(q3, need_lse, into)
     s = keys.numel()
-    chunk = max(1, min(budget // max(1, b * h * s), step_elements(q) // (b * h * (2 * s + d))))  # scores, mask, out
+    chunk = max(1, min(budget // max(1, b * h * s), step_elements(q) // (b * h * (s + d) + s)))  # scores, out, mask
     for start in range(0, n, chunk):
         rows = slice(start, min(start + chunk, n))
-        out, lse = scored(rows)
-        dest.put(rows, out.reshape(b * h, -1, d), lse.reshape(b * h, -1) if need_lse else None)
+        # NB: bmm reads the rows of every head in place; a 4-D matmul copied them to fold the batch
+        scores = torch.bmm(q3[:, rows], ks.transpose(1, 2)).mul_(d**-0.5).masked_fill_(~valid[rows], NEG_INF)
+        out, lse = softmax_part(scores, lambda p: torch.bmm(p, vs), need_lse)  # (B·H, C, d), (B·H, C)
+        dest.put(rows, out, lse)
+        del scores, out, lse  # before the next step's (see step_elements)
     return dest.partial(b, h)
 
 

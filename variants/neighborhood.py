@@ -79,6 +79,7 @@ def run(q, k, v, blocks):
             scores = (q[:, hs, q0:q1] @ k[:, hs, k0:k1].transpose(-1, -2)).mul_(d**-0.5)  # (B, heads, rows, keys)
             scores.masked_fill_(~allowed, float("-inf"))
             out[:, hs, q0:q1] = softmax_part(scores, lambda p: p @ v[:, hs, k0:k1], need_lse=False)[0]
+            del scores  # before the next step's (see variants.native.step_elements)
     return out
 
 

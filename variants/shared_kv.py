@@ -22,16 +22,17 @@ GROUPS = Param("groups", None, "KV heads G (H divisible by G); default: taken fr
 def grouped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     """Fold the H/G query heads of a group into rows: one matmul per group, K/V never repeated.
 
-    Query positions go in chunks whose scores hold at most half `step_elements` (a quarter of the
-    output: about d/4 positions of every head against all keys), so no n×n scores are held; a causal chunk
+    Query positions go in chunks whose scores hold at most `step_elements` (half the output: about
+    d/2 positions of every head against all keys), so no n×n scores are held; a causal chunk
     scores only the keys its last row can see."""
     b, h, n_q, d = q.shape
     g, n_k = k.shape[1], k.shape[2]
     r = h // g  # query heads per group: h = group·r + j
     out = torch.empty_like(q)
     qg, og = q.reshape(b, g, r, n_q, d), out.view(b, g, r, n_q, d)
-    # NB: half a step: with a whole one the call held 2.0-2.25 outputs at n = 256-4096 (measured)
-    chunk = max(1, min(n_q, step_elements(q) // (2 * b * h * n_k)))
+    # NB: a whole step held 2.0-2.25 outputs at n = 256-4096 while the last chunk's scores outlived it;
+    # dropped before the next (del), 1.52-1.75 (measured)
+    chunk = max(1, min(n_q, step_elements(q) // (b * h * n_k)))
     for s0 in range(0, n_q, chunk):
         s1 = min(s0 + chunk, n_q)
         keys = n_k - n_q + s1 if causal else n_k  # the keys any row of the chunk sees
@@ -42,6 +43,7 @@ def grouped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> 
             scores.view(b, g, r, s1 - s0, keys).masked_fill_(torch.arange(keys, device=q.device) > i, NEG_INF)
         probs_v = softmax_part(scores, lambda p: p @ v[:, :, :keys], need_lse=False)[0]  # (B, G, r·c, d)
         og[:, :, :, s0:s1] = probs_v.view(b, g, r, s1 - s0, d)
+        del scores, probs_v, rows  # before the next step's (see step_elements)
     return out
 
 

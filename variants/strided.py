@@ -93,10 +93,11 @@ def _by_head(q, k, v, out, lse, fused: bool, r0: int, r1: int, count: int, l: in
             dest = outs[i, :, cls].transpose(0, 1)
             if fused:
                 fold(dest, ls[i, :, cls].transpose(0, 1), o, s)
-                continue
-            dest.copy_(o)
-            if ls is not None:
-                ls[i, :, cls].transpose(0, 1).copy_(s)
+            else:
+                dest.copy_(o)
+                if ls is not None:
+                    ls[i, :, cls].transpose(0, 1).copy_(s)
+            del scores, o, s  # before the next step's (see step_elements)
 
 
 def _whole(q, k, v, r0: int, r1: int, count: int, l: int, causal: bool, need_lse: bool, budget: int):
