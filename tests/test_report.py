@@ -131,3 +131,17 @@ def test_report_renders_in_headless_chromium_with_no_console_errors_and_every_fi
     assert errors == []
     assert len(widths) >= 4 and all(w > 100 for w in widths), widths
     assert "synthetic" in heading
+
+
+def test_the_efficiency_table_shows_forward_and_backward_beside_forward():
+    """Issue 16 asks fwd_bwd measured as fwd is: each mode's series gets its largest-n row."""
+    from suite.present.report import efficiency_rows
+
+    def row(mode, n, series):
+        return {"variant": "linear", "series": series, "mode": mode, "seq_len": n, "status": "ok", "kv_len": None,
+                "valid_fraction": None, "batch": 1, "num_heads": 8, "head_dim": 64, "device": "cpu", "dtype": "float32"}
+
+    frame = pd.DataFrame([row("fwd", 1024, "native"), row("fwd", 4096, "native"),
+                          row("fwd_bwd", 512, "native (fwd_bwd)"), row("fwd_bwd", 2048, "native (fwd_bwd)")])
+    got = efficiency_rows(frame)
+    assert sorted(zip(got["series"], got["seq_len"])) == [("native", 4096), ("native (fwd_bwd)", 2048)]

@@ -51,7 +51,7 @@ def run(q, k, v, plan, budget: int = 1 << 18):
 def attend(q, k, v, g: int, kg=None, vg=None):
     """Each row against the g global keys kg, vg (the first g of k, v by default) and its own key."""
     kg, vg = (k[:, :, :g] if kg is None else kg), (v[:, :, :g] if vg is None else vg)
-    own = torch.einsum("bhrd,bhrd->bhr", q, k)[..., None]  # q_i·k_i, no (rows, d) product held
+    own = (q * k).sum(-1, keepdim=True)  # q_i·k_i; NB: einsum held no product but was 4x slower
     scores = torch.cat([q @ kg.transpose(-1, -2), own], dim=-1)  # (B, H, rows, g + 1)
     if grad_of(q, k, v):  # autograd keeps what it saw: out of place
         probs = (scores * q.shape[-1] ** -0.5).softmax(dim=-1)

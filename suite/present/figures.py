@@ -37,9 +37,10 @@ def png(fig) -> bytes:
     return buffer.getvalue()
 
 
-def main_shape(frame: pd.DataFrame) -> pd.DataFrame:
+def main_shape(frame: pd.DataFrame, modes: tuple[str, ...] = ("fwd",)) -> pd.DataFrame:
     """The rows of the n sweeps: forward (causal or not) self-attention over full sequences (no cross
-    attention, no padding: their own sections), and the most common batch, heads and head dim per variant."""
+    attention, no padding: their own sections), and the most common batch, heads and head dim per
+    variant; `modes` adds forward+backward at that shape."""
     rows = frame[(frame["status"] == "ok") & frame["kv_len"].isna() & frame["valid_fraction"].isna()]
     out = []
     for _, group in rows.groupby("variant"):
@@ -48,7 +49,7 @@ def main_shape(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         batch, heads, dim, device, dtype = sweep.idxmax()
         out.append(group[(group["batch"] == batch) & (group["num_heads"] == heads) & (group["head_dim"] == dim)
-                         & (group["device"] == device) & (group["dtype"] == dtype) & (group["mode"] == "fwd")])
+                         & (group["device"] == device) & (group["dtype"] == dtype) & group["mode"].isin(modes)])
     return pd.concat(out) if out else rows.iloc[:0]
 
 

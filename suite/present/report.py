@@ -56,10 +56,11 @@ def other_fits(fits: pd.DataFrame) -> pd.DataFrame:
 
 
 def efficiency_rows(eff: pd.DataFrame) -> pd.DataFrame:
-    """Per fwd series of the n sweeps, its largest-n case: FLOP/s, share of peak, work ratio."""
+    """Per series of the n sweeps, forward and forward+backward, its largest-n case: FLOP/s, share of
+    peak, work ratio, memory over the output."""
     if eff.empty:
         return eff
-    main = figures.main_shape(eff)
+    main = figures.main_shape(eff, modes=("fwd", "fwd_bwd"))
     last = main.sort_values("seq_len").groupby(["variant", "series"], sort=True).tail(1)
     return last.sort_values(["variant", "series"])
 
