@@ -60,7 +60,8 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
     while group > 1 and per_head(group) > budget:
         group //= 2
     heads = max(1, min(b * h, budget // per_head(group)))
-    if group > 1 and _steps(b * h, heads, nb := bias.shape[0], group) > _steps(b * h, single := _heads(budget, block, span, d, b * h), nb, 1):
+    single = max(1, min(b * h, budget // (block * (span + d))))  # heads of a one-block step: scores, output
+    if group > 1 and _steps(b * h, single, bias.shape[0], 1) < _steps(b * h, heads, bias.shape[0], group):
         group, heads = 1, single  # NB: small n: one block over many heads beats runs of one head (n = 256: 8 steps, not 40)
     rows = block if group > 1 else max(1, min(block, budget // (span + d)))  # rows of a one-block step
     for h0 in range(0, b * h, heads):
@@ -70,12 +71,8 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
     return dest.partial(b, h)
 
 
-def _heads(budget: int, block: int, span: int, d: int, most: int) -> int:
-    """Heads a one-block step takes at once: its scores and output within the budget."""
-    return max(1, min(most, budget // (block * (span + d))))
-
-
 def _steps(heads_total: int, heads: int, nb: int, group: int) -> int:
+    """Steps of a band over nb blocks: groups of `heads` heads times runs of `group` blocks."""
     return -(-heads_total // heads) * -(-nb // group)
 
 
