@@ -461,9 +461,9 @@ def test_a_padded_case_is_checked_on_its_own_padding_path(monkeypatch):
     seen = []
     real = measure.against_reference
 
-    def spy(spec, impl, make_inputs, n, params, causal, lengths_for=lambda n: None):
+    def spy(spec, impl, make_inputs, n, params, causal, lengths_for=lambda n: None, grads=False):
         seen.append(lengths_for(n))
-        return real(spec, impl, make_inputs, n, params, causal, lengths_for)
+        return real(spec, impl, make_inputs, n, params, causal, lengths_for, grads)
 
     monkeypatch.setattr(measure, "against_reference", spy)
     plain = Case("full", "sdpa", "cpu", "float32", "fwd", 3, 256, 4, 4, 16, False)

@@ -46,11 +46,13 @@ def check_inputs(spec, q, k, v, causal: bool) -> None:
 
 
 def against_reference(spec, impl: str, make_inputs, seq_len: int, params: dict, causal: bool,
-                      lengths_for=lambda n: None) -> tuple[float, float]:
+                      lengths_for=lambda n: None, grads: bool = False) -> tuple[float, float]:
     """max |impl − dense in float64| / max(1, max |dense|), and the least tolerance the impl asks for.
 
     `make_inputs(n)` gives q, k, v at length n; `lengths_for(n)` a padded batch's valid lengths there. A library whose definition differs (`Impl.differs`)
-    is checked where the two coincide: its length, parameters and inputs.
+    is checked where the two coincide: its length, parameters and inputs. With `grads` (a fwd_bwd
+    case) the gradients of q, k and v under a seeded random upstream gradient are checked as well:
+    the backward is a path of its own (a native path's autograd form, or its own backward).
     """
     differs = spec.impls[impl].differs
     if differs is not None:
@@ -59,8 +61,27 @@ def against_reference(spec, impl: str, make_inputs, seq_len: int, params: dict, 
     if differs is not None:
         q, k, v = differs.check_inputs(q, k, v)
     lengths = lengths_for(seq_len)
-    with torch.no_grad():
-        out = spec.attention(q, k, v, impl=impl, causal=causal, lengths=lengths, **params)
-        ref = spec.attention(*(t.double() for t in (q, k, v)), impl="dense", causal=causal, lengths=lengths, **params)
-    err = (out.double() - ref).abs().max().item() / max(1.0, ref.abs().max().item())
+    run = lambda *qkv, impl: spec.attention(*qkv, impl=impl, causal=causal, lengths=lengths, **params)
+    pairs = _with_grads(run, impl, q, k, v) if grads else _outputs(run, impl, q, k, v)
+    err = max((got.double() - ref).abs().max().item() / max(1.0, ref.abs().max().item()) for got, ref in pairs)
     return (err if err == err else float("inf")), (differs.tol or 0.0) if differs is not None else 0.0
+
+
+def _outputs(run, impl, q, k, v):
+    """[(impl's output, dense float64's)]."""
+    with torch.no_grad():
+        return [(run(q, k, v, impl=impl), run(*(t.double() for t in (q, k, v)), impl="dense"))]
+
+
+def _with_grads(run, impl, q, k, v):
+    """[(impl's, dense float64's)] for the output and the gradients of q, k and v."""
+    upstream = None
+    pairs = []
+    for name, dtype in ((impl, q.dtype), ("dense", torch.float64)):
+        qkv = [t.detach().to(dtype).requires_grad_(True) for t in (q, k, v)]
+        out = run(*qkv, impl=name)
+        if upstream is None:
+            upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+        got = torch.autograd.grad(out, qkv, upstream.to(out.dtype), allow_unused=True)
+        pairs.append([out.detach()] + [torch.zeros_like(t) if g is None else g for t, g in zip(qkv, got)])
+    return list(zip(*pairs))

@@ -43,8 +43,10 @@ def softmax_part(scores: torch.Tensor, apply_v: Callable[[torch.Tensor], torch.T
     if scores.requires_grad:  # autograd needs the scores it saw: out of place
         probs = (scores - top).exp()
         total = probs.sum(dim=-1, keepdim=True)
-        out = (apply_v(probs) / total).masked_fill(total == 0, 0.0)
-        return out, (total.log() + top).squeeze(-1)
+        empty = total == 0  # NB: divided or logged as 1, then masked: 0/0 and log 0 gave NaN gradients
+        safe = total.masked_fill(empty, 1.0)
+        out = apply_v(probs) / safe
+        return out, (safe.log() + top).masked_fill(empty, NEG_INF).squeeze(-1)
     probs = scores.sub_(top).exp_()
     total = probs.sum(dim=-1, keepdim=True)
     out = apply_v(probs).div_(total).masked_fill_(total == 0, 0.0)
@@ -171,8 +173,8 @@ class RowKeys:
     """Per-query key lists (n, w) with a validity mask.
 
     In float32/64 the scores are a sampled dense-dense product on a CSR pattern (SDDMM) and the
-    output a sparse × dense product: O(n·w·d) with no gathered copy of K or V. Other dtypes, and
-    autograd, fall back to `gather_part`.
+    output a sparse × dense product: O(n·w·d) with no gathered copy of K or V. Other dtypes fall
+    back to `gather_part`; autograd goes through `variants.gathered_grad` (bounded memory both ways).
     """
 
     idx: torch.Tensor  # (n, w) long, sorted per row
@@ -180,7 +182,11 @@ class RowKeys:
     pattern: torch.Tensor | None  # CSR (n, n) for the SDDMM, or None: gather
 
     def part(self, q, k, v, need_lse: bool, into: Partial | None = None) -> Partial:
-        if self.pattern is None or grad_of(q, k, v):  # NB: torch's CSR sampled_addmm has no autograd
+        if grad_of(q, k, v):  # NB: its own backward; autograd through the chunks kept r outputs' worth
+            from variants.gathered_grad import gathered
+
+            return gathered(q, k, v, self, need_lse)
+        if self.pattern is None:
             return gather_part(q, k, v, idx=self.idx, valid=self.valid, need_lse=need_lse, into=into)
         return sparse_part(q, k, v, rows=self, need_lse=need_lse, into=into)
 

@@ -73,9 +73,10 @@ _CHECKED: dict[tuple, tuple[float, float]] = {}
 
 
 def check(case: Case, check_seq_len: int) -> tuple[float, float]:
-    """Max |impl − dense float64| at a small shape, and the tolerance; cached per configuration (a
-    cross case's per ratio n_q : n_k, both scaled so the longer is at most check_seq_len; a padded
-    case's per valid fraction, so its padding path is checked, not the unpadded one in its place)."""
+    """Max |impl − dense float64| at a small shape (and of the gradients, in fwd_bwd mode), and the
+    tolerance; cached per configuration (a cross case's per ratio n_q : n_k, both scaled so the
+    longer is at most check_seq_len; a padded case's per valid fraction, so its padding path is
+    checked, not the unpadded one in its place)."""
     spec = variants.get(case.variant)
     n = max(1, min(case.seq_len, check_seq_len * case.seq_len // max(case.seq_len, case.key_len)))
     try:
@@ -87,7 +88,8 @@ def check(case: Case, check_seq_len: int) -> tuple[float, float]:
            case.num_heads, case.num_kv_heads, case.head_dim, shape, case.valid_fraction)
     if key not in _CHECKED:
         err, floor = against_reference(spec, case.impl, lambda m: inputs(at_length(case, m)), n,
-                                       dict(case.params), case.causal, lambda m: at_length(case, m).lengths)
+                                       dict(case.params), case.causal, lambda m: at_length(case, m).lengths,
+                                       grads=case.mode == "fwd_bwd")
         _CHECKED[key] = (err, max(CHECK_TOL[case.dtype], floor))
     return _CHECKED[key]
 
