@@ -13,7 +13,8 @@ from typing import Callable
 
 import torch
 
-from variants.native import NEG_INF, Blocks, Partial, grad_of, softmax_part, step_elements
+from variants.native import NEG_INF, Blocks, KeySet, Partial, grad_of, softmax_part, step_elements
+from variants.part_grad import tile_grads
 
 def band_bias(
     seq_len: int, block: int, left: int, right: int,
@@ -123,7 +124,7 @@ def _windows(x: torch.Tensor, count: int, block: int, span: int) -> torch.Tensor
 
 
 @dataclass(frozen=True)
-class BandPlan:
+class BandPlan(KeySet):
     """The blocked layout of one band, built once in setup: block size, reach in blocks, bias."""
 
     block: int
@@ -131,9 +132,34 @@ class BandPlan:
     right: int
     bias: torch.Tensor  # (nb, block, span)
 
-    def part(self, q, k, v, need_lse: bool, into: Partial | None = None) -> Partial:
+    def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
         return band_part(q, k, v, block=self.block, left=self.left, right=self.right,
                          bias=self.bias, need_lse=need_lse, into=into)
+
+    def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
+        """Block by block over groups of heads, each block a tile against its clipped keys
+        (variants.part_grad); dK and dV of overlapping windows add up."""
+        b, h, n, d = q.shape
+        nb, span = self.bias.shape[0], self.bias.shape[2]
+        flat = lambda x: x.view(b * h, n, -1)  # noqa: E731  (B·H, n, …), in place
+        q3, k3, v3, do3, dq3, dk3, dv3 = map(flat, (q, k, v, dout, dq, dk, dv))
+        lse3, shift3 = lse.reshape(b * h, n), shift.reshape(b * h, n)
+        heads = max(1, min(b * h, step_elements(q) // (2 * self.block * span + 2 * (span + self.block) * d)))
+        for h0 in range(0, b * h, heads):
+            hs = slice(h0, min(h0 + heads, b * h))
+            for t in range(nb):
+                first, r0 = (t - self.left) * self.block, t * self.block
+                r1, k0, k1 = min(r0 + self.block, n), max(first, 0), min((t + 1 + self.right) * self.block, n)
+                own = slice(0, r1 - r0) if self.bias.shape[1] > 1 else slice(None)  # a row-free bias broadcasts
+                qr, kt, vt = q3[hs, r0:r1], k3[hs, k0:k1], v3[hs, k0:k1]
+                scores = torch.baddbmm(self.bias[t, own, k0 - first : k1 - first], qr, kt.transpose(1, 2),
+                                       alpha=d**-0.5)  # (heads, rows, keys)
+                gq, gk, gv = tile_grads(scores, qr, kt, vt, lse3[hs, r0:r1], do3[hs, r0:r1], shift3[hs, r0:r1],
+                                        d**-0.5)
+                dq3[hs, r0:r1] += gq
+                dk3[hs, k0:k1] += gk
+                dv3[hs, k0:k1] += gv
+                del scores, gq, gk, gv  # before the next step's (see step_elements)
 
 
 def band_plan(seq_len: int, reach: int, causal: bool, like: torch.Tensor) -> BandPlan:

@@ -10,7 +10,7 @@ import torch
 from variants.global_tokens import TOKENS, global_tokens
 from variants.masks import or_masks
 from variants.band import band_plan
-from variants.native import full_rows, keys_part, row_keys, union
+from variants.native import KeySubset, full_rows, grad_of, row_keys, union
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.random_keys import KEYS, SEED, draw, random_pattern
 from variants.registry import Param
@@ -49,22 +49,20 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
 
 def plan(n: int, causal: bool, params: dict, like):
     global_valid, idx, random_valid = extra_sets(n, causal, params)
-    return (
-        band_plan(n, params["window"], causal, like), params["tokens"], causal,
-        global_valid.to(like.device), row_keys(idx, random_valid, like),
-    )
+    g = params["tokens"]
+    sets = (band_plan(n, params["window"], causal, like),
+            KeySubset(torch.arange(g, device=like.device), global_valid.to(like.device)),
+            row_keys(idx, random_valid, like))
+    return sets, g, causal
 
 
 def run(q, k, v, p):
-    band, g, causal, global_valid, random_rows = p
-    out = union(
-        q, k, v,
-        lambda into: band.part(q, k, v, need_lse=True, into=into),
-        lambda into: keys_part(q, k, v, keys=torch.arange(g, device=q.device), valid=global_valid, need_lse=True,
-                               into=into),
-        lambda into: random_rows.part(q, k, v, need_lse=True, into=into),
-    )
-    out[:, :, :g] = full_rows(q, k, v, rows=g, causal=causal)
+    sets, g, causal = p
+    out = union(q, k, v, *sets)  # the window, the global keys, the random keys
+    rows = full_rows(q, k, v, rows=g, causal=causal)  # the global rows see every key
+    if grad_of(q, k, v):  # NB: autograd refuses writes into an output of union's own backward
+        return torch.cat([rows, out[:, :, g:]], dim=2)
+    out[:, :, :g] = rows
     return out
 
 

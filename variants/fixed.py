@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 
 from variants.masks import named
-from variants.band import band_bias, band_part
-from variants.native import keys_part, union
+from variants.band import BandPlan, band_bias
+from variants.native import KeySubset, union
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param, sqrt_n
 
@@ -49,7 +49,8 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
 
 def plan(n: int, causal: bool, params: dict, like):
     l, c = params["block"], params["summary"]
-    own_block = band_bias(n, l, 0, 0, (lambda i, j: j <= i) if causal else (lambda i, j: j >= 0), like)
+    allowed = (lambda i, j: j <= i) if causal else (lambda i, j: j >= 0)
+    own_block = BandPlan(l, 0, 0, band_bias(n, l, 0, 0, allowed, like))  # a band of reach 0 in blocks of l
     device = like.device
     j = torch.arange(n, device=device)
     keys = j[j % l >= l - c]  # (s,) summary positions, s ≈ c·n/l
@@ -57,16 +58,12 @@ def plan(n: int, causal: bool, params: dict, like):
     valid = keys[None, :] // l != i // l  # those in the own block are counted there
     if causal:
         valid = valid & (keys[None, :] <= i)
-    return l, own_block, keys, valid
+    return own_block, KeySubset(keys, valid)
 
 
 def run(q, k, v, p):
-    l, own_block, keys, valid = p
-    return union(
-        q, k, v,
-        lambda into: band_part(q, k, v, block=l, left=0, right=0, bias=own_block, need_lse=True, into=into),
-        lambda into: keys_part(q, k, v, keys=keys, valid=valid, need_lse=True, into=into),
-    )
+    own_block, summaries = p
+    return union(q, k, v, own_block, summaries)
 
 
 SPEC = pattern_variant(

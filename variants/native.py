@@ -1,12 +1,12 @@
 """Building blocks of the structure-exploiting (`native`) implementations.
 
-A sparse pattern is split into disjoint key sets ("parts"), each scored in the layout that suits
-it (a band of blocks, a gather per query, a residue class). Each part yields a softmax output and
-log-sum-exp per query row, block by block; `union` folds every part after the first into the
+A sparse pattern is split into disjoint key sets (`KeySet`), each scored in the layout that suits
+it (a band of blocks, a gather per query, a residue class). Each set yields a softmax output and
+log-sum-exp per query row, block by block; `union` folds every set after the first into the
 first one's output as its blocks come (flash-decoding's merge of splits, in place), so a call holds
-one output and a few blocks, whatever the number of parts. Under autograd the parts are kept whole
-and merged out of place (`merge`, the readable form). No part ever builds an n×n tensor.
-"""
+one output and a few blocks, whatever the number of sets. Under autograd the forward is the same,
+and the backward recomputes each set's blocks from the output and lse (variants.part_grad). No set
+ever builds an n×n tensor."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+
+from variants.part_grad import OwnBackward, tile_grads
 
 NEG_INF = float("-inf")
 
@@ -31,7 +33,7 @@ def softmax_part(scores: torch.Tensor, apply_v: Callable[[torch.Tensor], torch.T
     """Softmax over the last dim of `scores` (masked with -inf), then `apply_v(probs)`.
 
     With `need_lse`, scores are exponentiated in place (they are not used again) and the fix-ups
-    for rows with no allowed key (out = 0, lse = -inf: `merge` gives them no weight) touch only
+    for rows with no allowed key (out = 0, lse = -inf: `fold` gives them no weight) touch only
     per-row tensors, never the scores again.
     """
     if not need_lse:  # NB: in place (out= the scores) where autograd does not need them: no second buffer
@@ -51,18 +53,6 @@ def softmax_part(scores: torch.Tensor, apply_v: Callable[[torch.Tensor], torch.T
     total = probs.sum(dim=-1, keepdim=True)
     out = apply_v(probs).div_(total).masked_fill_(total == 0, 0.0)
     return out, (total.log_() + top).squeeze(-1)
-
-
-def merge(parts: list[Partial]) -> torch.Tensor:
-    """Exact softmax attention over the union of the parts' disjoint key sets, out of place."""
-    if len(parts) == 1 and parts[0].lse is None:
-        return parts[0].out
-    lse = torch.stack([p.lse for p in parts])  # (P, B, H, n)
-    total = torch.logsumexp(lse, dim=0)  # (B, H, n)
-    out = torch.zeros_like(parts[0].out)
-    for part in parts:
-        out.addcmul_(part.out, torch.exp(part.lse - total)[..., None])
-    return out
 
 
 def fold(acc_out: torch.Tensor, acc_lse: torch.Tensor, out: torch.Tensor, lse: torch.Tensor) -> None:
@@ -85,18 +75,47 @@ def grad_of(q, k, v) -> bool:
     return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
-Part = Callable[["Partial | None"], Partial]  # into -> the part's own Partial, or `into` with the part folded in
+class KeySet:
+    """A set of keys per query, disjoint from the other sets of its pattern: `steps` scores it
+    without autograd, one step alive at a time (its output and lse, or folded `into` another's);
+    `grads` adds its tiles' share of dQ, dK, dV given the whole softmax's lse (variants.part_grad).
+    Under autograd, `part` runs `steps` inside a Function whose backward is `grads`: memory stays
+    bounded both ways, where autograd through the steps kept every step's scores."""
+
+    def part(self, q, k, v, need_lse: bool, into: Partial | None = None) -> Partial:
+        if grad_of(q, k, v):
+            out, lse = OwnBackward.apply(q, k, v, self)
+            return Partial(out, lse if need_lse else None)
+        return self.steps(q, k, v, need_lse, into)
+
+    def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
+        raise NotImplementedError
+
+    def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
+        raise NotImplementedError
 
 
-def union(q, k, v, *parts: Part) -> torch.Tensor:
-    """Exact softmax over the union of the parts' disjoint key sets: each part after the first is
-    folded into the first's output block by block; under autograd, kept whole and `merge`d."""
-    if grad_of(q, k, v):
-        return merge([part(None) for part in parts])
-    acc = parts[0](None)
-    for part in parts[1:]:
-        part(acc)
-    return acc.out
+@dataclass(frozen=True)
+class Union(KeySet):
+    """Exact softmax over disjoint key sets: each set after the first is folded into the first's
+    output block by block; in the backward, each adds its share under the union's lse."""
+
+    sets: tuple
+
+    def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
+        acc = self.sets[0].steps(q, k, v, True, into)
+        for keys in self.sets[1:]:
+            keys.steps(q, k, v, True, acc)
+        return acc if need_lse else Partial(acc.out, None)
+
+    def grads(self, *args) -> None:
+        for keys in self.sets:
+            keys.grads(*args)
+
+
+def union(q, k, v, *sets: KeySet) -> torch.Tensor:
+    """The output of softmax attention over the union of `sets` (disjoint key sets)."""
+    return Union(sets).part(q, k, v, need_lse=False).out
 
 
 class Blocks:
@@ -169,26 +188,41 @@ SPARSE_DTYPES = (torch.float32, torch.float64)  # NB: torch's CSR sampled_addmm 
 
 
 @dataclass(frozen=True)
-class RowKeys:
+class RowKeys(KeySet):
     """Per-query key lists (n, w) with a validity mask.
 
     In float32/64 the scores are a sampled dense-dense product on a CSR pattern (SDDMM) and the
     output a sparse × dense product: O(n·w·d) with no gathered copy of K or V. Other dtypes fall
-    back to `gather_part`; autograd goes through `variants.gathered_grad` (bounded memory both ways).
+    back to `gather_part` (chunks of gathered keys).
     """
 
     idx: torch.Tensor  # (n, w) long, sorted per row
     valid: torch.Tensor  # (n, w) bool
     pattern: torch.Tensor | None  # CSR (n, n) for the SDDMM, or None: gather
 
-    def part(self, q, k, v, need_lse: bool, into: Partial | None = None) -> Partial:
-        if grad_of(q, k, v):  # NB: its own backward; autograd through the chunks kept r outputs' worth
-            from variants.gathered_grad import gathered
-
-            return gathered(q, k, v, self, need_lse)
+    def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
         if self.pattern is None:
             return gather_part(q, k, v, idx=self.idx, valid=self.valid, need_lse=need_lse, into=into)
         return sparse_part(q, k, v, rows=self, need_lse=need_lse, into=into)
+
+    def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
+        """By chunks of query rows, each row a tile of one query and its r keys
+        (variants.part_grad); dK and dV land on the keys by `index_add_`."""
+        b, h, n, d = q.shape
+        r = self.idx.shape[1]
+        chunk = max(1, step_elements(q) // (4 * b * h * max(1, r) * d))  # K, V gathered, dK, dV of the tile
+        for start in range(0, n, chunk):
+            rows = slice(start, min(start + chunk, n))
+            ix = self.idx[rows]  # (C, r)
+            kg, vg = k[:, :, ix], v[:, :, ix]  # (B, H, C, r, d)
+            qr = q[:, :, rows, None]  # (B, H, C, 1, d)
+            scores = (qr @ kg.transpose(-1, -2)).mul_(d**-0.5).masked_fill_(~self.valid[rows, None], NEG_INF)
+            at = lambda x: x[:, :, rows, None]  # noqa: E731  (B, H, C, 1, …): one query per tile
+            gq, gk, gv = tile_grads(scores, qr, kg, vg, at(lse), at(dout), at(shift), d**-0.5)
+            dq[:, :, rows] += gq.squeeze(-2)
+            dk.index_add_(2, ix.reshape(-1), gk.reshape(b, h, -1, d))
+            dv.index_add_(2, ix.reshape(-1), gv.reshape(b, h, -1, d))
+            del kg, vg, scores, gq, gk, gv  # before the next step's (see step_elements)
 
 
 def row_keys(idx: torch.Tensor, valid: torch.Tensor, like: torch.Tensor) -> RowKeys:
@@ -235,29 +269,55 @@ def sparse_part(q, k, v, *, rows: RowKeys, need_lse: bool, into: Partial | None 
 
 
 # ------------------------------------------------------------------------------- dense key subset
-def keys_part(q, k, v, *, keys: torch.Tensor, valid: torch.Tensor, need_lse: bool,
-              into: Partial | None = None, budget: int = 1 << 18) -> Partial:
-    """Every query scores the same small key subset `keys` (s,), masked by valid (n, s): O(n·s·d).
+@dataclass(frozen=True)
+class KeySubset(KeySet):
+    """Every query scores the same small key subset `keys` (s,), masked by valid (n, s): O(n·s·d)
+    (fixed's summaries, bigbird's global tokens)."""
 
-    Rows go in chunks whose scores hold about `budget` elements, and at most `step_elements` with
-    their output (whole under autograd)."""
-    b, h, n, d = q.shape
-    if grad_of(q, k, v):
-        scores = (q @ k[:, :, keys].transpose(-1, -2)).mul_(d**-0.5).masked_fill_(~valid, NEG_INF)  # (B, H, n, s)
-        return Partial(*softmax_part(scores, lambda p: p @ v[:, :, keys], need_lse))
-    q3 = q.reshape(b * h, n, d)
-    ks, vs = (x[:, :, keys].reshape(b * h, -1, d) for x in (k, v))  # (B·H, s, d)
-    dest = Blocks(q3, need_lse, into)
-    s = keys.numel()
-    chunk = max(1, min(budget // max(1, b * h * s), step_elements(q) // (b * h * (s + d) + s)))  # scores, out, mask
-    for start in range(0, n, chunk):
-        rows = slice(start, min(start + chunk, n))
-        # NB: bmm reads the rows of every head in place; a 4-D matmul copied them to fold the batch
-        scores = torch.bmm(q3[:, rows], ks.transpose(1, 2)).mul_(d**-0.5).masked_fill_(~valid[rows], NEG_INF)
-        out, lse = softmax_part(scores, lambda p: torch.bmm(p, vs), need_lse)  # (B·H, C, d), (B·H, C)
-        dest.put(rows, out, lse)
-        del scores, out, lse  # before the next step's (see step_elements)
-    return dest.partial(b, h)
+    keys: torch.Tensor  # (s,) long
+    valid: torch.Tensor  # (n, s) bool
+
+    def steps(self, q, k, v, need_lse: bool, into: Partial | None, budget: int = 1 << 18) -> Partial:
+        """Rows in chunks whose scores hold about `budget` elements, and at most `step_elements`
+        with their output."""
+        b, h, n, d = q.shape
+        q3 = q.reshape(b * h, n, d)
+        ks, vs = (x[:, :, self.keys].reshape(b * h, -1, d) for x in (k, v))  # (B·H, s, d)
+        dest = Blocks(q3, need_lse, into)
+        for rows in self._chunks(q, budget):
+            # NB: bmm reads the rows of every head in place; a 4-D matmul copied them to fold the batch
+            scores = torch.bmm(q3[:, rows], ks.transpose(1, 2)).mul_(d**-0.5).masked_fill_(~self.valid[rows], NEG_INF)
+            out, lse = softmax_part(scores, lambda p: torch.bmm(p, vs), need_lse)  # (B·H, C, d), (B·H, C)
+            dest.put(rows, out, lse)
+            del scores, out, lse  # before the next step's (see step_elements)
+        return dest.partial(b, h)
+
+    def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
+        """By the same chunks of rows, each a tile against the whole subset; dK, dV of the subset
+        summed over the chunks, then added to its keys."""
+        b, h, n, d = q.shape
+        flat = lambda x: x.reshape(b * h, n, *x.shape[3:])  # noqa: E731  (B·H, n, …)
+        q3, do3, lse3, shift3 = map(flat, (q, dout, lse, shift))
+        dq3 = dq.view(b * h, n, d)
+        ks, vs = (x[:, :, self.keys].reshape(b * h, -1, d) for x in (k, v))  # (B·H, s, d)
+        dks, dvs = torch.zeros_like(ks), torch.zeros_like(vs)
+        for rows in self._chunks(q, 1 << 18, tensors=3):
+            scores = torch.bmm(q3[:, rows], ks.transpose(1, 2)).mul_(d**-0.5).masked_fill_(~self.valid[rows], NEG_INF)
+            gq, gk, gv = tile_grads(scores, q3[:, rows], ks, vs, lse3[:, rows], do3[:, rows], shift3[:, rows], d**-0.5)
+            dq3[:, rows] += gq
+            dks += gk
+            dvs += gv
+            del scores, gq, gk, gv  # before the next step's (see step_elements)
+        dk.index_add_(2, self.keys, dks.view(b, h, -1, d))
+        dv.index_add_(2, self.keys, dvs.view(b, h, -1, d))
+
+    def _chunks(self, q, budget: int, tensors: int = 1):
+        """Slices of rows whose scores hold about `budget` elements and, with `tensors` (C, s) and
+        (C, d) tensors per head, at most `step_elements`."""
+        b, h, n, d = q.shape
+        s = self.keys.numel()
+        chunk = max(1, min(budget // max(1, b * h * s), step_elements(q) // (tensors * b * h * (s + d) + s)))
+        return [slice(start, min(start + chunk, n)) for start in range(0, n, chunk)]
 
 
 def full_rows(q, k, v, *, rows: int, causal: bool) -> torch.Tensor:

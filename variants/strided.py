@@ -5,12 +5,14 @@ Claim: P ≈ n·(2l + n/l); with l = ⌈√n⌉ the exponent in n is 1.5, with l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
-import torch.nn.functional as F
 
 from variants.masks import causal_clip, named
 from variants.band import band_plan
-from variants.native import NEG_INF, Partial, fold, grad_of, softmax_part, step_elements, union
+from variants.native import NEG_INF, KeySet, Partial, fold, softmax_part, step_elements, union
+from variants.part_grad import tile_grads
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param, sqrt_n
 
@@ -34,40 +36,61 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
 
 
 def plan(n: int, causal: bool, params: dict, like):
-    return band_plan(n, params["stride"] - 1, causal, like), params["stride"], causal
+    band = band_plan(n, params["stride"] - 1, causal, like)  # |i − j| < l
+    return band, Residues(params["stride"], causal)  # j ≡ i mod l, j != i
 
 
 def run(q, k, v, p):
-    band, stride, causal = p
-    return union(
-        q, k, v,
-        lambda into: band.part(q, k, v, need_lse=True, into=into),  # |i − j| < l
-        lambda into: residue_part(q, k, v, stride=stride, causal=causal, need_lse=True, into=into),  # j ≡ i mod l, j != i
-    )
+    return union(q, k, v, *p)
 
 
-def residue_part(q, k, v, *, stride: int, causal: bool, need_lse: bool, budget: int = 1 << 17,
-                 into: Partial | None = None) -> Partial:
+@dataclass(frozen=True)
+class Residues(KeySet):
     """Keys j with (i - j) mod l == 0 and j != i, as attention within each residue class.
 
     Positions p = m·l + r go to (r, m): l classes of about n/l rows each, so the work is
     l · (n/l)² · d = n²/l · d, i.e. O(n^1.5 · d) for l ∝ √n. Where l does not divide n, the first
     `rem` classes have one member more than the others: two sections, each a strided view, so no
-    reordered or padded copy of the input or output is made. Without autograd (`_by_head`), one
-    head's group of classes is a batch of matrices with row stride l·d that bmm reads in place, and
-    its results are written (or folded) straight back to positions m·l + r; under autograd
-    (`_whole`, the readable form) all heads go at once and the parts are joined out of place.
+    reordered or padded copy of the input or output is made. Per head, a group of classes is a
+    batch of matrices with row stride l·d that bmm reads in place, and its results are written (or
+    folded) straight back to positions m·l + r; the backward goes by the same groups.
     """
-    b, h, n, d = q.shape
-    if grad_of(q, k, v):
-        return Partial(*_join([_whole(q, k, v, r0, r1, count, stride, causal, need_lse, budget)
-                               for r0, r1, count in _sections(n, stride)], b, h, n))
-    fused = into is not None
-    out = into.out if fused else q.new_empty(b, h, n, d)
-    lse = into.lse if fused else (q.new_empty(b, h, n) if need_lse else None)
-    for r0, r1, count in _sections(n, stride):
-        _by_head(q, k, v, out, lse, fused, r0, r1, count, stride, causal, budget)
-    return into if fused else Partial(out, lse)
+
+    stride: int
+    causal: bool
+    budget: int = 1 << 17  # scores of a group of classes (in cache)
+
+    def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
+        b, h, n, d = q.shape
+        fused = into is not None
+        out = into.out if fused else q.new_empty(b, h, n, d)
+        lse = into.lse if fused else (q.new_empty(b, h, n) if need_lse else None)
+        for r0, r1, count in _sections(n, self.stride):
+            _by_head(q, k, v, out, lse, fused, r0, r1, count, self.stride, self.causal, self.budget)
+        return into if fused else Partial(out, lse)
+
+    def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
+        d = q.shape[-1]
+        for r0, r1, count in _sections(q.shape[2], self.stride):
+            masked = _diagonal(count, self.causal, q.device)
+            views = [_classes(x, self.stride, r0, r1, count) for x in (q, k, v, lse, dout, shift, dq, dk, dv)]
+            group = _group(q, count, self.budget, tensors=2)
+            for i in range(views[0].shape[0]):
+                for g0 in range(0, r1 - r0, group):
+                    cls = slice(g0, min(g0 + group, r1 - r0))
+                    qg, kg, vg, lg, dog, sg, dqg, dkg, dvg = (x[i, :, cls].transpose(0, 1) for x in views)  # (R, count, …)
+                    scores = torch.bmm(qg, kg.transpose(1, 2)).mul_(d**-0.5).masked_fill_(masked, NEG_INF)
+                    gq, gk, gv = tile_grads(scores, qg, kg, vg, lg, dog, sg, d**-0.5)
+                    dqg += gq
+                    dkg += gk
+                    dvg += gv
+                    del scores, gq, gk, gv  # before the next step's (see step_elements)
+
+
+def _group(q, count: int, budget: int, tensors: int = 1) -> int:
+    """Classes per step: their scores hold about `budget` elements and, with `tensors` such
+    (count, count) and (count, d) per class, at most `step_elements`."""
+    return max(1, min(budget // (count * count), step_elements(q) // (tensors * count * (count + q.shape[-1]))))
 
 
 def _diagonal(count: int, causal: bool, device) -> torch.Tensor:
@@ -77,13 +100,13 @@ def _diagonal(count: int, causal: bool, device) -> torch.Tensor:
 
 
 def _by_head(q, k, v, out, lse, fused: bool, r0: int, r1: int, count: int, l: int, causal: bool, budget: int):
-    """One section without autograd: per head, groups of classes whose scores hold about `budget`
-    elements (in cache) and, with their output, at most `step_elements`."""
+    """One section: per head, groups of classes whose scores hold about `budget` elements (in
+    cache) and, with their output, at most `step_elements`."""
     d = q.shape[-1]
     masked = _diagonal(count, causal, q.device)
     qs, ks, vs, outs = (_classes(x, l, r0, r1, count) for x in (q, k, v, out))  # (B·H, count, width[, d]) views
     ls = _classes(lse, l, r0, r1, count) if lse is not None else None
-    group = max(1, min(budget // (count * count), step_elements(q) // (count * (count + d))))
+    group = _group(q, count, budget)
     for i in range(qs.shape[0]):
         for g0 in range(0, r1 - r0, group):
             cls = slice(g0, min(g0 + group, r1 - r0))
@@ -98,23 +121,6 @@ def _by_head(q, k, v, out, lse, fused: bool, r0: int, r1: int, count: int, l: in
                 if ls is not None:
                     ls[i, :, cls].transpose(0, 1).copy_(s)
             del scores, o, s  # before the next step's (see step_elements)
-
-
-def _whole(q, k, v, r0: int, r1: int, count: int, l: int, causal: bool, need_lse: bool, budget: int):
-    """One section under autograd, all heads at once (matmul copies the strided groups): its
-    (B·H, count, width, d) output and (B·H, count, width) log-sum-exp, out of place."""
-    b, h, n, d = q.shape
-    masked = _diagonal(count, causal, q.device)
-    qs, ks, vs = (_classes(x, l, r0, r1, count) for x in (q, k, v))
-    group = max(1, budget // (b * h * count * count))
-    pieces = []
-    for g0 in range(0, r1 - r0, group):
-        cls = slice(g0, min(g0 + group, r1 - r0))
-        qg, kg, vg = (x[:, :, cls].permute(2, 0, 1, 3) for x in (qs, ks, vs))  # (R, B·H, count, d)
-        scores = (qg @ kg.transpose(-1, -2)).mul_(d**-0.5).masked_fill_(masked, NEG_INF)  # (R, B·H, count, count)
-        o, s = softmax_part(scores, lambda p: p @ vg, need_lse)
-        pieces.append((o.permute(1, 2, 0, 3), s.permute(1, 2, 0) if s is not None else None))  # (B·H, count, R, ·)
-    return tuple(torch.cat(x, dim=2) if x[0] is not None else None for x in zip(*pieces))
 
 
 def _sections(n: int, l: int) -> list[tuple[int, int, int]]:
@@ -132,18 +138,6 @@ def _classes(x: torch.Tensor, l: int, r0: int, r1: int, count: int) -> torch.Ten
     s = flat.stride()
     size = (flat.shape[0], count, r1 - r0, *flat.shape[2:])
     return flat.as_strided(size, (s[0], l * s[1], *s[1:]), flat.storage_offset() + r0 * s[1])
-
-
-def _join(sections, b: int, h: int, n: int):
-    """Autograd: the sections' (B·H, count, width, ·) outputs back in position order, out of place
-    (the second section, one member short, padded by one row to the first's count)."""
-    (o, s), *rest = sections
-    if rest:
-        (o2, s2), = rest
-        o = torch.cat([o, F.pad(o2, (0, 0, 0, 0, 0, 1))], dim=2)
-        s = torch.cat([s, F.pad(s2, (0, 0, 0, 1))], dim=2) if s is not None else None
-    out = o.reshape(b, h, -1, o.shape[-1])[:, :, :n]
-    return out, (s.reshape(b, h, -1)[:, :, :n] if s is not None else None)
 
 
 SPEC = pattern_variant(
