@@ -10,7 +10,8 @@ import torch
 from variants.global_tokens import TOKENS, global_tokens
 from variants.masks import or_masks
 from variants.band import band_plan
-from variants.native import KeySubset, full_rows, grad_of, row_keys, union
+from variants.global_rows import GlobalRows
+from variants.native import KeySubset, Union, row_keys
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.random_keys import KEYS, SEED, draw, random_pattern
 from variants.registry import Param
@@ -53,17 +54,11 @@ def plan(n: int, causal: bool, params: dict, like):
     sets = (band_plan(n, params["window"], causal, like),
             KeySubset(torch.arange(g, device=like.device), global_valid.to(like.device)),
             row_keys(idx, random_valid, like))
-    return sets, g, causal
+    return GlobalRows(Union(sets), g, causal)  # the window, the global keys, the random keys; rows i < g see all
 
 
-def run(q, k, v, p):
-    sets, g, causal = p
-    out = union(q, k, v, *sets)  # the window, the global keys, the random keys
-    rows = full_rows(q, k, v, rows=g, causal=causal)  # the global rows see every key
-    if grad_of(q, k, v):  # NB: autograd refuses writes into an output of union's own backward
-        return torch.cat([rows, out[:, :, g:]], dim=2)
-    out[:, :, :g] = rows
-    return out
+def run(q, k, v, plan):
+    return plan.part(q, k, v, need_lse=False).out
 
 
 SPEC = pattern_variant(

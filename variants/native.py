@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from variants.part_grad import OwnBackward, tile_grads
 
@@ -318,19 +317,6 @@ class KeySubset(KeySet):
         s = self.keys.numel()
         chunk = max(1, min(budget // max(1, b * h * s), step_elements(q) // (tensors * b * h * (s + d) + s)))
         return [slice(start, min(start + chunk, n)) for start in range(0, n, chunk)]
-
-
-def full_rows(q, k, v, *, rows: int, causal: bool) -> torch.Tensor:
-    """The first `rows` queries attend to every key (global tokens): O(rows · n · d).
-
-    Non-causal through SDPA, whose CPU kernel goes in tiles of keys (no rows × n scores held);
-    causal rows i < rows see only keys j <= i < rows: a rows × rows block."""
-    from variants.impls import dense_attention
-
-    qg = q[:, :, :rows]
-    if causal:
-        return dense_attention(qg, k[:, :, :rows], v[:, :, :rows], causal=True)
-    return F.scaled_dot_product_attention(qg, k, v)
 
 
 def random_keys(seq_len: int, keys: int, seed: int) -> torch.Tensor:

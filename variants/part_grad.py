@@ -33,13 +33,24 @@ class OwnBackward(torch.autograd.Function):
     def backward(ctx, dout, dlse):
         q, k, v, out, lse = ctx.saved_tensors
         dout = dout.contiguous()  # the sets take views of it by rows and classes
-        shift = (dout * out).sum(-1)  # (B, H, n)
+        shift = rowdot(dout, out)  # (B, H, n)
         if dlse is not None:
             shift.sub_(dlse)
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         lse = lse.masked_fill(lse == float("-inf"), 0.0)  # a row with no key: its scores are −inf, P = 0
         ctx.keys.grads(q, k, v, lse, dout, shift, dq, dk, dv)
         return dq, dk, dv, None
+
+
+def rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Σ_d a ∘ b of (B, H, n, d) tensors: (B, H, n), by chunks of rows of at most half the output.
+    NB: linalg.vecdot and (a * b).sum(-1) on CPU both make the whole product first (one output)."""
+    n, d = a.shape[-2:]
+    out = a.new_empty(a.shape[:-1])
+    chunk = max(1, n // 2)
+    for r0 in range(0, n, chunk):
+        out[..., r0 : r0 + chunk] = (a[..., r0 : r0 + chunk, :] * b[..., r0 : r0 + chunk, :]).sum(-1)
+    return out
 
 
 def tile_grads(scores, qr, kt, vt, lse, dor, shift, scale: float):
