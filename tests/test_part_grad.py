@@ -67,12 +67,12 @@ def test_band_backward_is_autograd_through_the_readable_steps(causal, reach, n):
         assert (a - b).abs().max().item() < 1e-12, f"d{name} (reach {reach}, n = {n})"
 
 
-@pytest.mark.parametrize("name", ["random", "sliding_window", "strided", "fixed", "bigbird", "global"])
+@pytest.mark.parametrize("name", ["random", "sliding_window", "strided", "fixed", "bigbird", "global", "neighborhood"])
 def test_native_fwd_bwd_holds_a_few_outputs(name):
     """The timed fwd_bwd call (as suite.run.measure builds it) above its inputs at n = 1024: the
     gradients of q, k, v (3 outputs), the output, and a step; SDPA's is 5.3. Autograd through the
     steps kept their gathered K and V or scores: bigbird 101, random 86, strided 21, fixed 16,
-    sliding_window 10, global 7 at n = 2048."""
+    sliding_window 10, global 7 at n = 2048, neighborhood 12.8 at 1024."""
     spec = variants.get(name)
     q, k, v = (torch.randn(1, 8, 1024, 64, requires_grad=True) for _ in range(3))
     call = spec.prepare(q, k, v, impl="native", causal=False)
@@ -95,7 +95,7 @@ def test_the_sweeps_check_sees_a_wrong_backward(monkeypatch, name):
     assert against_reference(spec, "native", make, 97, {}, False, grads=True)[0] > 1e-2
 
 
-@pytest.mark.parametrize("name", ["sliding_window", "strided", "fixed", "bigbird", "random", "global"])
+@pytest.mark.parametrize("name", ["sliding_window", "strided", "fixed", "bigbird", "random", "global", "neighborhood"])
 def test_gradients_equal_dense_at_the_full_grids_fwd_bwd_shape(name):
     """At n = 2048, H = 8, d = 64 (the full grid's largest fwd_bwd case), float64: the chunks,
     head groups and class groups the timed backward takes there, not only those of a small n."""

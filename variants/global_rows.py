@@ -83,7 +83,7 @@ class GlobalRows(KeySet):
                 j = torch.arange(keys.start, keys.stop, device=q.device)
                 scores.masked_fill_(j[None, :] > torch.arange(g, device=q.device)[:, None], NEG_INF)
             yield keys, scores
-
+            del scores  # NB: the generator's name would keep this step alive beside the next
 
 def full_rows(q, k, v, *, rows: int, causal: bool) -> torch.Tensor:
     """The first `rows` queries attend to every key (global tokens): O(rows · n · d).
