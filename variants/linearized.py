@@ -60,16 +60,9 @@ def _recording(*tensors) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
-def _accumulate(total, part):
-    """total + part: in place unless autograd records (then it must see each step)."""
-    return total + part if _recording(total, part) else total.add_(part)
-
-
 def _add_product(state, fk, v):
-    """state + φ(k)ᵀ v, (B, H, m, d): accumulated by the GEMM itself (baddbmm_) unless autograd
-    records, so no (m × d) product is held beside the state (at n ≤ m, an output's size)."""
-    if _recording(state, fk, v):
-        return state + fk.transpose(-1, -2) @ v
+    """state + φ(k)ᵀ v, (B, H, m, d), in place: accumulated by the GEMM itself (baddbmm_), so no
+    (m × d) product is held beside the state (at n ≤ m, an output's size). No autograd here."""
     b, h, c, m = fk.shape
     state.view(b * h, m, -1).baddbmm_(fk.reshape(b * h, c, m).transpose(1, 2), v.reshape(b * h, c, -1))
     return state
@@ -79,52 +72,64 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 17
     """Q′(K′ᵀV) in O(n·m·d) time, streaming over row chunks so the working set stays in cache
     (chunks of `rows_per_step`).
 
-    Bidirectional: one pass accumulates S = Σ φ(k_j) v_jᵀ and z = Σ φ(k_j), a second applies them;
-    under autograd with its own backward (`Bidirectional`). Causal: one pass over chunks; within a
-    chunk the masked (C × C) form, before it the running state of all earlier chunks (chunked
-    prefix sums); under autograd, autograd through the chunks (the readable form).
+    Bidirectional: one pass accumulates S = Σ φ(k_j) v_jᵀ and z = Σ φ(k_j), a second applies them.
+    Causal: one pass over chunks; within a chunk the masked (C × C) form, before it the running
+    state of all earlier chunks (chunked prefix sums). Under autograd each has its own backward
+    (variants.linear_grad), which recomputes φ chunk by chunk.
     """
     b, h, n, d = q.shape
-    if not causal:
-        if _recording(q, k, v):
-            return Bidirectional.apply(q, k, v, phi, budget)
-        return _bidirectional(phi, q, k, v, budget)[0]
+    if causal:  # NB: each chunk's (C × C) scores are at most a quarter of the output's size: C² ≤ n·d/4
+        step = rows_per_step(phi, q, min(256, max(32, budget // (b * h * max(d, _features(phi, d)))),
+                                         max(32, math.isqrt(n * d // 4))), causal=True)
+    else:
+        step = rows_per_step(phi, q, max(64, budget // (b * h * max(d, _features(phi, d)))))
+    if _recording(q, k, v):
+        from variants.linear_grad import Bidirectional, Causal  # NB: it builds on this module
+
+        return (Causal if causal else Bidirectional).apply(q, k, v, phi, step)
+    return (_causal(phi, q, k, v, step) if causal else _bidirectional(phi, q, k, v, step))[0]
+
+
+def _causal(phi: FeatureMap, q, k, v, step: int):
+    """Without autograd: (out,) by chunks of `step` rows, each against the running state of the
+    chunks before it and, masked, its own keys."""
+    b, h, n, d = q.shape
     out = torch.empty_like(q)
     state = z = scale = None
-    # NB: each chunk's (C × C) scores are at most a quarter of the output's size: C² ≤ n·d/4
-    step = rows_per_step(phi, q, min(256, max(32, budget // (b * h * max(d, _features(phi, d)))),
-                                     max(32, math.isqrt(n * d // 4))), causal=True)
     for r0 in range(0, n, step):
         rows = slice(r0, r0 + step)
         fq = phi.query(q[:, :, rows])
         fk, s = phi.key(k[:, :, rows])
         if state is None:
-            state = torch.zeros(b, h, fk.shape[-1], d, dtype=q.dtype, device=q.device)
-            z = torch.zeros(b, h, fk.shape[-1], dtype=q.dtype, device=q.device)
+            state, z = _zero_state(q, fk.shape[-1])
         state, z, scale, weight = _rescale(state, z, scale, s)
-        fk = fk * weight if _recording(fk) else fk.mul_(weight)
+        fk.mul_(weight)
         local = (fq @ fk.transpose(-1, -2)).tril_()  # (B, H, C, C)
         num = local @ v[:, :, rows] + fq @ state
         den = local.sum(dim=-1) + (fq @ z[..., None]).squeeze(-1)
         out[:, :, rows] = num / den[..., None]
         state = _add_product(state, fk, v[:, :, rows])
-        z = _accumulate(z, fk.sum(dim=-2))
-    return out
+        z.add_(fk.sum(dim=-2))
+        del fq, fk, local, num, den  # before the next step's (see variants.native.step_elements)
+    return (out,)
 
 
-def _bidirectional(phi: FeatureMap, q, k, v, budget: int):
-    """Without autograd: (out, S, z, log-scale, rows of a chunk). S (B, H, m, d) and z (B, H, m) are
-    the sums over the keys at the final log-scale. NB: keys may be another sequence's (cross
-    attention: n_k ≠ n)."""
-    b, h, n, d = q.shape
+def _zero_state(q, m: int):
+    """S (B, H, m, d) and z (B, H, m), zero."""
+    b, h, _, d = q.shape
+    return q.new_zeros(b, h, m, d), q.new_zeros(b, h, m)
+
+
+def _bidirectional(phi: FeatureMap, q, k, v, step: int):
+    """Without autograd: (out, S, z, log-scale). S (B, H, m, d) and z (B, H, m) are the sums over
+    the keys at the final log-scale. NB: keys may be another sequence's (cross attention: n_k ≠ n)."""
+    n = q.shape[2]
     out = torch.empty_like(q)
     state = z = scale = None
-    step = rows_per_step(phi, q, max(64, budget // (b * h * max(d, _features(phi, d)))))
     for r0 in range(0, k.shape[-2], step):
         fk, s = phi.key(k[:, :, r0 : r0 + step])  # (B, H, C, m)
         if state is None:
-            state = torch.zeros(b, h, fk.shape[-1], d, dtype=q.dtype, device=q.device)
-            z = torch.zeros(b, h, fk.shape[-1], dtype=q.dtype, device=q.device)
+            state, z = _zero_state(q, fk.shape[-1])
         state, z, scale, weight = _rescale(state, z, scale, s)  # weight: (B, H, 1, 1)
         state = _add_product(state, fk.mul_(weight), v[:, :, r0 : r0 + step])
         z.add_(fk.sum(dim=-2))
@@ -133,55 +138,7 @@ def _bidirectional(phi: FeatureMap, q, k, v, budget: int):
         fq = phi.query(q[:, :, r0 : r0 + step])
         out[:, :, r0 : r0 + step] = (fq @ state).div_(fq @ z[..., None])  # NB: mm keeps no output
         del fq
-    return out, state, z, scale, step
-
-
-class Bidirectional(torch.autograd.Function):
-    """Bidirectional linearized attention with its own backward: the forward keeps out, S and z
-    (m/n of an output each); the backward recomputes φ chunk by chunk, through autograd of that
-    chunk's φ only. With N = φ(q)ᵀS, D = φ(q)ᵀz, out = N/D:
-
-        dN = dO/D,  dD = −rowsum(dO ∘ out)/D,  dφ(q) = dN·Sᵀ + dD·zᵀ,  dS = Σ φ(q)ᵀdN,  dz = Σ φ(q)ᵀdD
-        dV = φ(k)·dS,  dφ(k) = V·dSᵀ + dz   (φ(k) at the final log-scale: its chunk's weight)
-    """
-
-    @staticmethod
-    def forward(ctx, q, k, v, phi, budget):
-        with torch.no_grad():
-            out, state, z, scale, step = _bidirectional(phi, q, k, v, budget)  # step: the forward's rows
-        ctx.save_for_backward(q, k, v, out, state, z, scale)
-        # the map's autograd record, the gradient into φ, φ(q)∘dD: three more (rows × m) than the forward's
-        ctx.phi, ctx.step = phi, rows_per_step(phi, q, step, more=3)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        q, k, v, out, state, z, scale = ctx.saved_tensors
-        phi, step = ctx.phi, ctx.step
-        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        d_state, dz = torch.zeros_like(state), torch.zeros_like(z)
-        for r0 in range(0, q.shape[-2], step):
-            rows = slice(r0, r0 + step)
-            with torch.enable_grad():
-                x = q[:, :, rows].detach().requires_grad_(True)
-                fq = phi.query(x)  # (B, H, C, m)
-            den = (fq.detach() @ z[..., None])  # (B, H, C, 1)
-            dnum = dout[:, :, rows] / den
-            dden = -(dnum * out[:, :, rows]).sum(-1, keepdim=True)  # (B, H, C, 1)
-            d_state.add_(fq.detach().transpose(-1, -2) @ dnum)
-            dz.add_((fq.detach() * dden).sum(-2))
-            dq[:, :, rows] = torch.autograd.grad(fq, x, dnum @ state.transpose(-1, -2) + dden * z[..., None, :])[0]
-            del x, fq, den, dnum, dden
-        for r0 in range(0, k.shape[-2], step):
-            rows = slice(r0, r0 + step)
-            with torch.enable_grad():
-                x = k[:, :, rows].detach().requires_grad_(True)
-                fk, s = phi.key(x)
-                fk = fk * torch.exp(s - scale)  # at the final log-scale (a detached constant)
-            dv[:, :, rows] = fk.detach() @ d_state
-            dk[:, :, rows] = torch.autograd.grad(fk, x, v[:, :, rows] @ d_state.transpose(-1, -2) + dz[..., None, :])[0]
-            del x, fk
-        return dq, dk, dv, None, None
+    return out, state, z, scale
 
 
 def rows_per_step(phi: FeatureMap, q: torch.Tensor, cap: int, causal: bool = False, least: int = 16,
