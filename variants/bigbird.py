@@ -11,7 +11,7 @@ from variants.global_tokens import TOKENS, global_tokens
 from variants.masks import or_masks
 from variants.band import band_plan
 from variants.global_rows import GlobalRows
-from variants.native import KeySubset, Union, row_keys
+from variants.native import KeySubset, Union, output, row_keys
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.random_keys import KEYS, SEED, draw, random_pattern
 from variants.registry import Param
@@ -57,10 +57,6 @@ def plan(n: int, causal: bool, params: dict, like):
     return GlobalRows(Union(sets), g, causal)  # the window, the global keys, the random keys; rows i < g see all
 
 
-def run(q, k, v, plan):
-    return plan.part(q, k, v, need_lse=False).out
-
-
 SPEC = pattern_variant(
     name="bigbird",
     doc=__doc__,
@@ -69,5 +65,5 @@ SPEC = pattern_variant(
     predicate=bigbird,
     row_counts=row_counts,
     exponent=lambda explicit: 1.0,
-    native=native_impl(plan=plan, run=run, cost="O(n·(w + g + r)·d): a band, global keys, sampled random keys"),
+    native=native_impl(plan=plan, run=output, cost="O(n·(w + g + r)·d): a band, global keys, sampled random keys"),
 )

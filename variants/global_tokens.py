@@ -9,7 +9,7 @@ import torch
 
 from variants.masks import named
 from variants.global_rows import GlobalRows, OwnKey, full_rows
-from variants.native import KeySubset, Union, grad_of, step_elements
+from variants.native import KeySubset, Union, grad_of, output, step_elements
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param
 
@@ -35,7 +35,7 @@ def run(q, k, v, plan, budget: int = 1 << 18):
     g, causal, sets = plan
     b, h, n, d = q.shape
     if grad_of(q, k, v):  # the same keys as disjoint sets, each with its own backward (variants.part_grad)
-        return sets.part(q, k, v, need_lse=False).out
+        return output(q, k, v, sets)
     out = torch.empty_like(q)
     per_row = b * h * (2 * (g + 1) + d)  # q·kgᵀ and the scores it is joined into, the rows' output
     chunk = max(1, min(budget // (b * h * (g + 1)), step_elements(q) // per_row))

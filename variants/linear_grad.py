@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from variants.linearized import FeatureMap, _bidirectional, _causal, _rescale, _zero_state, rows_per_step
+from variants.linearized import FeatureMap, _add_product, _bidirectional, _causal, _rescale, _zero_state, rows_per_step
 from variants.part_grad import rowdot
 
 MORE = 3  # (rows × m) a backward chunk holds beside the map's: its autograd record, dφ, φ(q)∘dD
@@ -74,9 +74,9 @@ class Causal(torch.autograd.Function):
     def backward(ctx, dout):
         q, k, v, out = ctx.saved_tensors
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        chunks = _chunks(q.shape[-2], ctx.step)
-        den, scales = _prefix_pass(ctx.phi, q, k, v, out, dout.contiguous(), chunks, dq)
-        _suffix_pass(ctx.phi, q, k, v, out, dout.contiguous(), chunks, den, scales, dk, dv)
+        chunks, dout = _chunks(q.shape[-2], ctx.step), dout.contiguous()
+        den, scales = _prefix_pass(ctx.phi, q, k, v, out, dout, chunks, dq)
+        _suffix_pass(ctx.phi, q, k, v, out, dout, chunks, den, scales, dk, dv)
         return dq, dk, dv, None, None
 
 
@@ -98,7 +98,7 @@ def _prefix_pass(phi, q, k, v, out, dout, chunks, dq):
         dfq = (lower @ fk).add_(dn @ state.transpose(-1, -2)).add_(dd * z[..., None, :])  # (B, H, C, m)
         dq[:, :, rows] = torch.autograd.grad(fq, x, dfq)[0]
         scales.append(scale)
-        state.view(-1, *state.shape[2:]).baddbmm_(fk.flatten(0, 1).transpose(1, 2), v[:, :, rows].flatten(0, 1))
+        _add_product(state, fk, v[:, :, rows])
         z.add_(fk.sum(dim=-2))
         del x, fq, f, fk, dn, dd, lower, dfq  # before the next step's
     return den, scales

@@ -14,7 +14,7 @@ import torch
 
 from variants.impls import REDUCED
 from variants.masks import named
-from variants.native import KeySet, Partial, softmax_part, step_elements
+from variants.native import KeySet, Partial, output, softmax_part, step_elements
 from variants.part_grad import tile_grads
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.peers import peer
@@ -112,10 +112,6 @@ class KeyRanges(KeySet):
                 del scores  # NB: the generator's name kept this step alive beside the next (1.47 -> 1.75 outputs)
 
 
-def run(q, k, v, ranges: KeyRanges):
-    return ranges.part(q, k, v, need_lse=False).out
-
-
 def natten_call(q, k, v, causal, params):
     """NATTEN's na1d on heads-last tensors; on CPU its flex backend runs uncompiled."""
     import natten
@@ -132,7 +128,7 @@ SPEC = pattern_variant(
     predicate=window,
     row_counts=row_counts,
     exponent=lambda explicit: 1.0,
-    native=native_impl(plan=plan, run=run, cost="O(n·(K + 128)·d): blocks of 128 queries against their key range"),
+    native=native_impl(plan=plan, run=output, cost="O(n·(K + 128)·d): blocks of 128 queries against their key range"),
     extra_impls=(peer("natten", "natten", natten_call, supports_causal=False, dtypes=REDUCED,
                       install="pip install --no-build-isolation natten: it builds against the installed torch",
                       cost="NATTEN's fused kernels on CUDA; on CPU its flex backend, uncompiled",

@@ -11,7 +11,7 @@ import functools
 import torch
 
 from variants.masks import named
-from variants.native import random_keys, row_keys
+from variants.native import output, random_keys, row_keys
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param
 
@@ -75,7 +75,7 @@ SPEC = pattern_variant(
     exponent=lambda explicit: 1.0,
     native=native_impl(
         plan=plan,
-        run=lambda q, k, v, p: p.part(q, k, v, need_lse=False).out,  # one part: its output as it is
+        run=output,  # one part: its output as it is
         cost="O(n·r·d): scores sampled at r + 1 keys per query (CSR SDDMM, then SpMM)",
     ),
 )

@@ -13,7 +13,7 @@ import torch
 
 from variants import full
 from variants.impls import dense_impl, flex_impl, sdpa_impl, xformers_bias, xformers_impl
-from variants.native import NEG_INF, KeySet, Partial, softmax_part, step_elements
+from variants.native import NEG_INF, KeySet, Partial, output, softmax_part, step_elements
 from variants.part_grad import tile_grads
 from variants.pattern import pattern_theory
 from variants.registry import Impl, Param, Prepared, VariantSpec, register
@@ -24,7 +24,7 @@ GROUPS = Param("groups", None, "KV heads G (H divisible by G); default: taken fr
 def grouped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     """Fold the H/G query heads of a group into rows: one matmul per group, K/V never repeated
     (`GroupedKeys`; under autograd with its own backward, variants.part_grad)."""
-    return GroupedKeys(causal).part(q, k, v, need_lse=False).out
+    return output(q, k, v, GroupedKeys(causal))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import torch
 from variants.impls import xformers_bias, xformers_impl
 from variants.masks import causal_clip, named
 from variants.band import band_plan
+from variants.native import output
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.peers import peer
 from variants.registry import Differs, Param
@@ -60,7 +61,7 @@ SPEC = pattern_variant(
     exponent=lambda explicit: 1.0,
     native=native_impl(
         plan=lambda n, causal, p, like: band_plan(n, p["window"], causal, like),
-        run=lambda q, k, v, plan: plan.part(q, k, v, need_lse=False).out,  # one part: its output as it is
+        run=output,  # one part: its output as it is
         cost="O(n·w·d): blocks of queries against their neighbouring key blocks",
     ),
     extra_impls=(xformers_impl(xformers_bias("window")), LOCAL_ATTENTION),
