@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from variants.native import fold, softmax_part, step_elements
+from variants.lsh_steps import SELF_SCORE, Rounds, rounds_forward, with_previous
 from variants.peers import peer
 from variants.registry import Differs, Impl, Param, Prepared, VariantSpec, register
 from variants.theory import SOFTMAX_OPS_PER_PAIR, Theory
@@ -28,7 +28,6 @@ BUCKETS = Param("buckets", 32, "hash buckets b (even)", minimum=2)
 ROUNDS = Param("rounds", 4, "hash rounds", minimum=1, maximum=lambda n: 64)
 CHUNK = Param("chunk", 64, "rows per chunk after sorting", minimum=1)
 SEED = Param("seed", 0, "seed of the rotations", minimum=0)
-SELF_SCORE = -5e4  # a query's own key: used only when no other key is allowed
 
 
 def check(seq_len: int, params: dict) -> None:
@@ -114,11 +113,6 @@ def chunked(x: torch.Tensor, order: torch.Tensor, chunk: int) -> torch.Tensor:
     return rows.view(b, h, padded // chunk, chunk, d)
 
 
-def with_previous(x: torch.Tensor) -> torch.Tensor:
-    """Each chunk followed by the one before it (the first by the last): (B, H, C, 2·chunk, ...)."""
-    return x if x.shape[2] == 1 else torch.cat([x, x.roll(1, dims=2)], dim=3)
-
-
 def one_round(q, keys, v, order, chunk: int, causal: bool):
     """Out and log-sum-exp of one round, in the original order: (B, H, n, d), (B, H, n)."""
     b, h, n, d = q.shape
@@ -138,70 +132,22 @@ def one_round(q, keys, v, order, chunk: int, causal: bool):
     return out, lse.view(b, h, padded)[:, :, :n].gather(2, undo)
 
 
-def native(q, k, v, causal: bool, params: dict, rot) -> torch.Tensor:
-    """Sort, chunk, attend to two chunks: O(rounds·(n log n + n·2·chunk·d)) time and O(n·chunk) memory.
+def readable(q, k, v, causal: bool, params: dict, rot) -> torch.Tensor:
+    """The native algorithm's readable form: every round whole, with sorted copies, merged at the
+    end (O(rounds·n·c) memory; autograd through it held 57 outputs at n = 1024)."""
+    order = sort_order(hashes(q, rot))
+    keys = torch.nn.functional.normalize(q, dim=-1)
+    rounds = [one_round(q, keys, v, order[:, :, r], params["chunk"], causal) for r in range(order.shape[2])]
+    return merge_rounds(torch.stack([o for o, _ in rounds], 2), torch.stack([s for _, s in rounds], 2))
 
-    Without autograd, `streamed`; under it, every round whole and merged at the end (the readable form)."""
+
+def native(q, k, v, causal: bool, params: dict, rot) -> torch.Tensor:
+    """Sort, chunk, attend to two chunks: O(rounds·(n log n + n·2c·d)) time and O(n·c) memory, a
+    step at a time (variants.lsh_steps); under autograd with its own backward, in a few outputs."""
     order = sort_order(hashes(q, rot))
     if torch.is_grad_enabled() and (q.requires_grad or v.requires_grad):
-        keys = torch.nn.functional.normalize(q, dim=-1)
-        rounds = [one_round(q, keys, v, order[:, :, r], params["chunk"], causal) for r in range(order.shape[2])]
-        return merge_rounds(torch.stack([o for o, _ in rounds], 2), torch.stack([s for _, s in rounds], 2))
-    out, lse = torch.empty_like(q), q.new_empty(q.shape[:3])
-    for r in range(order.shape[2]):
-        streamed(q, v, order[:, :, r], params["chunk"], causal, out, lse, first=r == 0)
-    return out
-
-
-def streamed(q, v, order, chunk: int, causal: bool, out, lse, first: bool) -> None:
-    """One round folded into (out, lse) in place, a group of heads and of sorted chunks at a time:
-    each group's rows, its keys (normalized as they are gathered) and values are gathered from q
-    and v, and its results written (first round) or folded (later rounds) back at their positions.
-    A step holds at most `step_elements`; no sorted copy of the sequence is made."""
-    b, h, n, d = q.shape
-    pos = torch.nn.functional.pad(order, (0, -(-n // chunk) * chunk - n), value=-1).view(b, h, -1, chunk)
-    kpos = with_previous(pos)  # (B, H, C, 2c): -1 marks padding
-    per_chunk = b * chunk * (2 * chunk + 8 * d)  # a head's scores; rows, keys (and their norms), values, output
-    heads = max(1, min(h, step_elements(q) // per_chunk))
-    group = max(1, step_elements(q) // (per_chunk * heads))
-    base = (torch.arange(b * h, device=q.device) * n).view(b, h, 1, 1)  # row of (b, h, 0) in the flat (B·H·n, d)
-    flat, flat_v, flat_out, flat_lse = q.view(-1, d), v.view(-1, d), out.view(-1, d), lse.view(-1)
-    for h0 in range(0, h, heads):
-        hs = slice(h0, h0 + heads)
-        for c0 in range(0, pos.shape[2], group):
-            qp, kp = pos[:, hs, c0 : c0 + group], kpos[:, hs, c0 : c0 + group]  # (B, h', G, c), (B, h', G, 2c)
-            o, l = _attend(flat, flat_v, qp, kp, base[:, hs], causal)
-            rows = min(qp.shape[2] * chunk, n - c0 * chunk)  # padded query rows (the last chunk's tail) dropped
-            at = (qp.clamp(min=0) + base[:, hs]).reshape(b, qp.shape[1], -1)[:, :, :rows].reshape(-1)
-            o, l = o.reshape(b, qp.shape[1], -1, d)[:, :, :rows].reshape(-1, d), l.reshape(b, qp.shape[1], -1)[:, :, :rows].reshape(-1)
-            if not first:
-                acc, acc_lse = flat_out.index_select(0, at), flat_lse.index_select(0, at)
-                fold(acc, acc_lse, o, l)
-                o, l = acc, acc_lse
-            flat_out.index_copy_(0, at, o)
-            flat_lse.index_copy_(0, at, l)
-            del o, l  # before the next step's (see variants.native.step_elements)
-
-
-def _attend(flat, flat_v, qp, kp, base, causal: bool):
-    """Sorted chunks at positions qp (B, H, G, c) against keys at kp (B, H, G, 2c): out, log-sum-exp.
-    flat, flat_v: q and v as (B·H·n, d) rows; base (B, H, 1, 1): the first row of each head there."""
-    d = flat.shape[-1]
-    sq, sv, sk = _gathered(flat, qp, base), _gathered(flat_v, kp, base), _gathered(flat, kp, base)
-    sk.div_(sk.norm(dim=-1, keepdim=True).clamp_min_(1e-12))  # shared QK: F.normalize, in place
-    s = (sq @ sk.transpose(-1, -2)).mul_(d**-0.5)  # (B, H, G, c, 2c)
-    hidden = kp[..., None, :] < 0
-    if causal:
-        hidden = hidden | (kp[..., None, :] > qp[..., :, None])
-    s.masked_fill_(hidden, float("-inf")).masked_fill_(kp[..., None, :] == qp[..., :, None], SELF_SCORE)
-    return softmax_part(s, lambda p: p @ sv, need_lse=True)  # (B, H, G, c, d), (B, H, G, c)
-
-
-def _gathered(flat: torch.Tensor, at: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
-    """Rows at positions `at` (B, H, G, w) of each head, -1 read as row 0: (B, H, G, w, d).
-    NB: whole rows by index_select; gather with an index expanded over d was 2x slower."""
-    rows = (at.clamp(min=0) + base).reshape(-1)
-    return flat.index_select(0, rows).view(*at.shape, flat.shape[-1])
+        return Rounds.apply(q, v, order, params["chunk"], causal)
+    return rounds_forward(q, v, order, params["chunk"], causal)[0]
 
 
 def make(name: str, run, cost: str, work: str) -> Impl:

@@ -1,0 +1,163 @@
+"""Reformer's hash rounds in steps, forward and backward, in a few outputs of memory.
+
+A round's positions are sorted by bucket and cut into chunks; each sorted chunk attends to itself
+and the chunk before it. A step takes a group of heads and of sorted chunks: it gathers their query
+rows, their keys (the queries, normalized as they are gathered: shared QK) and values from q and v
+at their positions, so no sorted copy of the sequence is made. The forward folds each round into
+one (out, lse) in place (variants.native.fold: the rounds' merge by their lse is the softmax over
+the multiset union of their keys). Under autograd, `Rounds` keeps out and lse, and its backward
+recomputes every step's scores against that whole lse (variants.part_grad), FlashAttention's way:
+autograd through the whole rounds kept 57 outputs at n = 1024.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from variants.native import fold, softmax_part, step_elements
+from variants.part_grad import rowdot
+
+SELF_SCORE = -5e4  # a query's own key: used only when no other key is allowed
+EPS = 1e-12  # F.normalize's floor on a key's norm
+
+
+def with_previous(x: torch.Tensor) -> torch.Tensor:
+    """Each chunk followed by the one before it (the first by the last): (B, H, C, 2·chunk, ...)."""
+    return x if x.shape[2] == 1 else torch.cat([x, x.roll(1, dims=2)], dim=3)
+
+
+class Round:
+    """One round's sorted chunks and the steps that cover them, each at most `step_elements` with
+    `per_row` elements per sorted row of a head (its scores, gathered rows and products)."""
+
+    def __init__(self, q: torch.Tensor, order: torch.Tensor, chunk: int, per_row: int):
+        b, h, n, d = q.shape
+        self.n, self.chunk = n, chunk
+        self.pos = torch.nn.functional.pad(order, (0, -(-n // chunk) * chunk - n), value=-1).view(b, h, -1, chunk)
+        self.kpos = with_previous(self.pos)  # (B, H, C, 2c): -1 marks padding
+        self.base = (torch.arange(b * h, device=q.device) * n).view(b, h, 1, 1)  # row of (b, h, 0) in (B·H·n, d)
+        per_chunk = b * chunk * per_row
+        self.heads = max(1, min(h, step_elements(q) // per_chunk))
+        self.group = max(1, step_elements(q) // (per_chunk * self.heads))
+
+    def steps(self):
+        """(c0, qp, kp, base) per step: its first sorted chunk, positions (B, h', G, c) and
+        (B, h', G, 2c), -1 for padding, and each head's first row in (B·H·n, d)."""
+        h = self.pos.shape[1]
+        for h0 in range(0, h, self.heads):
+            hs = slice(h0, h0 + self.heads)
+            for c0 in range(0, self.pos.shape[2], self.group):
+                yield c0, self.pos[:, hs, c0 : c0 + self.group], self.kpos[:, hs, c0 : c0 + self.group], self.base[:, hs]
+
+
+def gathered(flat: torch.Tensor, at: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+    """Rows at positions `at` (B, H, G, w) of each head, -1 read as row 0: (B, H, G, w, d).
+    NB: whole rows by index_select; gather with an index expanded over d was 2x slower."""
+    return flat.index_select(0, flat_rows(at, base)).view(*at.shape, flat.shape[-1])
+
+
+def flat_rows(at: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+    return (at.clamp(min=0) + base).reshape(-1)
+
+
+def scores(sq, sk, qp, kp, causal: bool, pad_rows: bool = False) -> torch.Tensor:
+    """q·k̂/√d of a step (B, H, G, c, 2c), its own key at SELF_SCORE, hidden keys at −inf (and, with
+    `pad_rows`, padded query rows: the backward sums over them)."""
+    s = (sq @ sk.transpose(-1, -2)).mul_(sq.shape[-1] ** -0.5)
+    s.masked_fill_(kp[..., None, :] == qp[..., :, None], SELF_SCORE)
+    hidden = kp[..., None, :] < 0
+    if causal:
+        hidden = hidden | (kp[..., None, :] > qp[..., :, None])
+    if pad_rows:
+        hidden = hidden | (qp[..., :, None] < 0)
+    return s.masked_fill_(hidden, float("-inf"))
+
+
+def normalized(raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """k̂ = x/max(‖x‖, EPS) in place, and the norms (…, 1) it divided by."""
+    norm = raw.norm(dim=-1, keepdim=True).clamp_min_(EPS)
+    return raw.div_(norm), norm
+
+
+def streamed(q, v, order, chunk: int, causal: bool, out, lse, first: bool) -> None:
+    """One round written (first round) or folded (later rounds) into (out, lse) in place."""
+    b, h, n, d = q.shape
+    rnd = Round(q, order, chunk, per_row=2 * chunk + 8 * d)  # scores; rows, keys (and norms), values, output
+    flat, flat_v, flat_out, flat_lse = q.view(-1, d), v.view(-1, d), out.view(-1, d), lse.view(-1)
+    for c0, qp, kp, base in rnd.steps():
+        sk, _ = normalized(gathered(flat, kp, base))
+        s = scores(gathered(flat, qp, base), sk, qp, kp, causal)
+        o, l = softmax_part(s, lambda p: p @ gathered(flat_v, kp, base), need_lse=True)  # (B, h', G, c, d), (…, c)
+        rows = min(qp.shape[2] * chunk, n - c0 * chunk)  # padded query rows (the last chunk's tail) dropped
+        at = (qp.clamp(min=0) + base).reshape(b, qp.shape[1], -1)[:, :, :rows].reshape(-1)
+        o, l = o.reshape(b, qp.shape[1], -1, d)[:, :, :rows].reshape(-1, d), l.reshape(b, qp.shape[1], -1)[:, :, :rows].reshape(-1)
+        if not first:
+            acc, acc_lse = flat_out.index_select(0, at), flat_lse.index_select(0, at)
+            fold(acc, acc_lse, o, l)
+            o, l = acc, acc_lse
+        flat_out.index_copy_(0, at, o)
+        flat_lse.index_copy_(0, at, l)
+        del s, o, l  # before the next step's (see variants.native.step_elements)
+
+
+def rounds_forward(q, v, order, chunk: int, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every round of `order` (B, H, R, n) folded into one (out, lse): (B, H, n, d), (B, H, n)."""
+    out, lse = torch.empty_like(q), q.new_empty(q.shape[:3])
+    for r in range(order.shape[2]):
+        streamed(q, v, order[:, :, r], chunk, causal, out, lse, first=r == 0)
+    return out, lse
+
+
+class Rounds(torch.autograd.Function):
+    """(q, v) → out of the merged rounds; the forward keeps out, lse and the order (R/(8·d) of an
+    output's bytes), and the backward recomputes each step."""
+
+    @staticmethod
+    def forward(ctx, q, v, order, chunk: int, causal: bool):
+        with torch.no_grad():
+            out, lse = rounds_forward(q, v, order, chunk, causal)
+        ctx.save_for_backward(q, v, order, out, lse)
+        ctx.chunk, ctx.causal = chunk, causal
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, v, order, out, lse = ctx.saved_tensors
+        dout = dout.contiguous()
+        shift = rowdot(dout, out)  # (B, H, n)
+        dq, dv = torch.zeros_like(q), torch.zeros_like(v)
+        for r in range(order.shape[2]):
+            round_grads(q, v, lse, dout, shift, order[:, :, r], ctx.chunk, ctx.causal, order.shape[2], dq, dv)
+        return dq, dv, None, None, None
+
+
+def round_grads(q, v, lse, dout, shift, order, chunk: int, causal: bool, rounds: int, dq, dv) -> None:
+    """One round's share of dQ and dV, step by step, under the merged rounds' lse:
+    P = exp(S − lse), dV += Pᵀ·dO, dS = P ∘ (dO·Vᵀ − shift) but 0 at a query's own key (a constant
+    score; a row with no other key in any round has P = 1/R there), dQ += dS·K̂/√d at the queries and J(dSᵀ·Q/√d) at the keys, with J the Jacobian of the
+    normalization, (g − k̂(k̂·g))/‖k‖ (g/EPS where the norm was floored)."""
+    b, h, n, d = q.shape
+    rnd = Round(q, order, chunk, per_row=4 * chunk + 13 * d)
+    flat = lambda x: x.reshape(-1, *x.shape[3:])  # noqa: E731  (B·H·n, …)
+    fq, fv, fdo, flse, fshift, fdq, fdv = map(flat, (q, v, dout, lse, shift, dq, dv))
+    for _, qp, kp, base in rnd.steps():
+        sq, sdo = gathered(fq, qp, base), gathered(fdo, qp, base)  # (B, h', G, c, d)
+        raw = gathered(fq, kp, base)
+        small = raw.norm(dim=-1, keepdim=True) < EPS
+        sk, norm = normalized(raw)
+        at_q, at_k = flat_rows(qp, base), flat_rows(kp, base)
+        row_lse = flse[at_q].view(*qp.shape, 1)
+        p = scores(sq, sk, qp, kp, causal, pad_rows=True).sub_(row_lse).exp_()
+        own = kp[..., None, :] == qp[..., :, None]
+        alone = (row_lse < SELF_SCORE / 2) & (qp[..., None] >= 0)  # no other key in any round: its own key R times, P = 1/R
+        if alone.any():  # NB: exp(SELF_SCORE − lse) in float32 missed 1/R by 0.2% (lse's ulp at 5·10⁴ is 0.004)
+            p = torch.where(alone, own.to(p.dtype) / rounds, p)
+        ds = (sdo @ gathered(fv, kp, base).transpose(-1, -2)).sub_(fshift[at_q].view(*qp.shape, 1)).mul_(p)
+        ds.masked_fill_(own, 0.0)
+        fdv.index_add_(0, at_k, (p.transpose(-1, -2) @ sdo).view(-1, d))
+        del p
+        fdq.index_add_(0, at_q, (ds @ sk).mul_(d**-0.5).view(-1, d))
+        g = (ds.transpose(-1, -2) @ sq).mul_(d**-0.5)  # (B, h', G, 2c, d): dK̂
+        along = (sk * g).sum(-1, keepdim=True).masked_fill_(small, 0.0)
+        fdq.index_add_(0, at_k, g.sub_(sk.mul_(along)).div_(norm).view(-1, d))
+        del sq, sdo, raw, sk, ds, g, own  # before the next step's (see variants.native.step_elements)
