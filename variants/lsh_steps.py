@@ -41,42 +41,48 @@ class Round:
         self.group = max(1, step_elements(q) // (per_chunk * self.heads))
 
     def steps(self):
-        """(c0, qp, kp, base) per step: its first sorted chunk, positions (B, h', G, c) and
-        (B, h', G, 2c), -1 for padding, and each head's first row in (B·H·n, d)."""
+        """(c0, qp, kp, at_q, at_k) per step: its first sorted chunk, positions (B, h', G, c) and
+        (B, h', G, 2c), -1 for padding, and their rows in (B·H·n, d) (padding read as row 0)."""
         h = self.pos.shape[1]
         for h0 in range(0, h, self.heads):
             hs = slice(h0, h0 + self.heads)
             for c0 in range(0, self.pos.shape[2], self.group):
-                yield c0, self.pos[:, hs, c0 : c0 + self.group], self.kpos[:, hs, c0 : c0 + self.group], self.base[:, hs]
-
-
-def gathered(flat: torch.Tensor, at: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
-    """Rows at positions `at` (B, H, G, w) of each head, -1 read as row 0: (B, H, G, w, d).
-    NB: whole rows by index_select; gather with an index expanded over d was 2x slower."""
-    return flat.index_select(0, flat_rows(at, base)).view(*at.shape, flat.shape[-1])
+                qp, kp = self.pos[:, hs, c0 : c0 + self.group], self.kpos[:, hs, c0 : c0 + self.group]
+                yield c0, qp, kp, flat_rows(qp, self.base[:, hs]), flat_rows(kp, self.base[:, hs])
 
 
 def flat_rows(at: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
     return (at.clamp(min=0) + base).reshape(-1)
 
 
-def scores(sq, sk, qp, kp, causal: bool, pad_rows: bool = False) -> torch.Tensor:
-    """q·k̂/√d of a step (B, H, G, c, 2c), its own key at SELF_SCORE, hidden keys at −inf (and, with
-    `pad_rows`, padded query rows: the backward sums over them)."""
+def gathered(flat: torch.Tensor, rows: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """`flat`'s rows (B·H·n, d) at `rows`, shaped as the positions `at` (B, H, G, w): (B, H, G, w, d).
+    NB: whole rows by index_select; gather with an index expanded over d was 2x slower."""
+    return flat.index_select(0, rows).view(*at.shape, flat.shape[-1])
+
+
+def scores(sq, sk, own, hidden) -> torch.Tensor:
+    """q·k̂/√d of a step (B, H, G, c, 2c), its own key at SELF_SCORE, hidden keys at −inf."""
     s = (sq @ sk.transpose(-1, -2)).mul_(sq.shape[-1] ** -0.5)
-    s.masked_fill_(kp[..., None, :] == qp[..., :, None], SELF_SCORE)
+    return s.masked_fill_(own, SELF_SCORE).masked_fill_(hidden, float("-inf"))
+
+
+def masks(qp, kp, causal: bool, pad_rows: bool = False):
+    """A step's own keys and hidden keys (B, H, G, c, 2c): padding, later keys when causal, and
+    with `pad_rows` padded query rows too (the backward sums over them)."""
+    own = kp[..., None, :] == qp[..., :, None]
     hidden = kp[..., None, :] < 0
     if causal:
         hidden = hidden | (kp[..., None, :] > qp[..., :, None])
     if pad_rows:
         hidden = hidden | (qp[..., :, None] < 0)
-    return s.masked_fill_(hidden, float("-inf"))
+    return own, hidden
 
 
 def normalized(raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """k̂ = x/max(‖x‖, EPS) in place, and the norms (…, 1) it divided by."""
-    norm = raw.norm(dim=-1, keepdim=True).clamp_min_(EPS)
-    return raw.div_(norm), norm
+    """k̂ = x/max(‖x‖, EPS) in place, and the norms (…, 1) it divided by, unfloored."""
+    norm = raw.norm(dim=-1, keepdim=True)
+    return raw.div_(norm.clamp_min(EPS)), norm
 
 
 def streamed(q, v, order, chunk: int, causal: bool, out, lse, first: bool) -> None:
@@ -84,12 +90,12 @@ def streamed(q, v, order, chunk: int, causal: bool, out, lse, first: bool) -> No
     b, h, n, d = q.shape
     rnd = Round(q, order, chunk, per_row=2 * chunk + 8 * d)  # scores; rows, keys (and norms), values, output
     flat, flat_v, flat_out, flat_lse = q.view(-1, d), v.view(-1, d), out.view(-1, d), lse.view(-1)
-    for c0, qp, kp, base in rnd.steps():
-        sk, _ = normalized(gathered(flat, kp, base))
-        s = scores(gathered(flat, qp, base), sk, qp, kp, causal)
-        o, l = softmax_part(s, lambda p: p @ gathered(flat_v, kp, base), need_lse=True)  # (B, h', G, c, d), (…, c)
+    for c0, qp, kp, at_q, at_k in rnd.steps():
+        sk, _ = normalized(gathered(flat, at_k, kp))
+        s = scores(gathered(flat, at_q, qp), sk, *masks(qp, kp, causal))
+        o, l = softmax_part(s, lambda p: p @ gathered(flat_v, at_k, kp), need_lse=True)  # (B, h', G, c, d), (…, c)
         rows = min(qp.shape[2] * chunk, n - c0 * chunk)  # padded query rows (the last chunk's tail) dropped
-        at = (qp.clamp(min=0) + base).reshape(b, qp.shape[1], -1)[:, :, :rows].reshape(-1)
+        at = at_q.view(b, qp.shape[1], -1)[:, :, :rows].reshape(-1)
         o, l = o.reshape(b, qp.shape[1], -1, d)[:, :, :rows].reshape(-1, d), l.reshape(b, qp.shape[1], -1)[:, :, :rows].reshape(-1)
         if not first:
             acc, acc_lse = flat_out.index_select(0, at), flat_lse.index_select(0, at)
@@ -126,38 +132,37 @@ class Rounds(torch.autograd.Function):
         dout = dout.contiguous()
         shift = rowdot(dout, out)  # (B, H, n)
         dq, dv = torch.zeros_like(q), torch.zeros_like(v)
+        # A row with no other key in any round: P = 1/R at its own key in each, so dV gains dO and
+        # nothing else does. NB: exp(SELF_SCORE − lse) in float32 missed 1/R by 0.2% (lse's ulp at
+        # 5·10⁴ is 0.004): such rows take lse = +∞ (P = 0) in the steps, and dO here.
+        alone = lse < SELF_SCORE / 2  # NB: another key scores ≥ −‖q‖/√d: far above, for any ‖q‖ < 2·10⁵
+        lse = lse.masked_fill(alone, float("inf"))
         for r in range(order.shape[2]):
-            round_grads(q, v, lse, dout, shift, order[:, :, r], ctx.chunk, ctx.causal, order.shape[2], dq, dv)
+            round_grads(q, v, lse, dout, shift, order[:, :, r], ctx.chunk, ctx.causal, dq, dv)
+        dv[alone] += dout[alone]
         return dq, dv, None, None, None
 
 
-def round_grads(q, v, lse, dout, shift, order, chunk: int, causal: bool, rounds: int, dq, dv) -> None:
+def round_grads(q, v, lse, dout, shift, order, chunk: int, causal: bool, dq, dv) -> None:
     """One round's share of dQ and dV, step by step, under the merged rounds' lse:
     P = exp(S − lse), dV += Pᵀ·dO, dS = P ∘ (dO·Vᵀ − shift) but 0 at a query's own key (a constant
-    score; a row with no other key in any round has P = 1/R there), dQ += dS·K̂/√d at the queries and J(dSᵀ·Q/√d) at the keys, with J the Jacobian of the
-    normalization, (g − k̂(k̂·g))/‖k‖ (g/EPS where the norm was floored)."""
+    score), dQ += dS·K̂/√d at the queries and J·(dSᵀ·Q/√d) at the keys, with J the Jacobian of the
+    normalization: (g − k̂(k̂·g))/‖k‖, or g/EPS where the norm was floored."""
     b, h, n, d = q.shape
-    rnd = Round(q, order, chunk, per_row=4 * chunk + 13 * d)
+    rnd = Round(q, order, chunk, per_row=4 * chunk + 11 * d)  # P, dS; rows, dO, keys, values and their grads
     flat = lambda x: x.reshape(-1, *x.shape[3:])  # noqa: E731  (B·H·n, …)
     fq, fv, fdo, flse, fshift, fdq, fdv = map(flat, (q, v, dout, lse, shift, dq, dv))
-    for _, qp, kp, base in rnd.steps():
-        sq, sdo = gathered(fq, qp, base), gathered(fdo, qp, base)  # (B, h', G, c, d)
-        raw = gathered(fq, kp, base)
-        small = raw.norm(dim=-1, keepdim=True) < EPS
-        sk, norm = normalized(raw)
-        at_q, at_k = flat_rows(qp, base), flat_rows(kp, base)
-        row_lse = flse[at_q].view(*qp.shape, 1)
-        p = scores(sq, sk, qp, kp, causal, pad_rows=True).sub_(row_lse).exp_()
-        own = kp[..., None, :] == qp[..., :, None]
-        alone = (row_lse < SELF_SCORE / 2) & (qp[..., None] >= 0)  # no other key in any round: its own key R times, P = 1/R
-        if alone.any():  # NB: exp(SELF_SCORE − lse) in float32 missed 1/R by 0.2% (lse's ulp at 5·10⁴ is 0.004)
-            p = torch.where(alone, own.to(p.dtype) / rounds, p)
-        ds = (sdo @ gathered(fv, kp, base).transpose(-1, -2)).sub_(fshift[at_q].view(*qp.shape, 1)).mul_(p)
-        ds.masked_fill_(own, 0.0)
+    for _, qp, kp, at_q, at_k in rnd.steps():
+        sq, sdo = gathered(fq, at_q, qp), gathered(fdo, at_q, qp)  # (B, h', G, c, d)
+        sk, norm = normalized(gathered(fq, at_k, kp))  # (B, h', G, 2c, d), (…, 1)
+        own, hidden = masks(qp, kp, causal, pad_rows=True)
+        p = scores(sq, sk, own, hidden).sub_(flse[at_q].view(*qp.shape, 1)).exp_()  # (B, h', G, c, 2c)
+        ds = (sdo @ gathered(fv, at_k, kp).transpose(-1, -2)).sub_(fshift[at_q].view(*qp.shape, 1)).mul_(p)
         fdv.index_add_(0, at_k, (p.transpose(-1, -2) @ sdo).view(-1, d))
         del p
-        fdq.index_add_(0, at_q, (ds @ sk).mul_(d**-0.5).view(-1, d))
-        g = (ds.transpose(-1, -2) @ sq).mul_(d**-0.5)  # (B, h', G, 2c, d): dK̂
-        along = (sk * g).sum(-1, keepdim=True).masked_fill_(small, 0.0)
-        fdq.index_add_(0, at_k, g.sub_(sk.mul_(along)).div_(norm).view(-1, d))
-        del sq, sdo, raw, sk, ds, g, own  # before the next step's (see variants.native.step_elements)
+        ds.masked_fill_(own, 0.0).mul_(d**-0.5)
+        fdq.index_add_(0, at_q, (ds @ sk).view(-1, d))
+        g = ds.transpose(-1, -2) @ sq  # (B, h', G, 2c, d): dK̂
+        along = (sk * g).sum(-1, keepdim=True).masked_fill_(norm < EPS, 0.0)
+        fdq.index_add_(0, at_k, g.sub_(sk.mul_(along)).div_(norm.clamp_min_(EPS)).view(-1, d))
+        del sq, sdo, sk, ds, g, own, hidden  # before the next step's (see variants.native.step_elements)
