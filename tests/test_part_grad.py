@@ -35,11 +35,14 @@ def _key_lists(n: int, r: int, like, empty_row: int | None):
     return row_keys(idx, valid, like)
 
 
+@pytest.mark.parametrize("csr", [True, False], ids=["csr", "gathered"])
 @pytest.mark.parametrize("need_lse", [False, True])
-def test_key_lists_backward_is_autograd_through_the_readable_chunks(need_lse):
-    """RowKeys' backward against autograd through `gather_part` (the readable form), B = 2, H = 3."""
+def test_key_lists_backward_is_autograd_through_the_readable_chunks(need_lse, csr):
+    """RowKeys' backward against autograd through `gather_part` (the readable form), B = 2, H = 3:
+    on the CSR pattern and its transpose (float32/64), and by gathered chunks (other dtypes)."""
     (q, k, v), g_out, g_lse = _inputs(300)
     rows = _key_lists(300, 20, q, empty_row=None)
+    rows = rows if csr else native.RowKeys(rows.idx, rows.valid, None)
     ours = _grads(rows.part(q, k, v, need_lse), q, k, v, g_out, g_lse)
     ref = _grads(gather_part(q, k, v, idx=rows.idx, valid=rows.valid, need_lse=need_lse), q, k, v, g_out, g_lse)
     for name, a, b in zip("qkv", ours, ref):
@@ -86,9 +89,11 @@ def test_native_fwd_bwd_holds_a_few_outputs(name):
 @pytest.mark.parametrize("name", ["random", "sliding_window"])
 def test_the_sweeps_check_sees_a_wrong_backward(monkeypatch, name):
     """A backward that drops dK's share: the forward check passes, the fwd_bwd check does not."""
-    real = part_grad.tile_grads
+    real, real_sparse = part_grad.tile_grads, native.sparse_grads
     for module in (native, band):  # where the key sets call it
         monkeypatch.setattr(module, "tile_grads", lambda *a: (lambda gq, gk, gv: (gq, gk * 0, gv))(*real(*a)))
+    monkeypatch.setattr(native, "sparse_grads",  # random's keys on their CSR pattern: dK into a scratch tensor
+                        lambda *a: real_sparse(*a[:8], torch.zeros_like(a[8]), a[9]))
     spec = variants.get(name)
     make = lambda n: tuple(torch.randn(1, 2, n, 16, generator=torch.Generator().manual_seed(s)) for s in range(3))  # noqa: E731
     assert against_reference(spec, "native", make, 97, {}, False)[0] < 1e-4

@@ -203,6 +203,7 @@ class RowKeys(KeySet):
     idx: torch.Tensor  # (n, w) long, sorted per row
     valid: torch.Tensor  # (n, w) bool
     pattern: torch.Tensor | None  # CSR (n, n) for the SDDMM, or None: gather
+    transposed: tuple | None = None  # the pattern's transpose: crow (n + 1,), col (n·w,), entry order (n·w,)
 
     def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
         if self.pattern is None:
@@ -210,8 +211,11 @@ class RowKeys(KeySet):
         return sparse_part(q, k, v, rows=self, need_lse=need_lse, into=into)
 
     def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
-        """By chunks of query rows, each row a tile of one query and its r keys
-        (variants.part_grad); dK and dV land on the keys by `index_add_`."""
+        """On the CSR pattern where there is one (`sparse_grads`); else by chunks of query rows,
+        each row a tile of one query and its r keys (variants.part_grad), dK and dV landing on
+        the keys by `index_add_`."""
+        if self.pattern is not None:
+            return sparse_grads(q, k, v, self, lse, dout, shift, dq, dk, dv)
         b, h, n, d = q.shape
         r = self.idx.shape[1]
         chunk = max(1, step_elements(q) // (4 * b * h * max(1, r) * d))  # K, V gathered, dK, dV of the tile
@@ -246,7 +250,10 @@ def row_keys(idx: torch.Tensor, valid: torch.Tensor, like: torch.Tensor) -> RowK
         warnings.simplefilter("ignore")
         pattern = torch.sparse_csr_tensor(crow, idx.flatten(), torch.zeros(n * w, dtype=like.dtype, device=like.device),
                                           (n, n), check_invariants=False)
-    return RowKeys(idx, valid, pattern)
+    entries = torch.argsort(idx.flatten(), stable=True)  # by key, then by query: the transpose's rows
+    crow_t = torch.zeros(n + 1, dtype=torch.long, device=like.device)
+    crow_t[1:] = torch.bincount(idx.flatten(), minlength=n).cumsum(0)
+    return RowKeys(idx, valid, pattern, (crow_t, entries // w, entries))
 
 
 def sparse_part(q, k, v, *, rows: RowKeys, need_lse: bool, into: Partial | None = None) -> Partial:
@@ -270,6 +277,28 @@ def sparse_part(q, k, v, *, rows: RowKeys, need_lse: bool, into: Partial | None 
         dest.put(slice(None), out, lse, head=i)
         del sampled, scores, out, lse  # before the next head's (see step_elements)
     return dest.partial(b, h)
+
+
+def sparse_grads(q, k, v, rows: RowKeys, lse, dout, shift, dq, dk, dv) -> None:
+    """The backward on the CSR pattern, one head at a time: P and dO·Vᵀ sampled at the listed
+    (i, j) (SDDMM), dS = P ∘ (dO·Vᵀ − shift), then dQ = dS·K, and dK = dSᵀ·Q, dV = Pᵀ·dO on the
+    transposed pattern (its values are the entries in key order): O(n·w·d), no gathered K or V."""
+    b, h, n, d = q.shape
+    w = rows.idx.shape[1]
+    crow, col = rows.pattern.crow_indices(), rows.pattern.col_indices()
+    crow_t, col_t, entries = rows.transposed
+    csr = lambda c, i, x: torch.sparse_csr_tensor(c, i, x, (n, n), check_invariants=False)  # noqa: E731
+    q3, k3, v3, do3, dq3, dk3, dv3 = (x.reshape(b * h, n, d) for x in (q, k, v, dout, dq, dk, dv))
+    lse3, shift3 = lse.reshape(b * h, n, 1), shift.reshape(b * h, n, 1)
+    for i in range(b * h):
+        s = torch.sparse.sampled_addmm(rows.pattern, q3[i], k3[i].T, beta=0.0, alpha=d**-0.5).values().view(n, w)
+        p = s.masked_fill_(~rows.valid, NEG_INF).sub_(lse3[i]).exp_()  # (n, w)
+        dp = torch.sparse.sampled_addmm(rows.pattern, do3[i], v3[i].T, beta=0.0).values().view(n, w)
+        ds = dp.sub_(shift3[i]).mul_(p).mul_(d**-0.5).view(-1)
+        dv3[i] += csr(crow_t, col_t, p.view(-1)[entries]) @ do3[i]
+        dq3[i] += csr(crow, col, ds) @ k3[i]
+        dk3[i] += csr(crow_t, col_t, ds[entries]) @ q3[i]
+        del s, p, dp, ds  # before the next head's (see step_elements)
 
 
 # ------------------------------------------------------------------------------- dense key subset
