@@ -32,7 +32,6 @@ class Round:
 
     def __init__(self, q: torch.Tensor, order: torch.Tensor, chunk: int, per_row: int):
         b, h, n, d = q.shape
-        self.n, self.chunk = n, chunk
         self.pos = torch.nn.functional.pad(order, (0, -(-n // chunk) * chunk - n), value=-1).view(b, h, -1, chunk)
         self.kpos = with_previous(self.pos)  # (B, H, C, 2c): -1 marks padding
         self.base = (torch.arange(b * h, device=q.device) * n).view(b, h, 1, 1)  # row of (b, h, 0) in (B·H·n, d)
@@ -115,8 +114,8 @@ def rounds_forward(q, v, order, chunk: int, causal: bool) -> tuple[torch.Tensor,
 
 
 class Rounds(torch.autograd.Function):
-    """(q, v) → out of the merged rounds; the forward keeps out, lse and the order (R/(8·d) of an
-    output's bytes), and the backward recomputes each step."""
+    """(q, v) → out of the merged rounds; the forward keeps out, lse and the order (2R/d of an
+    output's bytes: 1/8 at R = 4, d = 64), and the backward recomputes each step."""
 
     @staticmethod
     def forward(ctx, q, v, order, chunk: int, causal: bool):
