@@ -43,3 +43,33 @@ def test_fwd_bwd_holds_a_few_outputs(name, n, causal):
     held = peak_cpu(run) / (q.numel() * 4)
     m = {"linear": 64, "performer": 256, "rfa": 2 * 128}[name]  # rfa: sin and cos of its 128 frequencies
     assert held <= 4.6 + 2 * m / n, f"{name}/native fwd_bwd held {held:.2f} outputs at n = {n}, causal={causal}"
+
+
+@pytest.mark.parametrize("n", [300, 40])
+def test_gated_rfa_gradients_equal_autograd_through_the_quadratic_form(n):
+    """rfa with gate = 1 (causal) against the dense gated form (variants.rfa.gated_quadratic),
+    float64, B = 2, H = 3, d = 16: the prefix pass, the suffix sums decayed backwards across
+    chunks (n = 300: chunks of 128 rows), and the gate's own gradient into k."""
+    spec = variants.get("rfa")
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, n, 16, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    upstream = torch.randn(2, 3, n, 16, generator=gen, dtype=torch.float64)
+    grads = {impl: torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=True, gate=1), (q, k, v), upstream)
+             for impl in ("native", "dense")}
+    for x, a, b in zip("qkv", grads["native"], grads["dense"]):
+        assert (a - b).abs().max().item() < 1e-10 * max(1.0, b.abs().max().item()), f"d{x}"
+
+
+@pytest.mark.parametrize("n", [512, 2048])
+def test_gated_rfa_fwd_bwd_holds_a_few_outputs(n):
+    """As above, for the gated recurrence's own backward (variants.gated_grad): the output and three
+    gradients, a chunk, and S or the suffix sums P (2m/n outputs each). Autograd through its chunks
+    held 40.2 outputs at n = 512, 31.8 at 2048."""
+    spec = variants.get("rfa")
+    q, k, v = (torch.randn(1, 8, n, 64, requires_grad=True) for _ in range(3))
+    call = spec.prepare(q, k, v, impl="native", causal=True, gate=1)
+    grad = torch.ones_like(call())
+    run = lambda: torch.autograd.grad(call(), (q, k, v), grad)  # noqa: E731
+    run()
+    held = peak_cpu(run) / (q.numel() * 4)
+    assert held <= 4.6 + 2 * 256 / n, f"gated rfa/native fwd_bwd held {held:.2f} outputs at n = {n}"

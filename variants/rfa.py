@@ -17,6 +17,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from variants.gated_grad import Gated
 from variants.linearized import FeatureMap, linear_theory, linear_time, linearized_variant, quadratic, rows_per_step
 from variants.registry import Param
 
@@ -65,7 +66,14 @@ class Fourier(FeatureMap):
 
     def log_gates(self, k):
         """log g and log(1 − g) per position: (B, H, n) each."""
-        logits = k @ self.gate + GATE_BIAS
+        return self.log_gates_of(self.gate_logits(k))
+
+    def gate_logits(self, k):
+        """w·k + b per position: (B, H, n)."""
+        return k @ self.gate + GATE_BIAS
+
+    @staticmethod
+    def log_gates_of(logits):
         return F.logsigmoid(logits), F.logsigmoid(-logits)
 
 
@@ -82,11 +90,19 @@ def gated_quadratic(phi: Fourier, q, k, v, causal: bool) -> torch.Tensor:
 
 
 def gated_linear_time(phi: Fourier, q, k, v, causal: bool, step: int = 128) -> torch.Tensor:
-    """The gated recurrence by chunks: within a chunk the masked (C × C) form with its decays, before
-    it the state carried in, decayed by the chunk's gates so far. O(n·m·d) time; chunks of at
-    most `step` rows, fewer where `rows_per_step` says (a small n)."""
+    """The gated recurrence by chunks (`gated_chunks`); under autograd with its own backward
+    (variants.gated_grad), in a few outputs."""
     if phi.gate is None:
         return linear_time(phi, q, k, v, causal)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return Gated.apply(q, k, v, phi, step, gated_chunks)
+    return gated_chunks(phi, q, k, v, step)
+
+
+def gated_chunks(phi: Fourier, q, k, v, step: int) -> torch.Tensor:
+    """Within a chunk the masked (C × C) form with its decays, before it the state carried in,
+    decayed by the chunk's gates so far. O(n·m·d) time; chunks of at most `step` rows, fewer
+    where `rows_per_step` says (a small n). Under autograd, the readable form."""
     step = rows_per_step(phi, q, step, causal=True)
     log_g, log_keep = phi.log_gates(k)
     out, state, z = torch.empty_like(q), None, None
