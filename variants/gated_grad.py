@@ -18,23 +18,16 @@ from __future__ import annotations
 
 import torch
 
-from variants.linear_grad import _chunks, _with_grad
-from variants.linearized import _add_product, _zero_state, rows_per_step
+from variants.linear_grad import _chunks, _with_grad, keep_output
+from variants.linearized import _add_product, _zero_state
 from variants.part_grad import rowdot
-
-MORE = 3  # (rows × 2m) a backward chunk holds beside the map's: its autograd record, dφ, the carried terms
-
 
 class Gated(torch.autograd.Function):
     """(q, k, v) → out of the gated recurrence; the forward keeps out alone."""
 
     @staticmethod
     def forward(ctx, q, k, v, phi, step: int, chunks):
-        with torch.no_grad():
-            out = chunks(phi, q, k, v, step)
-        ctx.save_for_backward(q, k, v, out)
-        ctx.phi, ctx.step = phi, rows_per_step(phi, q, step, causal=True, more=MORE)
-        return out
+        return keep_output(ctx, q, k, v, phi, step, chunks)
 
     @staticmethod
     def backward(ctx, dout):

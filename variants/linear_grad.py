@@ -64,11 +64,7 @@ class Causal(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, phi: FeatureMap, step: int):
-        with torch.no_grad():
-            (out,) = _causal(phi, q, k, v, step)
-        ctx.save_for_backward(q, k, v, out)
-        ctx.phi, ctx.step = phi, rows_per_step(phi, q, step, causal=True, more=MORE)
-        return out
+        return keep_output(ctx, q, k, v, phi, step, lambda *args: _causal(*args)[0])
 
     @staticmethod
     def backward(ctx, dout):
@@ -78,6 +74,16 @@ class Causal(torch.autograd.Function):
         den, scales = _prefix_pass(ctx.phi, q, k, v, out, dout, chunks, dq)
         _suffix_pass(ctx.phi, q, k, v, out, dout, chunks, den, scales, dk, dv)
         return dq, dk, dv, None, None
+
+
+def keep_output(ctx, q, k, v, phi: FeatureMap, step: int, run) -> torch.Tensor:
+    """A causal forward `run(phi, q, k, v, step)` without autograd, keeping q, k, v and its output
+    alone, and the rows of the backward's chunks."""
+    with torch.no_grad():
+        out = run(phi, q, k, v, step)
+    ctx.save_for_backward(q, k, v, out)
+    ctx.phi, ctx.step = phi, rows_per_step(phi, q, step, causal=True, more=MORE)
+    return out
 
 
 def _prefix_pass(phi, q, k, v, out, dout, chunks, dq):
