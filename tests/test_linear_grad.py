@@ -73,3 +73,15 @@ def test_gated_rfa_fwd_bwd_holds_a_few_outputs(n):
     run()
     held = peak_cpu(run) / (q.numel() * 4)
     assert held <= 4.6 + 2 * 256 / n, f"gated rfa/native fwd_bwd held {held:.2f} outputs at n = {n}"
+
+
+@pytest.mark.parametrize("n", [512, 2048])
+def test_gated_rfa_forward_holds_two_outputs_and_its_state(n):
+    """The gated forward carries its state in place (variants.gated_grad.carried): a fresh state
+    beside the old held 3.47 outputs at n = 512. Bound: 2 outputs and S (2m/n of one)."""
+    spec = variants.get("rfa")
+    q, k, v = (torch.randn(1, 8, n, 64) for _ in range(3))
+    call = spec.prepare(q, k, v, impl="native", causal=True, gate=1)
+    call()
+    held = peak_cpu(call) / (q.numel() * 4)
+    assert held <= 2 + 256 / n, f"gated rfa/native forward held {held:.2f} outputs at n = {n}"

@@ -63,7 +63,7 @@ def _row_terms(dout, out, den, rows):
     return dn, -rowdot(dn, out[:, :, rows])[..., None]  # (B, H, C, 1)
 
 
-def _carried(big, small, total, rows, values, weights=None):
+def carried(big, small, total, rows, values, weights=None):
     """A carried sum across the chunk boundary, in place: big·g + rowsᵀ·values (B, H, 2m, d) and
     small·g + Σ rows (weighted) (B, H, 2m), g = Π of the chunk's gates (exp of total's last)."""
     if big is None:
@@ -99,7 +99,7 @@ def _prefix_pass(phi, q, k, v, out, dout, gates, chunks, dq):
             dfq += (dn @ state.transpose(-1, -2) + dd * z[..., None, :]) * carry
         dq[:, :, rows] = torch.autograd.grad(fq, x, dfq)[0]
         tail = fk.mul_((total[..., -1:] - total + keep).exp()[..., None])  # decayed to the chunk's end
-        state, z = _carried(state, z, total, tail, vv)
+        state, z = carried(state, z, total, tail, vv)
         del x, fq, f, fk, e, dn, dd, dfq, tail  # before the next step's
     return den
 
@@ -127,6 +127,6 @@ def _suffix_pass(phi, q, k, v, out, dout, gates, chunks, den, dk, dv):
         c_s[:, :, rows] = rowdot(fkw, dfk)
         dv[:, :, rows] = dvv
         dk[:, :, rows] = torch.autograd.grad(fk, x, dfk)[0]
-        big_p, small_p = _carried(big_p, small_p, total, f.mul_(total.exp()[..., None]), dn, dd)  # φ(q) to the chunk's start
+        big_p, small_p = carried(big_p, small_p, total, f.mul_(total.exp()[..., None]), dn, dd)  # φ(q) to the chunk's start
         del f, x, fk, fkw, dn, dd, e, dfk, dvv  # before the next step's
     return c_s
