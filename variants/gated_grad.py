@@ -45,7 +45,7 @@ class Gated(torch.autograd.Function):
         return dq, dk, dv, None, None, None
 
 
-def _decays(total, keep):
+def decays(total, keep):
     """E of a chunk's own rows (B, H, C, C): exp(T_t − T_s + b_s) for s ≤ t, 0 above the diagonal;
     `total` is T from the chunk's start (log Π_{r0≤u≤t} g_u), `keep` is b."""
     c = total.shape[-1]
@@ -88,7 +88,7 @@ def _prefix_pass(phi, q, k, v, out, dout, gates, chunks, dq):
         f, fk, vv = fq.detach(), phi.key(k[:, :, rows])[0], v[:, :, rows]
         total, keep = log_g[..., rows].cumsum(-1), log_keep[..., rows]  # log Π_{r0≤u≤t} g_u
         carry = total.exp()[..., None]  # (B, H, C, 1): how much of the state before r0 is left at t
-        e = _decays(total, keep)
+        e = decays(total, keep)
         d = (f @ fk.transpose(-1, -2)).mul_(e).sum(-1)
         if state is not None:
             d += (f @ z[..., None]).squeeze(-1) * carry.squeeze(-1)
@@ -117,7 +117,7 @@ def _suffix_pass(phi, q, k, v, out, dout, gates, chunks, den, dk, dv):
         fkw = fk.detach()
         total, keep = log_g[..., rows].cumsum(-1), log_keep[..., rows]
         dn, dd = _row_terms(dout, out, den, rows)
-        e = _decays(total, keep)
+        e = decays(total, keep)
         dfk = _sent(dn, dd, vv, e).transpose(-1, -2) @ f
         dvv = (f @ fkw.transpose(-1, -2)).mul_(e).transpose(-1, -2) @ dn  # Wᵀ·dN
         if big_p is not None:

@@ -17,8 +17,9 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from variants.gated_grad import Gated, carried
+from variants.gated_grad import Gated, carried, decays
 from variants.linearized import FeatureMap, linear_theory, linear_time, linearized_variant, quadratic, rows_per_step
+from variants.native import grad_of
 from variants.registry import Param
 
 FEATURES = Param("features", 128, "random frequencies m (2m features)", minimum=1)
@@ -94,7 +95,7 @@ def gated_linear_time(phi: Fourier, q, k, v, causal: bool, step: int = 128) -> t
     (variants.gated_grad), in a few outputs."""
     if phi.gate is None:
         return linear_time(phi, q, k, v, causal)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+    if grad_of(q, k, v):
         return Gated.apply(q, k, v, phi, step, gated_chunks)
     return gated_chunks(phi, q, k, v, step)
 
@@ -106,15 +107,12 @@ def gated_chunks(phi: Fourier, q, k, v, step: int) -> torch.Tensor:
     step = rows_per_step(phi, q, step, causal=True)
     log_g, log_keep = phi.log_gates(k)
     out, state, z = torch.empty_like(q), None, None
-    later = torch.ones(step, step, dtype=torch.bool, device=q.device).triu(1)
-    record = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    record = grad_of(q, k, v)
     for r0 in range(0, q.shape[-2], step):
         rows = slice(r0, r0 + step)
         fq, fk, vv = phi.query(q[:, :, rows]), phi.key(k[:, :, rows])[0], v[:, :, rows]
         total = log_g[..., rows].cumsum(dim=-1)  # (B, H, C): log Π_{r0≤u≤t} g_u
-        c = total.shape[-1]
-        decay = total[..., :, None] - total[..., None, :] + log_keep[..., rows][..., None, :]
-        local = (fq @ fk.transpose(-1, -2)) * decay.masked_fill(later[:c, :c], float("-inf")).exp()
+        local = (fq @ fk.transpose(-1, -2)) * decays(total, log_keep[..., rows])
         num, den = local @ vv, local.sum(dim=-1)
         if state is not None:
             carry = total.exp()  # how much of the state before r0 is left at t
