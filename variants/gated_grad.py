@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from variants.expo import exp_
 from variants.linear_grad import _chunks, _with_grad, keep_output
 from variants.linearized import _add_product, _zero_state
 from variants.part_grad import rowdot
@@ -50,7 +51,7 @@ def decays(total, keep):
     `total` is T from the chunk's start (log Π_{r0≤u≤t} g_u), `keep` is b."""
     c = total.shape[-1]
     later = torch.ones(c, c, dtype=torch.bool, device=total.device).triu_(1)
-    return (total[..., :, None] - total[..., None, :] + keep[..., None, :]).masked_fill_(later, float("-inf")).exp_()
+    return exp_((total[..., :, None] - total[..., None, :] + keep[..., None, :]).masked_fill_(later, float("-inf")))
 
 
 def _sent(dn, dd, vv, e):

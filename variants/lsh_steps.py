@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from variants.expo import exp_
 from variants.native import fold, softmax_part, step_elements
 from variants.part_grad import rowdot
 
@@ -155,7 +156,7 @@ def round_grads(q, v, lse, dout, shift, order, chunk: int, causal: bool, dq, dv)
         sq, sdo = gathered(fq, at_q, qp), gathered(fdo, at_q, qp)  # (B, h', G, c, d)
         sk, norm = normalized(gathered(fq, at_k, kp))  # (B, h', G, 2c, d), (…, 1)
         own, hidden = masks(qp, kp, causal, pad_rows=True)
-        p = scores(sq, sk, own, hidden).sub_(flse[at_q].view(*qp.shape, 1)).exp_()  # (B, h', G, c, 2c)
+        p = exp_(scores(sq, sk, own, hidden).sub_(flse[at_q].view(*qp.shape, 1)))  # (B, h', G, c, 2c)
         ds = (sdo @ gathered(fv, at_k, kp).transpose(-1, -2)).sub_(fshift[at_q].view(*qp.shape, 1)).mul_(p)
         fdv.index_add_(0, at_k, (p.transpose(-1, -2) @ sdo).view(-1, d))
         del p

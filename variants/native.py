@@ -15,6 +15,7 @@ from typing import Callable
 
 import torch
 
+from variants.expo import exp_
 from variants.part_grad import OwnBackward, tile_grads
 
 NEG_INF = float("-inf")
@@ -54,7 +55,7 @@ def softmax_part(scores: torch.Tensor, apply_v: Callable[[torch.Tensor], torch.T
         safe = total.masked_fill(empty, 1.0)
         out = apply_v(probs) / safe
         return out, (safe.log() + top).masked_fill(empty, NEG_INF).squeeze(-1)
-    probs = scores.sub_(top).exp_()
+    probs = exp_(scores.sub_(top))
     total = probs.sum(dim=-1, keepdim=True)
     out = apply_v(probs).div_(total).masked_fill_(total == 0, 0.0)
     return out, (total.log_() + top).squeeze(-1)
@@ -298,7 +299,7 @@ def sparse_grads(q, k, v, rows: RowKeys, lse, dout, shift, dq, dk, dv) -> None:
     lse3, shift3 = lse.reshape(b * h, n, 1), shift.reshape(b * h, n, 1)
     for i in range(b * h):
         s = torch.sparse.sampled_addmm(rows.pattern, q3[i], k3[i].T, beta=0.0, alpha=d**-0.5).values().view(n, w)
-        p = s.masked_fill_(~rows.valid, NEG_INF).sub_(lse3[i]).exp_()  # (n, w)
+        p = exp_(s.masked_fill_(~rows.valid, NEG_INF).sub_(lse3[i]))  # (n, w)
         dp = torch.sparse.sampled_addmm(rows.pattern, do3[i], v3[i].T, beta=0.0).values().view(n, w)
         ds = dp.sub_(shift3[i]).mul_(p).mul_(d**-0.5).view(-1)
         dv3[i] += csr(crow_t, col_t, p.view(-1)[entries]) @ do3[i]

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from variants.expo import exp_
+
 
 class OwnBackward(torch.autograd.Function):
     """(q, k, v) → (out, lse) of a key set: its `steps` forward, its `grads` backward."""
@@ -56,7 +58,7 @@ def rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def tile_grads(scores, qr, kt, vt, lse, dor, shift, scale: float):
     """One tile: scores (…, R, K) = scale·qr·ktᵀ + mask, already made (and used up here); qr, dor
     (…, R, d); kt, vt (…, K, d); lse, shift (…, R). Returns dq (…, R, d), dk and dv (…, K, d)."""
-    p = scores.sub_(lse[..., None]).exp_()  # (…, R, K)
+    p = exp_(scores.sub_(lse[..., None]))  # (…, R, K)
     dv = p.transpose(-1, -2) @ dor
     ds = (dor @ vt.transpose(-1, -2)).sub_(shift[..., None]).mul_(p)
     return (ds @ kt).mul_(scale), (ds.transpose(-1, -2) @ qr).mul_(scale), dv

@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from variants.expo import exp_
 from variants.linearized import FeatureMap, linear_theory, linearized_variant
 from variants.peers import peer
 from variants.registry import Differs, Param
@@ -53,7 +54,7 @@ class Favor(FeatureMap):
         inputs, not its output, for backward). The stabilizer is detached: it cancels exactly."""
         logits = self._logits(x)
         top = logits.detach().amax(dim=over, keepdim=True)
-        return logits.sub_(top + 0.5 * math.log(self.features)).exp_(), top
+        return exp_(logits.sub_(top + 0.5 * math.log(self.features))), top
 
     def query(self, x):
         return self._features(x, -1)[0]  # per row: cancels in each row
