@@ -30,7 +30,8 @@ def _grads(impl: str, n: int, causal: bool, heads: int = 3, d: int = 16, zero_ro
     (100, {"chunk": 50}),  # two chunks: each the other's previous
     (40, {}),  # one chunk: no previous
     (97, {"chunk": 16, "zero_row": 5}),  # a query of norm 0
-], ids=["padded", "one-row-tail", "two-chunks", "one-chunk", "zero-query"])
+    (1000, {"chunk": 16, "heads": 1}),  # steps of 3 chunks: padding in the first step's and the last's
+], ids=["padded", "one-row-tail", "two-chunks", "one-chunk", "zero-query", "grouped-padded"])
 def test_gradients_equal_dense(n, params, causal):
     """Against autograd through the n×n dense reference (float64). Causal rows whose every round
     holds only their own key (position 0 always) take P = 1/R there: in float32, exp(−5·10⁴ − lse)

@@ -12,6 +12,8 @@ autograd through the whole rounds kept 57 outputs at n = 1024.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from variants.expo import exp_
@@ -54,8 +56,7 @@ class Round:
     def padded(self, c0: int) -> bool:
         """Whether the step from chunk c0 holds padding: the last chunk's tail, which is also the
         first chunk's previous one."""
-        last, chunks = self.pos.shape[2] - 1, self.pos.shape[2]
-        return self.n % self.chunk != 0 and (c0 + self.group > last or (c0 == 0 and chunks > 1))
+        return self.n % self.chunk != 0 and (c0 + self.group >= self.pos.shape[2] or c0 == 0)
 
 
 def flat_rows(at: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
@@ -94,12 +95,7 @@ def hidden_keys(qp, kp, causal: bool, padded: bool, pad_rows: bool = False):
             parts.append(qp[..., :, None] < 0)
     if causal:
         parts.append(kp[..., None, :] > qp[..., :, None])
-    if not parts:
-        return None
-    hidden = parts[0]
-    for part in parts[1:]:
-        hidden = hidden | part
-    return hidden
+    return functools.reduce(torch.logical_or, parts) if parts else None
 
 
 def normalized(raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
