@@ -107,8 +107,11 @@ def test_an_injected_50pct_slowdown_in_one_implementation_exits_1_flagging_that_
     assert res.returncode == 1, res.stdout + res.stderr
     assert flagged(payload) == [("paced", "native")]  # exactly one: the gate fails on a single regression
     case = next(c for c in payload["cases"] if c["status"] == "slower")
-    # NB: the paced case's time is 2 ms waited plus a small SDPA call: the ratio is close to 1.5
-    assert 1.38 < case["ratio"] < 1.62 and case["ratio_lo"] > 1.15
+    # NB: the paced case's time is 2 ms waited plus a small SDPA call: the ratio is close to 1.5. Its
+    # interval is the processes' spread and the grid's run-to-run noise together: on an AMD EPYC host
+    # (2026-11-25) a full test run gave 1.45 [1.10, …] (14% noise), where a quiet one gave > 1.15; the
+    # interval must clear the effect floor (5%), as a called regression's does.
+    assert 1.38 < case["ratio"] < 1.62 and case["ratio_lo"] > 1.05
     assert "slower: paced/native" in res.stdout
 
 

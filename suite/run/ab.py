@@ -35,23 +35,35 @@ START_TIMEOUT_S = 300.0
 class ServeWorker:
     """One `python -m suite.run.serve` process in a side's checkout, restarted after a case kills it."""
 
-    def __init__(self, side: Side, device: str, settings: Settings, plugins: list[str], log: Path):
+    def __init__(self, side: Side, device: str, settings: Settings, plugins: list[str], log: Path,
+                 wait: bool = True):
         self.side, self.device, self.settings, self.plugins, self.log = side, device, settings, plugins, log
         self.registry: dict[str, list[str]] = {}
         self.proc: subprocess.Popen | None = None
-        self.start()
+        self.launch()
+        if wait:
+            self.ready()
 
     def start(self) -> None:
+        self.launch()
+        self.ready()
+
+    def launch(self) -> None:
+        """Start the process and send it the settings; `ready` waits for its answer."""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "suite.run.serve"], cwd=self.side.root,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
         hello = {"settings": self.settings.to_plan(), "plugins": self.plugins, "device": self.device}
-        answer = self._ask(hello, START_TIMEOUT_S)
+        self._send(hello)
+
+    def ready(self) -> "ServeWorker":
+        answer = self._answer(START_TIMEOUT_S)
         if answer is None or "ready" not in answer:
             self.close()
             raise RuntimeError(f"side {self.side.label} ({self.side.given}): its worker did not start "
                                f"(does that checkout have suite/run/serve.py? see {self.log})")
         self.registry = answer["registry"]
+        return self
 
     def has(self, case: Case) -> bool:
         return case.impl in self.registry.get(case.variant, ())
@@ -69,11 +81,17 @@ class ServeWorker:
         return Row.lost(case, "error", f"side {self.side.label}'s worker exited with code {self.proc.returncode}")
 
     def _ask(self, message: dict, timeout_s: float) -> dict | None:
+        return self._answer(timeout_s) if self._send(message) else None
+
+    def _send(self, message: dict) -> bool:
         try:
             self.proc.stdin.write(json.dumps(message) + "\n")
             self.proc.stdin.flush()
+            return True
         except (BrokenPipeError, OSError):
-            return None
+            return False
+
+    def _answer(self, timeout_s: float) -> dict | None:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
         line = self.proc.stdout.readline() if ready else ""
         return json.loads(line) if line else None
@@ -119,18 +137,21 @@ def sweep(cases: list[Case], a: Side, b: Side, settings: Settings, plugins: list
     """Time every case P × R × (A, B, B, A), pair by pair; a case that fails on a side is not timed further."""
     dropped: set[str] = set()
     began = time.perf_counter()
+    devices = list(dict.fromkeys(c.device for c in cases))
     for pair in range(pairs):
-        workers: dict[tuple[str, str], ServeWorker] = {}  # (side, device): started at its first case
-
-        def worker(side: Side, device: str) -> ServeWorker:
-            if (side.label, device) not in workers:
-                workers[side.label, device] = ServeWorker(side, device, settings, plugins, log)
-            return workers[side.label, device]
-
+        workers: dict[tuple[str, str], ServeWorker] = {}  # (side, device)
         try:
+            # NB: started side by side, then each waited for: a worker's start is seconds of imports,
+            # and no case is timed before both sides' workers are ready
+            for side in (a, b):
+                for device in devices:
+                    workers[side.label, device] = ServeWorker(side, device, settings, plugins, log, wait=False)
+            for w in workers.values():
+                w.ready()
             for case in cases:
                 if case.case_id not in dropped:
-                    _case(case, pair, {s.label: worker(s, case.device) for s in (a, b)}, journal, dropped, rounds)
+                    _case(case, pair, {s.label: workers[s.label, case.device] for s in (a, b)}, journal,
+                          dropped, rounds)
         finally:
             for w in workers.values():
                 w.close()
