@@ -5,7 +5,8 @@ planned once in setup (`band_plan`: block size, reach, the additive mask of the 
 and scored in steps of a few blocks (`band_part`), each step a part's output and log-sum-exp
 (variants.native), so a call holds one output and a step, whatever n is.
 
-On the CPU the forward's interior runs go through torch's fused attention kernel (`FUSED`), each
+On the CPU the forward's interior runs go through torch's fused attention kernel
+(`variants.native.fused_attention`), each
 block a "head" of it, in blocks of 32 rows; elsewhere (and for the blocks at the ends) a step is a
 batched matmul, a softmax and a matmul. The backward (`BandPlan.grads`) is the same on every device.
 """
@@ -17,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from variants.native import NEG_INF, Blocks, KeySet, Partial, grad_of, softmax_part, step_elements
+from variants.native import NEG_INF, Blocks, KeySet, Partial, fused, fused_attention, grad_of, softmax_part, step_elements
 from variants.part_grad import tile_grads
 
 def band_bias(
@@ -39,20 +40,11 @@ def band_bias(
     return torch.zeros(keep.shape, dtype=like.dtype, device=device).masked_fill_(~keep, NEG_INF)
 
 
-# torch's fused attention kernel for the CPU (flash attention: scores, softmax and P·V in tiles, with
-# its own fast exponential), called on a run of blocks as if each block were a head: queries
-# (heads, g, block, d) against overlapping windows of K and V read in place (a strided view), the
-# band's bias as its mask. It returns the log-sum-exp a fold needs.
-FUSED = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-# NB: blocks of 32 rows for the fused forward of a reach-defined band: w = 128 then scores 288 keys a
-# row, not 384 (blocks of 128), and the kernel keeps its tiles in cache. Sliding window, n = 8192,
-# H = 8, d = 64, interior, one process: 158 ms (steps of baddbmm, softmax, bmm in blocks of 128),
-# fused 134 ms in blocks of 128, 117 in 64, 109 in 32.
+# NB: blocks of 32 rows for the fused forward (variants.native.fused_attention) of a reach-defined
+# band: w = 128 then scores 288 keys a row, not 384 (blocks of 128), and the kernel keeps its tiles
+# in cache. Sliding window, n = 8192, H = 8, d = 64, interior, one process: 158 ms (steps of baddbmm,
+# softmax, bmm in blocks of 128), fused 134 ms in blocks of 128, 117 in 64, 109 in 32.
 FUSED_BLOCK = 32
-
-
-def fused(x: torch.Tensor) -> bool:
-    return FUSED is not None and x.device.type == "cpu"
 
 
 # Small blocks are scored in runs of about GROUP_ROWS query rows (fewer, larger matmuls, at the
@@ -64,7 +56,7 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
               into: Partial | None = None, empty: torch.Tensor | None = None) -> Partial:
     """Each query block attends to `left` blocks before and `right` after its own.
 
-    On the CPU without autograd, interior runs of blocks of every head through FUSED, each run at
+    On the CPU without autograd, interior runs of blocks of every head through the fused kernel, each run at
     most half an output (`step_elements`), the rest as below. Otherwise:
     steps of about GROUP_ROWS query rows against plain slices of K and V: no padding and a working
     set of a few blocks whatever n is. An interior run of small blocks is scored at once against
@@ -153,22 +145,47 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
 
 
 def _fused_run(q3, k3, v3, dest: "Blocks", t: int, g: int, *, block, left, span, bias, empty, need_lse) -> None:
-    """Blocks t … t + g − 1 of every head through FUSED: each block one of its "heads", its keys a
-    window of K and V read in place. A row with no allowed key comes back as 0 with lse 0: its lse
-    is made −inf, so that a fold gives it no weight."""
-    d = q3.shape[2]
-    r0, first = t * block, (t - left) * block
-    kw, vw = (_windows(x[:, first:], g, block, span) for x in (k3, v3))  # (heads, g, span, d), in place
-    mask = bias[t : t + g][None]  # (1, g, block or 1, span)
-    out, lse = FUSED(q3[:, r0 : r0 + g * block].view(-1, g, block, d), kw, vw, attn_mask=mask, scale=d**-0.5)
+    """Blocks t … t + g − 1 of every head through the fused kernel. A row with no allowed key comes back as 0
+    with lse 0: its lse is made −inf, so that a fold gives it no weight."""
+    r0 = t * block
+    out, lse = fused_blocks(q3, k3, v3, r0, g, block, (t - left) * block, span, bias[t : t + g])
     if need_lse:
         lse = (lse if empty is None else lse.masked_fill_(empty[t : t + g], NEG_INF)).reshape(-1, g * block)
-    dest.put(slice(r0, r0 + g * block), out.view(-1, g * block, d), lse if need_lse else None)
+    dest.put(slice(r0, r0 + g * block), out, lse if need_lse else None)
     del out, lse  # before the next step's (see step_elements)
 
 
+def fused_blocks(q3, k3, v3, r0: int, g: int, block: int, first: int, span: int, mask: torch.Tensor):
+    """g blocks of `block` query rows from r0 of every head (q3, k3, v3: (B·H, n, d)), block i against
+    the keys first + i·block … + span (windows of K and V read in place) with `mask` (g, block or 1,
+    span) added to its scores, through the fused kernel, each block one of its "heads":
+    (out (B·H, g·block, d), lse (B·H, g, block))."""
+    d = q3.shape[2]
+    kw, vw = (_windows(x[:, first:], g, block, span) for x in (k3, v3))  # (B·H, g, span, d), in place
+    out, lse = fused_attention(q3[:, r0 : r0 + g * block].view(-1, g, block, d), kw, vw, mask[None], d**-0.5)
+    return out.view(-1, g * block, d), lse
+
+
+def fused_windows(q, k, v, q0: int, g: int, k0: int, span: int, bias: torch.Tensor, out, lse) -> None:
+    """fused_blocks on (B, H, n, d) inputs into `out` (B, H, n, d) and `lse` (B, H, n) or None,
+    in steps of at most half an output (`step_elements`): blocks of bias.shape[1] rows from q0,
+    each with its bias (g, block, span), or all with one (1, block, span)."""
+    b, h, n, d = q.shape
+    block = bias.shape[1]
+    q3, k3, v3 = (x.reshape(b * h, n, d) for x in (q, k, v))
+    out3, lse3 = out.view(b * h, n, d), None if lse is None else lse.view(b * h, n)
+    per = max(1, step_elements(q3) // (b * h * block * (d + 1)))
+    for i in range(0, g, per):
+        c, r0 = min(per, g - i), q0 + i * block
+        o, l = fused_blocks(q3, k3, v3, r0, c, block, k0 + i * block, span, bias if len(bias) == 1 else bias[i : i + c])
+        out3[:, r0 : r0 + c * block] = o
+        if lse3 is not None:
+            lse3[:, r0 : r0 + c * block] = l.reshape(-1, c * block)
+        del o, l  # before the next step's
+
+
 def empty_rows(bias: torch.Tensor) -> torch.Tensor | None:
-    """(nb, block) where a row of the blocked bias allows no key (FUSED's lse there is 0), or None."""
+    """(nb, block) where a row of the blocked bias allows no key (the fused lse there is 0), or None."""
     empty = torch.isneginf(bias).all(-1)
     return empty if bool(empty.any()) else None
 

@@ -77,6 +77,24 @@ def fold(acc_out: torch.Tensor, acc_lse: torch.Tensor, out: torch.Tensor, lse: t
     acc_lse.copy_(total.log_().add_(top))
 
 
+# torch's fused attention kernel for the CPU (flash attention: scores, softmax and P·V in tiles, with
+# its own fast exponential), on views of any strides: a band's run of blocks, each block one of its
+# "heads" (overlapping K/V windows read in place), residue classes, a key subset. It returns the
+# log-sum-exp a fold needs. Elsewhere the steps of matmuls and a softmax below.
+FUSED = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+
+
+def fused(x: torch.Tensor) -> bool:
+    """Whether x's device has the fused kernel (the CPU, with a torch that has it)."""
+    return FUSED is not None and x.device.type == "cpu"
+
+
+def fused_attention(q, k, v, mask: torch.Tensor, scale: float):
+    """The fused kernel on (B, H, L, d) views (the last dim contiguous), `mask` added to the scores:
+    (out (B, H, L, d), lse (B, H, L)). NB: a row with no allowed key gets 0 with lse 0, not −inf."""
+    return FUSED(q, k, v, attn_mask=mask, scale=scale)
+
+
 def grad_of(q, k, v) -> bool:
     return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
@@ -317,13 +335,30 @@ class KeySubset(KeySet):
     keys: torch.Tensor  # (s,) long
     valid: torch.Tensor  # (n, s) bool
 
+    def __post_init__(self):  # the fused kernel's additive mask and the rows with no key, in setup
+        bias = empty = None
+        if fused(self.valid) and self.keys.numel():
+            bias = torch.zeros(self.valid.shape).masked_fill_(~self.valid, NEG_INF)
+            empty = ~self.valid.any(-1)
+            empty = empty if bool(empty.any()) else None
+        object.__setattr__(self, "fused_mask", (bias, empty))
+
     def steps(self, q, k, v, need_lse: bool, into: Partial | None, budget: int = 1 << 18) -> Partial:
         """Rows in chunks whose scores hold about `budget` elements, and at most `step_elements`
-        with their output."""
+        with their output (through the fused kernel on the CPU: chunks of half an output)."""
         b, h, n, d = q.shape
         q3 = q.reshape(b * h, n, d)
         ks, vs = (x[:, :, self.keys].reshape(b * h, -1, d) for x in (k, v))  # (B·H, s, d)
         dest = Blocks(q3, need_lse, into)
+        bias, empty = self.fused_mask
+        if bias is not None and fused(q) and not grad_of(q, k, v):
+            chunk = max(1, step_elements(q) // (b * h * (d + 1)))
+            for rows in (slice(r, min(r + chunk, n)) for r in range(0, n, chunk)):
+                out, lse = fused_attention(q3[None, :, rows], ks[None], vs[None], bias[rows].to(q.dtype), d**-0.5)
+                lse = lse[0] if empty is None else lse[0].masked_fill_(empty[rows], NEG_INF)  # (B·H, C)
+                dest.put(rows, out[0], lse)
+                del out, lse  # before the next step's (see step_elements)
+            return dest.partial(b, h)
         for rows in self._chunks(q, budget):
             # NB: bmm reads the rows of every head in place; a 4-D matmul copied them to fold the batch
             scores = torch.bmm(q3[:, rows], ks.transpose(1, 2)).mul_(d**-0.5).masked_fill_(~self.valid[rows], NEG_INF)

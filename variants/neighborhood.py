@@ -14,7 +14,8 @@ import torch
 
 from variants.impls import REDUCED
 from variants.masks import named
-from variants.native import KeySet, Partial, output, softmax_part, step_elements
+from variants.band import FUSED_BLOCK, fused_windows
+from variants.native import KeySet, Partial, fused, grad_of, output, softmax_part, step_elements
 from variants.part_grad import tile_grads
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.peers import peer
@@ -57,7 +58,17 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
 
 
 def plan(n: int, causal: bool, params: dict, like: torch.Tensor, block: int = 128) -> "KeyRanges":
-    """Per block of queries, the key range its rows reach and each row's [lo, hi) within it."""
+    """Per block of queries, the key range its rows reach and each row's [lo, hi) within it; on the
+    CPU also the forward's blocks of FUSED_BLOCK rows, the interior ones in runs for the fused kernel."""
+    ranges = _ranges(n, causal, params, like, block)
+    if not fused(like):
+        return KeyRanges(ranges)
+    runs, rest = fused_runs(_ranges(n, causal, params, like, FUSED_BLOCK), like)
+    return KeyRanges(ranges, runs, rest)
+
+
+def _ranges(n: int, causal: bool, params: dict, like: torch.Tensor, block: int) -> tuple:
+    """(q0, q1, k0, k1, allowed (rows, keys)) per block of `block` queries."""
     lo, hi = bounds(n, params["kernel"], causal)
     lo, hi = lo.to(like.device), hi.to(like.device)
     out = []
@@ -67,7 +78,32 @@ def plan(n: int, causal: bool, params: dict, like: torch.Tensor, block: int = 12
         cols = torch.arange(k0, k1, device=like.device)
         allowed = (cols >= lo[q0:q1, None]) & (cols < hi[q0:q1, None])  # (rows, keys)
         out.append((q0, q1, k0, k1, allowed))
-    return KeyRanges(tuple(out))
+    return tuple(out)
+
+
+def fused_runs(blocks: tuple, like: torch.Tensor) -> tuple[tuple, tuple]:
+    """Runs of consecutive whole blocks whose key ranges are as wide, step as their rows do and
+    allow the same keys relative to the block (the interior), each (q0, g, k0, span, bias (1,
+    block, span): one mask for the run); and the blocks in no run of 2 or more."""
+    runs, rest, i = [], [], 0
+    while i < len(blocks):
+        q0, q1, k0, k1, allowed = blocks[i]
+        j = i + 1
+        while j < len(blocks) and _continues(blocks[j - 1], blocks[j], q1 - q0, k1 - k0):
+            j += 1
+        if j - i > 1:
+            bias = torch.zeros(allowed.shape, dtype=like.dtype, device=like.device).masked_fill_(~allowed, float("-inf"))
+            runs.append((q0, j - i, k0, k1 - k0, bias[None]))
+        else:
+            rest.append(blocks[i])
+        i = j
+    return tuple(runs), tuple(rest)
+
+
+def _continues(prev: tuple, block: tuple, rows: int, span: int) -> bool:
+    q0, q1, k0, k1, allowed = block
+    return (q1 - q0 == rows and k1 - k0 == span and q0 - prev[0] == rows and k0 - prev[2] == rows
+            and torch.equal(allowed, prev[4]))
 
 
 @dataclass(frozen=True)
@@ -77,13 +113,20 @@ class KeyRanges(KeySet):
     (a small n keeps one output); the backward recomputes each block's scores (variants.part_grad)."""
 
     blocks: tuple
+    runs: tuple = ()  # the CPU forward's interior: (q0, g, k0, span, bias) runs for the fused kernel
+    rest: tuple = ()  # the CPU forward's other blocks, as `blocks`
 
     def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
         if into is not None:
             raise NotImplementedError("KeyRanges is a whole pattern: it folds into no other set")
         out = torch.empty_like(q)
         lse = q.new_empty(q.shape[:-1]) if need_lse else None
-        for (q0, q1, k0, k1), hs, scores in self._tiles(q, k, tensors=1):
+        blocks = self.blocks
+        if self.runs and fused(q) and not grad_of(q, k, v):
+            blocks = self.rest
+            for q0, g, k0, span, bias in self.runs:
+                fused_windows(q, k, v, q0, g, k0, span, bias, out, lse)
+        for (q0, q1, k0, k1), hs, scores in self._tiles(q, k, tensors=1, blocks=blocks):
             o, l = softmax_part(scores, lambda p: p @ v[:, hs, k0:k1], need_lse)
             out[:, hs, q0:q1] = o
             if need_lse:
@@ -101,10 +144,10 @@ class KeyRanges(KeySet):
             dv[keys] += gv
             del scores, gq, gk, gv
 
-    def _tiles(self, q, k, tensors: int):
+    def _tiles(self, q, k, tensors: int, blocks: tuple | None = None):
         """((q0, q1, k0, k1), heads, scores (B, heads, rows, keys)) with masked keys at −inf."""
         b, h, n, d = q.shape
-        for q0, q1, k0, k1, allowed in self.blocks:
+        for q0, q1, k0, k1, allowed in self.blocks if blocks is None else blocks:
             heads = max(1, min(h, step_elements(q) // (b * (q1 - q0) * (tensors * (k1 - k0) + d))))
             for hs in (slice(h0, h0 + heads) for h0 in range(0, h, heads)):
                 scores = (q[:, hs, q0:q1] @ k[:, hs, k0:k1].transpose(-1, -2)).mul_(d**-0.5)

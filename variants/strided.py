@@ -11,7 +11,7 @@ import torch
 
 from variants.masks import causal_clip, named
 from variants.band import band_plan
-from variants.native import NEG_INF, KeySet, Partial, fold, softmax_part, step_elements, union
+from variants.native import NEG_INF, KeySet, Partial, fold, fused, fused_attention, grad_of, softmax_part, step_elements, union
 from variants.part_grad import tile_grads
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param, sqrt_n
@@ -62,12 +62,15 @@ class Residues(KeySet):
 
     def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
         b, h, n, d = q.shape
-        fused = into is not None
-        out = into.out if fused else q.new_empty(b, h, n, d)
-        lse = into.lse if fused else (q.new_empty(b, h, n) if need_lse else None)
+        folding = into is not None
+        out = into.out if folding else q.new_empty(b, h, n, d)
+        lse = into.lse if folding else (q.new_empty(b, h, n) if need_lse else None)
         for r0, r1, count in _sections(n, self.stride):
-            _by_head(q, k, v, out, lse, fused, r0, r1, count, self.stride, self.causal, self.budget)
-        return into if fused else Partial(out, lse)
+            if fused(q) and not grad_of(q, k, v):
+                _by_group(q, k, v, out, lse, folding, r0, r1, count, self.stride, self.causal)
+            else:
+                _by_head(q, k, v, out, lse, folding, r0, r1, count, self.stride, self.causal, self.budget)
+        return into if folding else Partial(out, lse)
 
     def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
         d = q.shape[-1]
@@ -99,7 +102,7 @@ def _diagonal(count: int, causal: bool, device) -> torch.Tensor:
     return (m[None, :] >= m[:, None]) if causal else (m[None, :] == m[:, None])
 
 
-def _by_head(q, k, v, out, lse, fused: bool, r0: int, r1: int, count: int, l: int, causal: bool, budget: int):
+def _by_head(q, k, v, out, lse, folding: bool, r0: int, r1: int, count: int, l: int, causal: bool, budget: int):
     """One section: per head, groups of classes whose scores hold about `budget` elements (in
     cache) and, with their output, at most `step_elements`."""
     d = q.shape[-1]
@@ -114,13 +117,38 @@ def _by_head(q, k, v, out, lse, fused: bool, r0: int, r1: int, count: int, l: in
             scores = torch.bmm(qg, kg.transpose(1, 2)).mul_(d**-0.5).masked_fill_(masked, NEG_INF)  # (R, count, count)
             o, s = softmax_part(scores, lambda p: torch.bmm(p, vg), ls is not None)  # (R, count, d), (R, count)
             dest = outs[i, :, cls].transpose(0, 1)
-            if fused:
+            if folding:
                 fold(dest, ls[i, :, cls].transpose(0, 1), o, s)
             else:
                 dest.copy_(o)
                 if ls is not None:
                     ls[i, :, cls].transpose(0, 1).copy_(s)
             del scores, o, s  # before the next step's (see step_elements)
+
+
+def _by_group(q, k, v, out, lse, folding: bool, r0: int, r1: int, count: int, l: int, causal: bool):
+    """One section through the CPU's fused attention kernel (variants.native.fused_attention): every head at
+    once, each class one of its "heads", read in place (row stride l·d); groups of classes so that a
+    step's output holds at most `step_elements`. A member with no key (a class's first when causal,
+    a class of one) comes back as 0 with lse 0: its lse is made −inf."""
+    d = q.shape[-1]
+    masked = _diagonal(count, causal, q.device)
+    bias = torch.zeros(masked.shape, dtype=q.dtype, device=q.device).masked_fill_(masked, NEG_INF)  # (count, count)
+    empty = masked.all(-1)  # (count,)
+    qs, ks, vs, outs = (_classes(x, l, r0, r1, count).transpose(1, 2) for x in (q, k, v, out))  # (B·H, R, count, d)
+    ls = _classes(lse, l, r0, r1, count).transpose(1, 2) if lse is not None else None  # (B·H, R, count)
+    group = max(1, step_elements(q) // (qs.shape[0] * count * (d + 1)))
+    for g0 in range(0, r1 - r0, group):
+        cls = slice(g0, min(g0 + group, r1 - r0))
+        o, s = fused_attention(qs[:, cls], ks[:, cls], vs[:, cls], bias, d**-0.5)  # (B·H, R, count[, d])
+        s = s.masked_fill_(empty, NEG_INF) if bool(empty.any()) else s
+        if folding:
+            fold(outs[:, cls], ls[:, cls], o, s)
+        else:
+            outs[:, cls].copy_(o)
+            if ls is not None:
+                ls[:, cls].copy_(s)
+        del o, s  # before the next step's (see step_elements)
 
 
 def _sections(n: int, l: int) -> list[tuple[int, int, int]]:
