@@ -10,7 +10,7 @@ import torch
 
 import variants
 from conftest import inputs
-from variants import band, native
+from variants import band, fused
 from variants.band import BandPlan, band_bias, band_part
 
 BANDS = ["sliding_window", "strided", "fixed", "bigbird", "neighborhood"]  # neighborhood: its interior is a band
@@ -21,13 +21,13 @@ def _fused_rows(monkeypatch, heads: int = 8) -> list[int]:
     """Count the query rows of one head the fused kernel scores (0: the run never reached it): its
     q is (B·H, blocks, block, d) for a band, (B·H, classes, members, d) for residue classes, (1, B·H,
     rows, d) for a key subset."""
-    rows, kernel = [], native.FUSED
-    monkeypatch.setattr(native, "FUSED", lambda q, *a, **kw: (rows.append(q.shape[:3].numel() // heads),
+    rows, kernel = [], fused.FUSED
+    monkeypatch.setattr(fused, "FUSED", lambda q, *a, **kw: (rows.append(q.shape[:3].numel() // heads),
                                                               kernel(q, *a, **kw))[1])
     return rows
 
 
-@pytest.mark.skipif(native.FUSED is None, reason="this torch has no fused CPU attention kernel")
+@pytest.mark.skipif(fused.FUSED is None, reason="this torch has no fused CPU attention kernel")
 @pytest.mark.parametrize("n", [700, 2048])
 @pytest.mark.parametrize("name", BANDS)
 def test_the_fused_forward_equals_dense_and_scores_the_interior(name, n, monkeypatch):
@@ -49,7 +49,7 @@ def test_the_fused_forward_equals_dense_and_scores_the_interior(name, n, monkeyp
 def test_the_unfused_forward_equals_dense(name, n, monkeypatch):
     """Without the fused kernel (a GPU, or a torch without it) the band goes by its steps, as it
     did before: that form stays exact."""
-    monkeypatch.setattr(native, "FUSED", None)
+    monkeypatch.setattr(fused, "FUSED", None)
     spec = variants.get(name)
     q, k, v = inputs(spec, batch=1, heads=8, head_dim=64, seq_len=n)
     for causal in (False, True):
@@ -57,8 +57,8 @@ def test_the_unfused_forward_equals_dense(name, n, monkeypatch):
         assert (spec.attention(q, k, v, impl="native", causal=causal) - ref).abs().max().item() <= 1e-9
 
 
-@pytest.mark.skipif(native.FUSED is None, reason="this torch has no fused CPU attention kernel")
-def test_a_row_with_no_key_has_lse_minus_infinity_from_the_fused_kernel():
+@pytest.mark.skipif(fused.FUSED is None, reason="this torch has no fused CPU attention kernel")
+def test_a_row_with_no_key_has_lse_minus_infinity_from_the_fused_kernel(monkeypatch):
     """The kernel gives such a row 0 with lse 0; the band makes its lse −inf, as the steps do, so
     that a union gives it no weight."""
     n, block = 256, 32
@@ -69,15 +69,12 @@ def test_a_row_with_no_key_has_lse_minus_infinity_from_the_fused_kernel():
 
     plan = BandPlan(block, 2, 2, band_bias(n, block, 2, 2, allowed, q))
     assert plan.empty is not None
-    fused = band_part(q, k, v, block=block, left=2, right=2, bias=plan.bias, need_lse=True, empty=plan.empty)
-    band_fused, native.FUSED = native.FUSED, None
-    try:
-        steps = band_part(q, k, v, block=block, left=2, right=2, bias=plan.bias, need_lse=True)
-    finally:
-        native.FUSED = band_fused
+    kernel = band_part(q, k, v, block=block, left=2, right=2, bias=plan.bias, need_lse=True, empty=plan.empty)
+    monkeypatch.setattr(fused, "FUSED", None)
+    steps = band_part(q, k, v, block=block, left=2, right=2, bias=plan.bias, need_lse=True)
     empty = torch.arange(n) % 7 == 3
-    assert torch.isneginf(fused.lse[..., empty]).all() and (fused.out[..., empty, :] == 0).all()
-    assert torch.equal(torch.isneginf(fused.lse), torch.isneginf(steps.lse))
+    assert torch.isneginf(kernel.lse[..., empty]).all() and (kernel.out[..., empty, :] == 0).all()
+    assert torch.equal(torch.isneginf(kernel.lse), torch.isneginf(steps.lse))
     finite = ~empty
-    assert (fused.lse[..., finite] - steps.lse[..., finite]).abs().max() < 1e-12
-    assert (fused.out - steps.out).abs().max() < 1e-12
+    assert (kernel.lse[..., finite] - steps.lse[..., finite]).abs().max() < 1e-12
+    assert (kernel.out - steps.out).abs().max() < 1e-12

@@ -6,7 +6,7 @@ and scored in steps of a few blocks (`band_part`), each step a part's output and
 (variants.native), so a call holds one output and a step, whatever n is.
 
 On the CPU the forward's interior runs go through torch's fused attention kernel
-(`variants.native.fused_attention`), each
+(`variants.fused`), each
 block a "head" of it, in blocks of 32 rows; elsewhere (and for the blocks at the ends) a step is a
 batched matmul, a softmax and a matmul. The backward (`BandPlan.grads`) is the same on every device.
 """
@@ -18,7 +18,8 @@ from typing import Callable
 
 import torch
 
-from variants.native import NEG_INF, Blocks, KeySet, Partial, fused, fused_attention, grad_of, softmax_part, step_elements
+from variants.fused import fused, fused_attention
+from variants.native import NEG_INF, Blocks, KeySet, Partial, grad_of, softmax_part, step_elements
 from variants.part_grad import tile_grads
 
 def band_bias(
@@ -40,7 +41,7 @@ def band_bias(
     return torch.zeros(keep.shape, dtype=like.dtype, device=device).masked_fill_(~keep, NEG_INF)
 
 
-# NB: blocks of 32 rows for the fused forward (variants.native.fused_attention) of a reach-defined
+# NB: blocks of 32 rows for the fused forward (variants.fused) of a reach-defined
 # band: w = 128 then scores 288 keys a row, not 384 (blocks of 128), and the kernel keeps its tiles
 # in cache. Sliding window, n = 8192, H = 8, d = 64, interior, one process: 158 ms (steps of baddbmm,
 # softmax, bmm in blocks of 128), fused 134 ms in blocks of 128, 117 in 64, 109 in 32.

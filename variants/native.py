@@ -16,6 +16,7 @@ from typing import Callable
 import torch
 
 from variants.expo import exp_
+from variants.fused import fused, fused_attention
 from variants.part_grad import OwnBackward, tile_grads
 
 NEG_INF = float("-inf")
@@ -75,24 +76,6 @@ def fold(acc_out: torch.Tensor, acc_lse: torch.Tensor, out: torch.Tensor, lse: t
     norm = total.masked_fill(total == 0, 1.0)  # no key in either: both weights 0
     acc_out.mul_((w_acc / norm).unsqueeze(-1)).addcmul_(out, (w / norm).unsqueeze(-1))
     acc_lse.copy_(total.log_().add_(top))
-
-
-# torch's fused attention kernel for the CPU (flash attention: scores, softmax and P·V in tiles, with
-# its own fast exponential), on views of any strides: a band's run of blocks, each block one of its
-# "heads" (overlapping K/V windows read in place), residue classes, a key subset. It returns the
-# log-sum-exp a fold needs. Elsewhere the steps of matmuls and a softmax below.
-FUSED = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-
-
-def fused(x: torch.Tensor) -> bool:
-    """Whether x's device has the fused kernel (the CPU, with a torch that has it)."""
-    return FUSED is not None and x.device.type == "cpu"
-
-
-def fused_attention(q, k, v, mask: torch.Tensor, scale: float):
-    """The fused kernel on (B, H, L, d) views (the last dim contiguous), `mask` added to the scores:
-    (out (B, H, L, d), lse (B, H, L)). NB: a row with no allowed key gets 0 with lse 0, not −inf."""
-    return FUSED(q, k, v, attn_mask=mask, scale=scale)
 
 
 def grad_of(q, k, v) -> bool:

@@ -15,7 +15,8 @@ import torch
 from variants.impls import REDUCED
 from variants.masks import named
 from variants.band import FUSED_BLOCK, fused_windows
-from variants.native import KeySet, Partial, fused, grad_of, output, softmax_part, step_elements
+from variants.fused import fused
+from variants.native import KeySet, Partial, grad_of, output, softmax_part, step_elements
 from variants.part_grad import tile_grads
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.peers import peer

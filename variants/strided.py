@@ -11,7 +11,8 @@ import torch
 
 from variants.masks import causal_clip, named
 from variants.band import band_plan
-from variants.native import NEG_INF, KeySet, Partial, fold, fused, fused_attention, grad_of, softmax_part, step_elements, union
+from variants.fused import fused, fused_attention
+from variants.native import NEG_INF, KeySet, Partial, fold, grad_of, softmax_part, step_elements, union
 from variants.part_grad import tile_grads
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param, sqrt_n
@@ -127,7 +128,7 @@ def _by_head(q, k, v, out, lse, folding: bool, r0: int, r1: int, count: int, l: 
 
 
 def _by_group(q, k, v, out, lse, folding: bool, r0: int, r1: int, count: int, l: int, causal: bool):
-    """One section through the CPU's fused attention kernel (variants.native.fused_attention): every head at
+    """One section through the CPU's fused attention kernel (variants.fused): every head at
     once, each class one of its "heads", read in place (row stride l·d); groups of classes so that a
     step's output holds at most `step_elements`. A member with no key (a class's first when causal,
     a class of one) comes back as 0 with lse 0: its lse is made −inf."""
