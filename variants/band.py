@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from variants.fused import fused, fused_attention
+from variants.fused import empty_rows, fused, fused_attention
 from variants.native import NEG_INF, Blocks, KeySet, Partial, grad_of, softmax_part, step_elements
 from variants.part_grad import tile_grads
 
@@ -146,24 +146,23 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
 
 
 def _fused_run(q3, k3, v3, dest: "Blocks", t: int, g: int, *, block, left, span, bias, empty, need_lse) -> None:
-    """Blocks t … t + g − 1 of every head through the fused kernel. A row with no allowed key comes back as 0
-    with lse 0: its lse is made −inf, so that a fold gives it no weight."""
+    """Blocks t … t + g − 1 of every head through the fused kernel (rows with no key: lse −inf)."""
     r0 = t * block
-    out, lse = fused_blocks(q3, k3, v3, r0, g, block, (t - left) * block, span, bias[t : t + g])
-    if need_lse:
-        lse = (lse if empty is None else lse.masked_fill_(empty[t : t + g], NEG_INF)).reshape(-1, g * block)
-    dest.put(slice(r0, r0 + g * block), out, lse if need_lse else None)
+    out, lse = fused_blocks(q3, k3, v3, r0, g, block, (t - left) * block, span, bias[t : t + g],
+                            None if empty is None else empty[t : t + g])
+    dest.put(slice(r0, r0 + g * block), out, lse.reshape(-1, g * block) if need_lse else None)
     del out, lse  # before the next step's (see step_elements)
 
 
-def fused_blocks(q3, k3, v3, r0: int, g: int, block: int, first: int, span: int, mask: torch.Tensor):
+def fused_blocks(q3, k3, v3, r0: int, g: int, block: int, first: int, span: int, mask: torch.Tensor,
+                 empty: torch.Tensor | None = None):
     """g blocks of `block` query rows from r0 of every head (q3, k3, v3: (B·H, n, d)), block i against
     the keys first + i·block … + span (windows of K and V read in place) with `mask` (g, block or 1,
     span) added to its scores, through the fused kernel, each block one of its "heads":
     (out (B·H, g·block, d), lse (B·H, g, block))."""
     d = q3.shape[2]
     kw, vw = (_windows(x[:, first:], g, block, span) for x in (k3, v3))  # (B·H, g, span, d), in place
-    out, lse = fused_attention(q3[:, r0 : r0 + g * block].view(-1, g, block, d), kw, vw, mask[None], d**-0.5)
+    out, lse = fused_attention(q3[:, r0 : r0 + g * block].view(-1, g, block, d), kw, vw, mask[None], d**-0.5, empty)
     return out.view(-1, g * block, d), lse
 
 
@@ -183,12 +182,6 @@ def fused_windows(q, k, v, q0: int, g: int, k0: int, span: int, bias: torch.Tens
         if lse3 is not None:
             lse3[:, r0 : r0 + c * block] = l.reshape(-1, c * block)
         del o, l  # before the next step's
-
-
-def empty_rows(bias: torch.Tensor) -> torch.Tensor | None:
-    """(nb, block) where a row of the blocked bias allows no key (the fused lse there is 0), or None."""
-    empty = torch.isneginf(bias).all(-1)
-    return empty if bool(empty.any()) else None
 
 
 def _windows(x: torch.Tensor, count: int, block: int, span: int) -> torch.Tensor:

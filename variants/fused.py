@@ -21,7 +21,16 @@ def fused(x: torch.Tensor) -> bool:
     return FUSED is not None and x.device.type == "cpu"
 
 
-def fused_attention(q, k, v, mask: torch.Tensor, scale: float):
+def fused_attention(q, k, v, mask: torch.Tensor, scale: float, empty: torch.Tensor | None = None):
     """The fused kernel on (B, H, L, d) views (the last dim contiguous), `mask` added to the scores:
-    (out (B, H, L, d), lse (B, H, L)). NB: a row with no allowed key gets 0 with lse 0, not −inf."""
-    return FUSED(q, k, v, attn_mask=mask, scale=scale)
+    (out (B, H, L, d), lse (B, H, L)). NB: the kernel gives a row with no allowed key 0 with lse 0;
+    `empty` (those rows, broadcast to the lse: `empty_rows` of the mask, made in setup) gets −inf,
+    so that a fold gives them no weight."""
+    out, lse = FUSED(q, k, v, attn_mask=mask, scale=scale)
+    return out, (lse if empty is None else lse.masked_fill_(empty, float("-inf")))
+
+
+def empty_rows(mask: torch.Tensor) -> torch.Tensor | None:
+    """(…, L): where a row of an additive mask (…, L, S) allows no key, or None if none does."""
+    empty = torch.isneginf(mask).all(-1)
+    return empty if bool(empty.any()) else None

@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 
 from variants.expo import exp_
-from variants.fused import fused, fused_attention
+from variants.fused import empty_rows, fused, fused_attention
 from variants.part_grad import OwnBackward, tile_grads
 
 NEG_INF = float("-inf")
@@ -322,8 +322,7 @@ class KeySubset(KeySet):
         bias = empty = None
         if fused(self.valid) and self.keys.numel():
             bias = torch.zeros(self.valid.shape).masked_fill_(~self.valid, NEG_INF)
-            empty = ~self.valid.any(-1)
-            empty = empty if bool(empty.any()) else None
+            empty = empty_rows(bias)
         object.__setattr__(self, "fused_mask", (bias, empty))
 
     def steps(self, q, k, v, need_lse: bool, into: Partial | None, budget: int = 1 << 18) -> Partial:
@@ -337,9 +336,9 @@ class KeySubset(KeySet):
         if bias is not None and fused(q) and not grad_of(q, k, v):
             chunk = max(1, step_elements(q) // (b * h * (d + 1)))
             for rows in (slice(r, min(r + chunk, n)) for r in range(0, n, chunk)):
-                out, lse = fused_attention(q3[None, :, rows], ks[None], vs[None], bias[rows].to(q.dtype), d**-0.5)
-                lse = lse[0] if empty is None else lse[0].masked_fill_(empty[rows], NEG_INF)  # (B·H, C)
-                dest.put(rows, out[0], lse)
+                out, lse = fused_attention(q3[None, :, rows], ks[None], vs[None], bias[rows].to(q.dtype), d**-0.5,
+                                           None if empty is None else empty[rows])
+                dest.put(rows, out[0], lse[0])  # (B·H, C, d), (B·H, C)
                 del out, lse  # before the next step's (see step_elements)
             return dest.partial(b, h)
         for rows in self._chunks(q, budget):

@@ -11,7 +11,7 @@ import torch
 
 from variants.masks import causal_clip, named
 from variants.band import band_plan
-from variants.fused import fused, fused_attention
+from variants.fused import empty_rows, fused, fused_attention
 from variants.native import NEG_INF, KeySet, Partial, fold, grad_of, softmax_part, step_elements, union
 from variants.part_grad import tile_grads
 from variants.pattern import native_impl, pattern_variant, rows
@@ -135,14 +135,13 @@ def _by_group(q, k, v, out, lse, folding: bool, r0: int, r1: int, count: int, l:
     d = q.shape[-1]
     masked = _diagonal(count, causal, q.device)
     bias = torch.zeros(masked.shape, dtype=q.dtype, device=q.device).masked_fill_(masked, NEG_INF)  # (count, count)
-    empty = masked.all(-1)  # (count,)
+    empty = empty_rows(bias)  # (count,) or None
     qs, ks, vs, outs = (_classes(x, l, r0, r1, count).transpose(1, 2) for x in (q, k, v, out))  # (B·H, R, count, d)
     ls = _classes(lse, l, r0, r1, count).transpose(1, 2) if lse is not None else None  # (B·H, R, count)
     group = max(1, step_elements(q) // (qs.shape[0] * count * (d + 1)))
     for g0 in range(0, r1 - r0, group):
         cls = slice(g0, min(g0 + group, r1 - r0))
-        o, s = fused_attention(qs[:, cls], ks[:, cls], vs[:, cls], bias, d**-0.5)  # (B·H, R, count[, d])
-        s = s.masked_fill_(empty, NEG_INF) if bool(empty.any()) else s
+        o, s = fused_attention(qs[:, cls], ks[:, cls], vs[:, cls], bias, d**-0.5, empty)  # (B·H, R, count[, d])
         if folding:
             fold(outs[:, cls], ls[:, cls], o, s)
         else:
