@@ -15,6 +15,7 @@ from typing import Callable
 
 import torch
 
+from variants.csr_slices import Slice, csr_slices, sampled_output, sampled_scores
 from variants.expo import exp_
 from variants.fused import empty_rows, fused, fused_attention
 from variants.part_grad import OwnBackward, tile_grads
@@ -212,6 +213,7 @@ class RowKeys(KeySet):
     valid: torch.Tensor  # (n, w) bool
     pattern: torch.Tensor | None  # CSR (n, n) for the SDDMM, or None: gather
     transposed: tuple | None = None  # the pattern's transpose: crow (n + 1,), col (n·w,), entry order (n·w,)
+    slices: tuple = ()  # the forward's pattern, by slices of keys (variants.csr_slices)
 
     def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
         if self.pattern is None:
@@ -261,29 +263,26 @@ def row_keys(idx: torch.Tensor, valid: torch.Tensor, like: torch.Tensor) -> RowK
     entries = torch.argsort(idx.flatten(), stable=True)  # by key, then by query: the transpose's rows
     crow_t = torch.zeros(n + 1, dtype=torch.long, device=like.device)
     crow_t[1:] = torch.bincount(idx.flatten(), minlength=n).cumsum(0)
-    return RowKeys(idx, valid, pattern, (crow_t, entries // w, entries))
+    return RowKeys(idx, valid, pattern, (crow_t, entries // w, entries),
+                   csr_slices(idx, pattern, like.shape[3] * like.element_size()))
 
 
 def sparse_part(q, k, v, *, rows: RowKeys, need_lse: bool, into: Partial | None = None) -> Partial:
     """Scores only at the listed (i, j) by SDDMM, softmax over each row's w entries, then SpMM.
 
     One head at a time: the sampled scores (with the index copies CSR carries) are one head's n·w,
-    never all B·H heads' at once (measured at n = 16384, H = 8: also 1.2x faster than batched)."""
+    never all B·H heads' at once (measured at n = 16384, H = 8: also 1.2x faster than batched). Past
+    a few MiB of K, by slices of keys that stay in cache (variants.csr_slices)."""
     b, h, n, d = q.shape
     q3, k3, v3 = (x.reshape(b * h, n, d) for x in (q, k, v))
     w = rows.idx.shape[1]
-    crow, col = rows.pattern.crow_indices(), rows.pattern.col_indices()
     dest = Blocks(q3, need_lse, into)
+    slices = rows.slices or (Slice(0, n, rows.pattern, None),)
     for i in range(b * h):
-        sampled = torch.sparse.sampled_addmm(rows.pattern, q3[i], k3[i].T, beta=0.0, alpha=d**-0.5)
-        scores = sampled.values().view(n, w).masked_fill_(~rows.valid, NEG_INF)
-        out, lse = softmax_part(
-            scores,
-            lambda p: torch.sparse_csr_tensor(crow, col, p.reshape(-1), (n, n), check_invariants=False) @ v3[i],
-            need_lse,
-        )
+        scores = sampled_scores(slices, q3[i], k3[i], d**-0.5).view(n, w).masked_fill_(~rows.valid, NEG_INF)
+        out, lse = softmax_part(scores, lambda p: sampled_output(slices, p.reshape(-1), v3[i]), need_lse)
         dest.put(slice(None), out, lse, head=i)
-        del sampled, scores, out, lse  # before the next head's (see step_elements)
+        del scores, out, lse  # before the next head's (see step_elements)
     return dest.partial(b, h)
 
 

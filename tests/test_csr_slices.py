@@ -1,0 +1,70 @@
+"""Per-query key lists by slices of keys (variants.csr_slices): `random`'s and bigbird's forward past
+a few MiB of K. Each pair lands in exactly one slice, and the sliced forward equals the dense
+reference (small n, slices made small) and the one-pass and gathered forms at a length that slices
+with the real constants (the sweeps' d = 64, float32)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import variants
+from conftest import inputs
+from variants import csr_slices, native
+from variants.random_keys import draw
+
+
+def _keys(n: int, like: torch.Tensor) -> native.RowKeys:
+    idx = torch.cat([torch.arange(n)[:, None], draw(n, 32, 0)], dim=1)  # random's: itself and 32 drawn
+    return native.row_keys(idx, torch.ones(idx.shape, dtype=torch.bool), like)
+
+
+def test_every_listed_pair_lands_in_one_slice_with_its_key():
+    n = 40000  # d = 64, float32: K is 9.8 MiB, so 3 slices of SLICE_BYTES = 4 MiB at most
+    rows = _keys(n, torch.empty(1, 1, n, 64))
+    assert len(rows.slices) == 3
+    at = torch.cat([s.at for s in rows.slices])
+    assert torch.equal(at.sort().values, torch.arange(n * 33))
+    for s in rows.slices:
+        keys = rows.idx.reshape(-1)[s.at]
+        assert bool(((keys >= s.k0) & (keys < s.k1)).all())
+        assert torch.equal(s.pattern.col_indices() + s.k0, keys)
+        assert s.pattern.crow_indices()[-1].item() == s.at.numel()
+
+
+def test_a_slice_keeps_at_least_min_entries_a_row_and_one_slice_stays_the_pattern():
+    assert len(_keys(16384, torch.empty(1, 1, 16384, 64)).slices) == 1  # K of 4 MiB: one pass
+    assert _keys(16384, torch.empty(1, 1, 16384, 64)).slices[0].at is None
+    assert len(_keys(1 << 17, torch.empty(1, 1, 1 << 17, 64)).slices) == 33 // csr_slices.MIN_ENTRIES
+
+
+def test_the_sliced_forward_equals_the_one_pass_and_the_gathered_forms_at_the_real_constants():
+    n, d = 40000, 64
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, d) for _ in range(3))
+    rows = _keys(n, q)
+    assert len(rows.slices) > 1
+    sliced = native.sparse_part(q, k, v, rows=rows, need_lse=True)
+    one = native.sparse_part(q, k, v, rows=native.RowKeys(rows.idx, rows.valid, rows.pattern), need_lse=True)
+    gathered = native.gather_part(q, k, v, idx=rows.idx, valid=rows.valid, need_lse=True)
+    for other in (one, gathered):
+        assert (sliced.out - other.out).abs().max().item() <= 2e-6
+        assert (sliced.lse - other.lse).abs().max().item() <= 2e-5
+
+
+@pytest.mark.parametrize("name", ["random", "bigbird"])
+def test_small_slices_equal_the_dense_reference(name, monkeypatch):
+    """Slices of 5–40 keys at n = 97, with the drawn keys that are not valid (the diagonal; later
+    keys when causal) masked, in float64."""
+    spec = variants.get(name)
+    q, k, v = inputs(spec, batch=2, heads=3, head_dim=16, seq_len=97)
+    seen, scores = [], csr_slices.sampled_scores
+    monkeypatch.setattr(native, "sampled_scores", lambda slices, *a: (seen.append(len(slices)), scores(slices, *a))[1])
+    monkeypatch.setattr(csr_slices, "MIN_ENTRIES", 1)
+    for size, count in ((40, 3), (5, 20)):
+        monkeypatch.setattr(csr_slices, "SLICE_BYTES", size * 16 * 8)
+        for causal in (False, True):
+            seen.clear()
+            ref = spec.attention(q, k, v, impl="dense", causal=causal)
+            assert (spec.attention(q, k, v, impl="native", causal=causal) - ref).abs().max().item() <= 1e-9
+            assert seen and set(seen) == {count}, seen  # every head went by `count` slices
