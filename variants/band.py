@@ -5,9 +5,8 @@ planned once in setup (`band_plan`: block size, reach, the additive mask of the 
 and scored in steps of a few blocks (`band_part`), each step a part's output and log-sum-exp
 (variants.native), so a call holds one output and a step, whatever n is.
 
-On the CPU the forward's interior runs go through torch's fused attention kernel
-(`variants.fused`), each
-block a "head" of it, in blocks of 32 rows; elsewhere (and for the blocks at the ends) a step is a
+On the CPU the forward's interior runs go through torch's fused attention kernel (`variants.fused`),
+each block a "head" of it, in blocks of 32 rows; elsewhere (and for the blocks at the ends) a step is a
 batched matmul, a softmax and a matmul. The backward (`BandPlan.grads`) is the same on every device.
 """
 
@@ -18,8 +17,8 @@ from typing import Callable
 
 import torch
 
-from variants.fused import empty_rows, fused, fused_attention
-from variants.native import NEG_INF, Blocks, KeySet, Partial, grad_of, softmax_part, step_elements
+from variants.fused import additive, empty_rows, fused, fused_attention
+from variants.native import Blocks, KeySet, Partial, grad_of, softmax_part, step_elements
 from variants.part_grad import tile_grads
 
 def band_bias(
@@ -38,7 +37,7 @@ def band_bias(
     i = t * block + torch.arange(block, device=device)[None, :, None]  # (nb, block, 1)
     j = (t - left) * block + torch.arange(span, device=device)[None, None, :]  # (nb, 1, span)
     keep = (j >= 0) & (j < seq_len) & allowed(i, j)
-    return torch.zeros(keep.shape, dtype=like.dtype, device=device).masked_fill_(~keep, NEG_INF)
+    return additive(keep, like.dtype)
 
 
 # NB: blocks of 32 rows for the fused forward (variants.fused) of a reach-defined
@@ -57,8 +56,8 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
               into: Partial | None = None, empty: torch.Tensor | None = None) -> Partial:
     """Each query block attends to `left` blocks before and `right` after its own.
 
-    On the CPU without autograd, interior runs of blocks of every head through the fused kernel, each run at
-    most half an output (`step_elements`), the rest as below. Otherwise:
+    On the CPU without autograd, interior runs of blocks of every head through the fused kernel,
+    each run at most half an output (`step_elements`), the rest as below. Otherwise:
     steps of about GROUP_ROWS query rows against plain slices of K and V: no padding and a working
     set of a few blocks whatever n is. An interior run of small blocks is scored at once against
     overlapping windows of K (a strided view); blocks at the ends, one at a time, against keys

@@ -30,6 +30,11 @@ def fused_attention(q, k, v, mask: torch.Tensor, scale: float, empty: torch.Tens
     return out, (lse if empty is None else lse.masked_fill_(empty, float("-inf")))
 
 
+def additive(allowed: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The additive mask of a boolean one: 0 where allowed, −inf elsewhere (same shape and device)."""
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, float("-inf"))
+
+
 def empty_rows(mask: torch.Tensor) -> torch.Tensor | None:
     """(…, L): where a row of an additive mask (…, L, S) allows no key, or None if none does."""
     empty = torch.isneginf(mask).all(-1)

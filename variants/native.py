@@ -17,7 +17,7 @@ import torch
 
 from variants.csr_slices import Slice, csr_slices, sampled_output, sampled_scores
 from variants.expo import exp_
-from variants.fused import empty_rows, fused, fused_attention
+from variants.fused import additive, empty_rows, fused, fused_attention
 from variants.part_grad import OwnBackward, tile_grads
 
 NEG_INF = float("-inf")
@@ -320,7 +320,7 @@ class KeySubset(KeySet):
     def __post_init__(self):  # the fused kernel's additive mask and the rows with no key, in setup
         bias = empty = None
         if fused(self.valid) and self.keys.numel():
-            bias = torch.zeros(self.valid.shape).masked_fill_(~self.valid, NEG_INF)
+            bias = additive(self.valid)
             empty = empty_rows(bias)
         object.__setattr__(self, "fused_mask", (bias, empty))
 

@@ -15,7 +15,7 @@ import torch
 from variants.impls import REDUCED
 from variants.masks import named
 from variants.band import FUSED_BLOCK, fused_windows
-from variants.fused import fused
+from variants.fused import additive, fused
 from variants.native import KeySet, Partial, grad_of, output, softmax_part, step_elements
 from variants.part_grad import tile_grads
 from variants.pattern import native_impl, pattern_variant, rows
@@ -93,7 +93,7 @@ def fused_runs(blocks: tuple, like: torch.Tensor) -> tuple[tuple, tuple]:
         while j < len(blocks) and _continues(blocks[j - 1], blocks[j], q1 - q0, k1 - k0):
             j += 1
         if j - i > 1:
-            bias = torch.zeros(allowed.shape, dtype=like.dtype, device=like.device).masked_fill_(~allowed, float("-inf"))
+            bias = additive(allowed, like.dtype)
             runs.append((q0, j - i, k0, k1 - k0, bias[None]))
         else:
             rest.append(blocks[i])

@@ -11,7 +11,7 @@ import torch
 
 from variants.masks import causal_clip, named
 from variants.band import band_plan
-from variants.fused import empty_rows, fused, fused_attention
+from variants.fused import additive, empty_rows, fused, fused_attention
 from variants.native import NEG_INF, KeySet, Partial, fold, grad_of, softmax_part, step_elements, union
 from variants.part_grad import tile_grads
 from variants.pattern import native_impl, pattern_variant, rows
@@ -134,7 +134,7 @@ def _by_group(q, k, v, out, lse, folding: bool, r0: int, r1: int, count: int, l:
     a class of one) comes back as 0 with lse 0: its lse is made −inf."""
     d = q.shape[-1]
     masked = _diagonal(count, causal, q.device)
-    bias = torch.zeros(masked.shape, dtype=q.dtype, device=q.device).masked_fill_(masked, NEG_INF)  # (count, count)
+    bias = additive(~masked, q.dtype)  # (count, count)
     empty = empty_rows(bias)  # (count,) or None
     qs, ks, vs, outs = (_classes(x, l, r0, r1, count).transpose(1, 2) for x in (q, k, v, out))  # (B·H, R, count, d)
     ls = _classes(lse, l, r0, r1, count).transpose(1, 2) if lse is not None else None  # (B·H, R, count)
