@@ -13,7 +13,7 @@ import os
 import resource
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # NB: the worker imports torch only after its address-space limit is set
+if TYPE_CHECKING:  # NB: a local worker is forked with torch imported (suite.run.local.context)
     from suite.plan.case import Case
     from suite.plan.settings import Settings
     from suite.store.row import Row
