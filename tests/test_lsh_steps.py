@@ -7,6 +7,7 @@ import torch
 
 import variants
 from suite.run.timing import peak_cpu
+from test_part_grad import fwd_bwd_length
 from variants import reformer
 
 SPEC = variants.get("reformer")
@@ -42,12 +43,13 @@ def test_gradients_equal_dense(n, params, causal):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 def test_gradients_equal_the_readable_rounds_at_the_full_grids_fwd_bwd_shape(causal):
-    """At n = 2048, H = 8, d = 64 (the full grid's largest fwd_bwd case), float64: the head and chunk
-    groups the timed backward takes there, against autograd through every round whole."""
+    """At the full grid's largest fwd_bwd length (n = 4096), H = 8, d = 64, float64: the head and
+    chunk groups the timed backward takes there, against autograd through every round whole."""
+    n = fwd_bwd_length("reformer")
     gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, 8, 2048, 64, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    upstream = torch.randn(1, 8, 2048, 64, generator=gen, dtype=torch.float64)
-    params = SPEC.resolve(2048, {})
+    q, k, v = (torch.randn(1, 8, n, 64, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    upstream = torch.randn(1, 8, n, 64, generator=gen, dtype=torch.float64)
+    params = SPEC.resolve(n, {})
     rot = reformer.rotations(64, params["buckets"], params["rounds"], params["seed"])
     grads = [torch.autograd.grad(form(q, k, v, causal, params, rot), (q, v), upstream)
              for form in (reformer.native, reformer.readable)]

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import variants
+from suite.plan import grid as grids
 from suite.run.timing import peak_cpu
 from variants import band, native, part_grad
 from variants._checks import against_reference
@@ -13,6 +14,12 @@ from variants.band import band_part, band_plan
 from variants.native import gather_part, random_keys, row_keys
 
 NEG_INF = float("-inf")
+
+
+def fwd_bwd_length(name: str) -> int:
+    """The full grid's largest fwd_bwd length of `name`'s native path: where its timed backward is checked."""
+    return max(case.seq_len for case in grids.resolve("full").cases
+               if case.mode == "fwd_bwd" and case.variant == name and case.impl == "native")
 
 
 def _grads(part, q, k, v, g_out, g_lse):
@@ -102,12 +109,13 @@ def test_the_sweeps_check_sees_a_wrong_backward(monkeypatch, name):
 
 @pytest.mark.parametrize("name", ["sliding_window", "strided", "fixed", "bigbird", "random", "global", "neighborhood"])
 def test_gradients_equal_dense_at_the_full_grids_fwd_bwd_shape(name):
-    """At n = 2048, H = 8, d = 64 (the full grid's largest fwd_bwd case), float64: the chunks,
-    head groups and class groups the timed backward takes there, not only those of a small n."""
-    spec = variants.get(name)
+    """At the full grid's largest fwd_bwd length (n = 4096), H = 8, d = 64, float64: the blocks,
+    chunks, head groups and class groups the timed backward takes there, not only those of a small n."""
+    spec, n = variants.get(name), fwd_bwd_length(name)
+    assert n >= 4096, "issue 16 judges fwd_bwd at n >= 4096"
     gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, 8, 2048, 64, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    upstream = torch.randn(1, 8, 2048, 64, generator=gen, dtype=torch.float64)
+    q, k, v = (torch.randn(1, 8, n, 64, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    upstream = torch.randn(1, 8, n, 64, generator=gen, dtype=torch.float64)
     grads = {impl: torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=False), (q, k, v), upstream)
              for impl in ("native", "dense")}
     for x, a, b in zip("qkv", grads["native"], grads["dense"]):
