@@ -208,8 +208,9 @@ class BandPlan(KeySet):
                          bias=plan.bias, need_lse=need_lse, into=into, empty=plan.empty)
 
     def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
-        """Block by block over groups of heads, each block a tile against its clipped keys
-        (variants.part_grad); dK and dV of overlapping windows add up."""
+        """Blocks under RUN_BLOCK rows: the interior head by head in runs (`_run_grads`), then the
+        ends; larger blocks: block by block over groups of heads. Each block is a tile against its
+        clipped keys (variants.part_grad); dK and dV of overlapping windows add up."""
         b, h, n, d = q.shape
         nb, span = self.bias.shape[0], self.bias.shape[2]
         flat = lambda x: x.view(b * h, n, -1)  # noqa: E731  (B·H, n, …), in place
