@@ -82,6 +82,6 @@ def _with_grads(run, impl, q, k, v):
         out = run(*qkv, impl=name)
         if upstream is None:
             upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-        got = torch.autograd.grad(out, qkv, upstream.to(out.dtype), allow_unused=True)
+        got = torch.autograd.grad(out, qkv, upstream.to(out.device, out.dtype), allow_unused=True)
         pairs.append([out.detach()] + [torch.zeros_like(t) if g is None else g for t, g in zip(qkv, got)])
     return list(zip(*pairs))
