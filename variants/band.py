@@ -20,6 +20,7 @@ import torch
 from variants.fused import additive, empty_rows, fused, fused_attention
 from variants.native import Blocks, KeySet, Partial, grad_of, softmax_part, step_elements
 from variants.part_grad import tile_grads
+from variants.steps import cache_sized
 
 def band_bias(
     seq_len: int, block: int, left: int, right: int,
@@ -80,6 +81,9 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
     while group > 1 and per_head(group) > budget:
         group //= 2
     heads = max(1, min(b * h, budget // per_head(group)))
+    if not cache_sized(q3):  # a step is launches: as many heads as fit, then as many blocks of each
+        heads = max(1, min(b * h, budget // per_head(1)))
+        group = max(1, min(bias.shape[0], budget // (heads * per_head(1))))
     single = max(1, min(b * h, budget // (block * (span + d))))  # heads of a one-block step: scores, output
     if group > 1 and _steps(b * h, single, bias.shape[0], 1) < _steps(b * h, heads, bias.shape[0], group):
         group, heads = 1, single  # NB: small n: one block over many heads beats runs of one head (n = 256: 8 steps, not 40)
@@ -113,8 +117,9 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
                        need_lse=need_lse)
             t += g
             continue
-        if g > 1 and first >= 0 and last <= n:  # interior run of g blocks
-            r1 = r0 + g * block
+        if g > 1 and first >= 0 and inner > 1:  # interior run of g blocks (the run's last keys exist)
+            g = min(g, inner)
+            first, last, r1 = (t - left) * block, (t + g + right) * block, r0 + g * block
             kw, vw = (_windows(x[:, first:last], g, block, span) for x in (k3, v3))  # (heads, g, span, d)
             scores = (q3[:, r0:r1].view(-1, g, block, d) @ kw.transpose(-1, -2))  # (heads, g, block, span)
             scores.mul_(d**-0.5).add_(bias[t : t + g])
@@ -208,8 +213,9 @@ class BandPlan(KeySet):
                          bias=plan.bias, need_lse=need_lse, into=into, empty=plan.empty)
 
     def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
-        """Blocks under RUN_BLOCK rows: the interior head by head in runs (`_run_grads`), then the
-        ends; larger blocks: block by block over groups of heads. Each block is a tile against its
+        """Blocks under RUN_BLOCK rows (every block off the CPU, where a step is launches): the
+        interior head by head in runs (`_run_grads`), then the ends; larger blocks on the CPU: block
+        by block over groups of heads. Each block is a tile against its
         clipped keys (variants.part_grad); dK and dV of overlapping windows add up."""
         b, h, n, d = q.shape
         nb, span = self.bias.shape[0], self.bias.shape[2]
@@ -217,7 +223,7 @@ class BandPlan(KeySet):
         q3, k3, v3, do3, dq3, dk3, dv3 = map(flat, (q, k, v, dout, dq, dk, dv))
         lse3, shift3 = lse.reshape(b * h, n), shift.reshape(b * h, n)
         edges = range(nb)
-        if self.block < RUN_BLOCK:  # small blocks: the interior in runs, head by head
+        if self.block < RUN_BLOCK or not cache_sized(q):  # small blocks (any off the CPU): runs, head by head
             inner = range(self.left, n // self.block - self.right)  # blocks whose keys all exist
             per_run = max(1, step_elements(q) // (2 * self.block * span + 2 * span * d))
             for hd in range(b * h):

@@ -11,6 +11,7 @@ from variants.masks import named
 from variants.global_rows import GlobalRows, OwnKey, full_rows
 from variants.native import KeySubset, Union, grad_of, output, step_elements
 from variants.pattern import native_impl, pattern_variant, rows
+from variants.steps import cache_elements
 from variants.registry import Param
 
 TOKENS = Param("tokens", 16, "global tokens g: the first g positions", minimum=0, maximum=lambda n: n)
@@ -39,7 +40,7 @@ def run(q, k, v, plan, budget: int = 1 << 18):
     out = q.new_empty(q.shape)  # contiguous, so out3 is a view of it
     q3, k3, v3, out3 = (x.reshape(b * h, n, d) for x in (q, k, v, out))
     per_row = b * h * (2 * (g + 1) + d)  # kg·qᵀ and its softmax, the rows' output
-    chunk = max(1, min(budget // (b * h * (g + 1)), step_elements(q) // per_row))
+    chunk = max(1, min(cache_elements(q, budget) // (b * h * (g + 1)), step_elements(q) // per_row))
     for start in range(0, n, chunk):
         rows = slice(start, min(start + chunk, n))
         attend(q3[:, rows], k3[:, rows], v3[:, rows], k3[:, :g], v3[:, :g], out=out3[:, rows])

@@ -13,6 +13,7 @@ from typing import Callable
 import torch
 
 from variants.native import step_elements
+from variants.steps import cache_elements, cache_rows
 from variants.registry import Impl, Prepared, VariantSpec, register
 from variants.theory import Theory
 
@@ -78,8 +79,9 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 17
     (variants.linear_grad), which recomputes φ chunk by chunk.
     """
     b, h, n, d = q.shape
+    budget = cache_elements(q, budget)
     if causal:  # NB: each chunk's (C × C) scores are at most a quarter of the output's size: C² ≤ n·d/4
-        step = rows_per_step(phi, q, min(256, max(32, budget // (b * h * max(d, _features(phi, d)))),
+        step = rows_per_step(phi, q, min(cache_rows(q, 256), max(32, budget // (b * h * max(d, _features(phi, d)))),
                                          max(32, math.isqrt(n * d // 4))), causal=True)
     else:
         step = rows_per_step(phi, q, max(64, budget // (b * h * max(d, _features(phi, d)))))

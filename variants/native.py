@@ -19,6 +19,7 @@ from variants.csr_slices import Slice, csr_slices, sampled_output, sampled_score
 from variants.expo import exp_
 from variants.fused import additive, empty_rows, fused, fused_attention
 from variants.part_grad import OwnBackward, tile_grads
+from variants.steps import cache_elements, step_elements
 
 NEG_INF = float("-inf")
 
@@ -156,16 +157,6 @@ class Blocks:
             return self.into
         n, d = self.out.shape[1:]
         return Partial(self.out.view(b, h, n, d), None if self.lse is None else self.lse.view(b, h, n))
-
-
-def step_elements(x: torch.Tensor) -> int:
-    """Elements one step of a native call on x (B, H, n, d) may hold: half the output.
-
-    With the output itself and the small per-row tensors of a fold, a call's peak stays within
-    2 outputs at every n (at n = 256 a block of 128 rows × 384 keys over 8 heads is 3 outputs).
-    NB: a loop drops its step's tensors (`del`) before the next step makes its own: a name still
-    bound to the last step's scores or output kept two steps alive at once (measured: up to 1 output)."""
-    return max(1, x.numel() // 2)
 
 
 # ------------------------------------------------------------------------------- gathered keys
@@ -340,7 +331,7 @@ class KeySubset(KeySet):
                 dest.put(rows, out[0], lse[0])  # (B·H, C, d), (B·H, C)
                 del out, lse  # before the next step's (see step_elements)
             return dest.partial(b, h)
-        for rows in self._chunks(q, budget):
+        for rows in self._chunks(q, cache_elements(q, budget)):
             # NB: bmm reads the rows of every head in place; a 4-D matmul copied them to fold the batch
             scores = torch.bmm(q3[:, rows], ks.transpose(1, 2)).mul_(d**-0.5).masked_fill_(~self.valid[rows], NEG_INF)
             out, lse = softmax_part(scores, lambda p: torch.bmm(p, vs), need_lse)  # (B·H, C, d), (B·H, C)
@@ -357,7 +348,7 @@ class KeySubset(KeySet):
         dq3 = dq.view(b * h, n, d)
         ks, vs = (x[:, :, self.keys].reshape(b * h, -1, d) for x in (k, v))  # (B·H, s, d)
         dks, dvs = torch.zeros_like(ks), torch.zeros_like(vs)
-        for rows in self._chunks(q, 1 << 18, tensors=3):
+        for rows in self._chunks(q, cache_elements(q, 1 << 18), tensors=3):
             scores = torch.bmm(q3[:, rows], ks.transpose(1, 2)).mul_(d**-0.5).masked_fill_(~self.valid[rows], NEG_INF)
             gq, gk, gv = tile_grads(scores, q3[:, rows], ks, vs, lse3[:, rows], do3[:, rows], shift3[:, rows], d**-0.5)
             dq3[:, rows] += gq

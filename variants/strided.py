@@ -14,6 +14,7 @@ from variants.band import band_plan
 from variants.fused import additive, empty_rows, fused, fused_attention
 from variants.native import NEG_INF, KeySet, Partial, fold, grad_of, softmax_part, step_elements, union
 from variants.part_grad import tile_grads
+from variants.steps import cache_elements, cache_sized
 from variants.pattern import native_impl, pattern_variant, rows
 from variants.registry import Param, sqrt_n
 
@@ -78,7 +79,7 @@ class Residues(KeySet):
         for r0, r1, count in _sections(q.shape[2], self.stride):
             masked = _diagonal(count, self.causal, q.device)
             views = [_classes(x, self.stride, r0, r1, count) for x in (q, k, v, lse, dout, shift, dq, dk, dv)]
-            group = _group(q, count, self.budget, tensors=2)
+            group = _group(q, count, cache_elements(q, self.budget), tensors=2)
             for i in range(views[0].shape[0]):
                 for g0 in range(0, r1 - r0, group):
                     cls = slice(g0, min(g0 + group, r1 - r0))
@@ -110,21 +111,35 @@ def _by_head(q, k, v, out, lse, folding: bool, r0: int, r1: int, count: int, l: 
     masked = _diagonal(count, causal, q.device)
     qs, ks, vs, outs = (_classes(x, l, r0, r1, count) for x in (q, k, v, out))  # (B·H, count, width[, d]) views
     ls = _classes(lse, l, r0, r1, count) if lse is not None else None
-    group = _group(q, count, budget)
-    for i in range(qs.shape[0]):
+    group, heads = _steps(q, count, r1 - r0, budget)
+    for h0 in range(0, qs.shape[0], heads):
+        hs = slice(h0, h0 + heads)
         for g0 in range(0, r1 - r0, group):
             cls = slice(g0, min(g0 + group, r1 - r0))
-            qg, kg, vg = (x[i, :, cls].transpose(0, 1) for x in (qs, ks, vs))  # (R, count, d): row stride l·d
-            scores = torch.bmm(qg, kg.transpose(1, 2)).mul_(d**-0.5).masked_fill_(masked, NEG_INF)  # (R, count, count)
-            o, s = softmax_part(scores, lambda p: torch.bmm(p, vg), ls is not None)  # (R, count, d), (R, count)
-            dest = outs[i, :, cls].transpose(0, 1)
+            # (heads, R, count, d): row stride l·d; one head is a batch that bmm reads in place, more are copied
+            qg, kg, vg = (x[hs, :, cls].transpose(1, 2) for x in (qs, ks, vs))
+            scores = (qg @ kg.transpose(-1, -2)).mul_(d**-0.5).masked_fill_(masked, NEG_INF)  # (heads, R, count, count)
+            o, s = softmax_part(scores, lambda p: p @ vg, ls is not None)  # (heads, R, count, d), (heads, R, count)
+            dest = outs[hs, :, cls].transpose(1, 2)
             if folding:
-                fold(dest, ls[i, :, cls].transpose(0, 1), o, s)
+                fold(dest, ls[hs, :, cls].transpose(1, 2), o, s)
             else:
                 dest.copy_(o)
                 if ls is not None:
-                    ls[i, :, cls].transpose(0, 1).copy_(s)
+                    ls[hs, :, cls].transpose(1, 2).copy_(s)
             del scores, o, s  # before the next step's (see step_elements)
+
+
+def _steps(q, count: int, classes: int, budget: int, tensors: int = 1) -> tuple[int, int]:
+    """(classes, heads) of a step: on the CPU one head and `_group`'s classes (in cache); elsewhere,
+    where a step is kernel launches, every class of as many heads as `step_elements` holds with the
+    copies a batch over heads makes (q, k, v of the group)."""
+    if cache_sized(q):
+        return _group(q, count, budget, tensors), 1
+    group = _group(q, count, step_elements(q), tensors)
+    per_head = classes * (tensors * count * (count + q.shape[-1]) + 3 * count * q.shape[-1])
+    heads = max(1, step_elements(q) // per_head) if group >= classes else 1
+    return group, min(heads, q.shape[0] * q.shape[1])
 
 
 def _by_group(q, k, v, out, lse, folding: bool, r0: int, r1: int, count: int, l: int, causal: bool):
