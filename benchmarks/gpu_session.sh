@@ -2,7 +2,7 @@
 # One lease on a lent CUDA machine, as a GPU runner's user would run the suite: the steps named on the
 # command line, in order, each under its own time limit, everything logged under $OUT.
 #
-#   bash benchmarks/gpu_session.sh install doctor checks smoke pack
+#   bash benchmarks/gpu_session.sh install doctor checks profile smoke pack
 #
 # The machine has torch, triton, pandas, seaborn, scipy, jinja2 and pytest and no network: packages it
 # lacks travel as wheels in .whl/ (xformers and the peers; see the device notes in the README).
@@ -38,6 +38,7 @@ step() {
     doctor) python3 -m suite doctor --device cuda 2>&1 | tee "$OUT/doctor.txt" ;;
     tests) timeout 120 python3 -m pytest -q tests/test_cuda_paths.py 2>&1 | tail -n 15 ;;
     checks) timeout 240 python3 benchmarks/gpu_checks.py "$OUT/gpu_checks.json" 2>&1 | tee "$OUT/checks.txt" ;;
+    profile) timeout 240 python3 benchmarks/gpu_profile.py "$OUT/profile.json" --check 4096 --rep 100 2>&1 | grep -v -i warn | tee "$OUT/profile.txt" ;;
     smoke) run_grid "${SMOKE_S:-300}" gpu-smoke --grid smoke --device cuda ;;
     pr) run_grid "${PR_S:-240}" gpu-pr-a --grid pr $PR_ARGS; run_grid "${PR_S:-240}" gpu-pr-b --grid pr $PR_ARGS;
         python3 -m suite compare gpu-pr-a gpu-pr-b 2>&1 | tail -n 25 | tee "$OUT/compare.txt" ;;

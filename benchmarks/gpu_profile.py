@@ -1,0 +1,149 @@
+"""Where a native path's time goes on a CUDA device: launches or kernels.
+
+    python benchmarks/gpu_profile.py OUT.json [--n 16384] [--heads 16] [--dtype bfloat16] [--modes fwd,fwd_bwd]
+
+For each native path (and SDPA / FlexAttention on full attention as yardsticks), B = 1, d = 64: the
+median of `triton.testing.do_bench` (CUDA events), then one profiled call (torch.profiler): how many
+CUDA kernels it launched, the sum of their times, and the kernels that took most. A call whose
+kernels add up to far less than its wall time is bound by launches (or host work between them), not
+by the device. Runs on CPU too (`--device cpu`: wall time and the count of aten ops only), so the
+script is tried before a lease.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import variants
+from suite.plan.case import Case
+from suite.run.measure import build, inputs
+from variants._checks import against_reference
+
+PATHS = [("full", "sdpa")] + [
+    (name, "native") for name in ("sliding_window", "neighborhood", "global", "random", "strided", "fixed",
+                                  "bigbird", "linear", "performer", "rfa", "reformer", "linformer", "mqa", "gqa")]
+KV_HEADS = {"equal": lambda h: h, "one": lambda h: 1, "divides": lambda h: max(1, h // 4)}
+
+
+class OpCount(TorchDispatchMode):
+    """aten ops dispatched during a call: on CUDA nearly each one is a kernel launch."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def aten_ops(fn) -> int | None:
+    counter = OpCount()
+    try:
+        with counter:
+            fn()
+    except NotImplementedError:  # a higher-order op (a compiled kernel) does not dispatch through modes
+        return None
+    return sum(counter.ops.values())
+
+
+def median_ms(fn, device: str, rep_ms: int) -> float:
+    if device == "cuda":
+        from triton.testing import do_bench
+
+        return do_bench(fn, warmup=25, rep=rep_ms, return_mode="median")
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1e3 * sorted(times)[1]
+
+
+def kernels(fn) -> dict:
+    """One profiled CUDA call: kernel count, summed kernel time, the five costliest kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    by_name = collections.defaultdict(lambda: [0, 0.0])
+    for e in events:
+        by_name[e.name][0] += 1
+        by_name[e.name][1] += e.device_time / 1e3  # µs -> ms
+    top = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:5]
+    return {"kernels": len(events), "kernel_ms": sum(t for _, t in by_name.values()),
+            "top": [[name[:80], count, round(ms, 4)] for name, (count, ms) in top]}
+
+
+def one(variant: str, impl: str, mode: str, args) -> dict:
+    spec = variants.get(variant)
+    heads = args.heads
+    case = Case(variant, impl, args.device, args.dtype, mode, 1, args.n, heads, KV_HEADS[spec.kv_heads](heads), 64, False)
+    row = {"variant": variant, "impl": impl, "mode": mode, "n": args.n, "heads": heads, "dtype": args.dtype}
+    try:
+        q, k, v = inputs(case, requires_grad=mode == "fwd_bwd")
+        fn, _ = build(case, q, k, v)
+        for _ in range(2):
+            fn()
+        row["aten_ops"] = aten_ops(fn)
+        if args.check:
+            small = Case(variant, impl, args.device, "float32", mode, 1, args.check, case.num_heads,
+                         case.num_kv_heads, 64, False)
+            row["check_n"] = args.check
+            row["check_error"] = against_reference(spec, impl, lambda m: inputs(small), args.check, {}, False,
+                                                   grads=mode == "fwd_bwd")[0]
+        row["median_ms"] = median_ms(fn, args.device, args.rep)
+        if args.device == "cuda":
+            row.update(kernels(fn))
+            row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    except Exception as err:  # a row says what failed; the next path still runs
+        row["error"] = f"{type(err).__name__}: {str(err)[:300]}"
+    finally:
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--n", type=int, default=16384)
+    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--modes", default="fwd,fwd_bwd")
+    parser.add_argument("--rep", type=int, default=200, help="do_bench's timed milliseconds")
+    parser.add_argument("--only", default="", help="comma-separated variant names")
+    parser.add_argument("--check", type=int, default=0, help="also check the output (fwd) or the output and "
+                        "gradients (fwd_bwd) against dense float64 at this n (float32 inputs, the profiled heads)")
+    args = parser.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    rows = []
+    print(f"{'path':28s} {'mode':8s} {'ms':>9s} {'kern ms':>9s} {'kernels':>8s} {'ops':>7s}  top kernel")
+    for variant, impl in PATHS:
+        if only and variant not in only:
+            continue
+        for mode in args.modes.split(","):
+            row = one(variant, impl, mode, args)
+            rows.append(row)
+            top = row.get("top", [[""]])[0][0][:40] if row.get("top") else ""
+            print(f"{variant + '/' + impl:28s} {mode:8s} {row.get('median_ms', float('nan')):9.3f} "
+                  f"{row.get('kernel_ms', float('nan')):9.3f} {row.get('kernels', 0):8d} {row.get('aten_ops') or -1:7d}  "
+                  f"{row.get('error', top)}" + (f"  check {row['check_error']:.1e}" if "check_error" in row else ""),
+                  flush=True)
+            with open(args.out, "w") as fh:
+                json.dump(rows, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
