@@ -84,3 +84,21 @@ def test_launch_sized_forward_holds_within_two_outputs(name, launch_sized):
     prepared = spec.prepare(q, k, v, impl="native", causal=False)
     prepared()
     assert peak_cpu(prepared) <= 2 * q.numel() * q.element_size(), name
+
+
+@pytest.mark.parametrize("window,n", [(32, 2048), (32, 2000), (32, 1500)])
+def test_launch_sized_band_runs_and_their_tails_equal_dense(window, n, launch_sized, monkeypatch):
+    """The band's runs of several blocks over several heads, and the shorter run at the end where the
+    last keys stop (as at the GPU grid's n = 16384, H = 16: runs of 4 blocks of 16 heads), reached at a
+    test's size by a narrower window: output and gradients against dense, float64."""
+    from variants import band
+
+    groups = []
+    heads_of = band._band_heads
+    monkeypatch.setattr(band, "_band_heads", lambda *a, **kw: (groups.append(kw["group"]), heads_of(*a, **kw))[1])
+    spec = variants.get("sliding_window")
+    make = lambda m: inputs(spec, batch=1, heads=4, head_dim=64, seq_len=m)  # noqa: E731
+    for grads in (False, True):
+        err, _ = against_reference(spec, "native", make, n, {"window": window}, False, grads=grads)
+        assert err <= 1e-9, f"window={window} n={n} grads={grads}: {err:.2e}"
+    assert max(groups) > 1, groups
