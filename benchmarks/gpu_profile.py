@@ -88,7 +88,8 @@ def one(variant: str, impl: str, mode: str, args) -> dict:
     spec = variants.get(variant)
     heads = args.heads
     case = Case(variant, impl, args.device, args.dtype, mode, 1, args.n, heads, KV_HEADS[spec.kv_heads](heads), 64, False)
-    row = {"variant": variant, "impl": impl, "mode": mode, "n": args.n, "heads": heads, "dtype": args.dtype}
+    row = {"variant": variant, "impl": impl, "mode": mode, "n": args.n, "heads": heads,
+           "kv_heads": case.num_kv_heads, "dtype": args.dtype}
     try:
         q, k, v = inputs(case, requires_grad=mode == "fwd_bwd")
         fn, _ = build(case, q, k, v)

@@ -34,11 +34,11 @@ def main() -> None:
         last = next(s[key] for s in new if key in s)
         variant, impl, mode = key
         flops = theory_of(Case(variant, impl, "cuda", last["dtype"], mode, 1, last["n"], last["heads"],
-                               last["heads"], 64, False))["flops"]
+                               last.get("kv_heads", last["heads"]), 64, False))["flops"]
         mid = statistics.median(n)
         print(f"| {variant}/{impl} | {mode} | {', '.join(f'{x:.1f}' for x in o)} | {', '.join(f'{x:.1f}' for x in n)} "
-              f"| {mid / statistics.median(o):.2f} | {old[0][key]['kernels']} → {last['kernels']} "
-              f"| {100 * last['kernel_ms'] / mid:.0f}% | {flops / mid / 1e9:.2f} |")
+              f"| {mid / statistics.median(o):.2f} | {old[0][key].get('kernels', '—')} → {last.get('kernels', '—')} "
+              f"| {100 * last.get('kernel_ms', float('nan')) / mid:.0f}% | {flops / mid / 1e9:.2f} |")
 
 
 if __name__ == "__main__":
