@@ -63,17 +63,18 @@ def _ops(name: str, n: int, monkeypatch, cache_sized: bool) -> int:
     return sum(counter.count.values())
 
 
-@pytest.mark.parametrize("name", ["strided", "fixed", "linear", "performer", "global"])
-def test_launch_sized_steps_are_fewer(name, monkeypatch):
-    """The paths whose cache-sized steps were hundreds of rows: at the GPU grid's shape (H = 16,
-    n = 8192, no fused kernel) half the aten ops or fewer (on an H200, strided's forward went
-    from 11138 kernel launches at n = 16384)."""
+@pytest.mark.parametrize("name,n", [("strided", 8192), ("fixed", 8192), ("linear", 8192), ("performer", 8192),
+                                    ("global", 8192), ("neighborhood", 16384)])
+def test_launch_sized_steps_are_fewer(name, n, monkeypatch):
+    """The paths whose cache-sized steps were hundreds of rows (neighborhood's blocks one by one): at
+    the GPU grid's shape (H = 16, n = 8192 or 16384, no fused kernel) half the aten ops or fewer (on
+    an H200, strided's forward went from 11138 kernel launches at n = 16384)."""
     monkeypatch.setattr(fused, "FUSED", None)
-    cache, launch = (_ops(name, 8192, monkeypatch, sized) for sized in (True, False))
+    cache, launch = (_ops(name, n, monkeypatch, sized) for sized in (True, False))
     assert launch * 2 <= cache, f"{name}: {cache} aten ops cache-sized, {launch} launch-sized"
 
 
-@pytest.mark.parametrize("name", ["sliding_window", "global", "strided", "fixed", "bigbird", "linear", "performer"])
+@pytest.mark.parametrize("name", ["sliding_window", "neighborhood", "global", "strided", "fixed", "bigbird", "linear", "performer"])
 def test_launch_sized_forward_holds_within_two_outputs(name, launch_sized):
     """The memory rule holds with the larger steps: a forward's own peak (its output included) at
     most 2 outputs, B = 1, H = 16, n = 4096, float32 (measured 1.24-1.56 there)."""

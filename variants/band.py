@@ -188,6 +188,27 @@ def fused_windows(q, k, v, q0: int, g: int, k0: int, span: int, bias: torch.Tens
         del o, l  # before the next step's
 
 
+def matmul_windows(q, k, v, q0: int, g: int, k0: int, span: int, bias: torch.Tensor, out, lse) -> None:
+    """fused_windows as batched matmuls and a softmax, where there is no fused kernel and a step is
+    launches (off the CPU): blocks of every head per step, the windows copied by the batch, each step
+    at most `step_elements` with its scores, copies and output."""
+    b, h, n, d = q.shape
+    block = bias.shape[1]
+    q3, k3, v3 = (x.reshape(b * h, n, d) for x in (q, k, v))
+    out3, lse3 = out.view(b * h, n, d), None if lse is None else lse.view(b * h, n)
+    per = max(1, step_elements(q3) // (b * h * (block * span + 2 * span * d + 2 * block * d)))
+    for i in range(0, g, per):
+        c, r0 = min(per, g - i), q0 + i * block
+        kw, vw = (_windows(x[:, k0 + i * block :], c, block, span) for x in (k3, v3))  # (B·H, c, span, d)
+        scores = (q3[:, r0 : r0 + c * block].view(-1, c, block, d) @ kw.transpose(-1, -2)).mul_(d**-0.5)
+        scores.add_(bias if len(bias) == 1 else bias[i : i + c])  # (B·H, c, block, span)
+        o, l = softmax_part(scores, lambda p: p @ vw, lse3 is not None)
+        out3[:, r0 : r0 + c * block] = o.view(-1, c * block, d)
+        if lse3 is not None:
+            lse3[:, r0 : r0 + c * block] = l.reshape(-1, c * block)
+        del scores, o, l  # before the next step's
+
+
 def _windows(x: torch.Tensor, count: int, block: int, span: int) -> torch.Tensor:
     """Overlapping windows of `span` rows every `block` rows: (BH, rows, d) -> (BH, count, span, d)."""
     s = x.stride()
