@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from variants.expo import exp_
-from variants.linear_grad import _chunks, _with_grad, keep_output
+from variants.linear_grad import _chunks, _with_grad, keep_output, mapped
 from variants.linearized import _add_product, _zero_state
 from variants.part_grad import rowdot
 
@@ -85,8 +85,8 @@ def _prefix_pass(phi, q, k, v, out, dout, gates, chunks, dq):
     den = q.new_empty(q.shape[:-1])
     state = z = None
     for rows in chunks:
-        x, fq = _with_grad(phi.query, q[:, :, rows])
-        f, fk, vv = fq.detach(), phi.key(k[:, :, rows])[0], v[:, :, rows]
+        f, back = mapped(phi, phi.query, q[:, :, rows])
+        fk, vv = phi.key(k[:, :, rows])[0], v[:, :, rows]
         total, keep = log_g[..., rows].cumsum(-1), log_keep[..., rows]  # log Π_{r0≤u≤t} g_u
         carry = total.exp()[..., None]  # (B, H, C, 1): how much of the state before r0 is left at t
         e = decays(total, keep)
@@ -98,10 +98,10 @@ def _prefix_pass(phi, q, k, v, out, dout, gates, chunks, dq):
         dfq = _sent(dn, dd, vv, e) @ fk
         if state is not None:
             dfq += (dn @ state.transpose(-1, -2) + dd * z[..., None, :]) * carry
-        dq[:, :, rows] = torch.autograd.grad(fq, x, dfq)[0]
+        dq[:, :, rows] = back(dfq)
         tail = fk.mul_((total[..., -1:] - total + keep).exp()[..., None])  # decayed to the chunk's end
         state, z = carried(state, z, total, tail, vv)
-        del x, fq, f, fk, e, dn, dd, dfq, tail  # before the next step's
+        del f, back, fk, e, dn, dd, dfq, tail  # before the next step's
     return den
 
 
@@ -114,8 +114,7 @@ def _suffix_pass(phi, q, k, v, out, dout, gates, chunks, den, dk, dv):
     big_p = small_p = None
     for rows in reversed(chunks):
         f, vv = phi.query(q[:, :, rows]), v[:, :, rows]
-        x, fk = _with_grad(lambda y: phi.key(y)[0], k[:, :, rows])
-        fkw = fk.detach()
+        fkw, back = mapped(phi, lambda y: phi.key(y)[0], k[:, :, rows])
         total, keep = log_g[..., rows].cumsum(-1), log_keep[..., rows]
         dn, dd = _row_terms(dout, out, den, rows)
         e = decays(total, keep)
@@ -127,7 +126,7 @@ def _suffix_pass(phi, q, k, v, out, dout, gates, chunks, den, dk, dv):
             dvv += (fkw @ big_p) * to_end
         c_s[:, :, rows] = rowdot(fkw, dfk)
         dv[:, :, rows] = dvv
-        dk[:, :, rows] = torch.autograd.grad(fk, x, dfk)[0]
+        dk[:, :, rows] = back(dfk)
         big_p, small_p = carried(big_p, small_p, total, f.mul_(total.exp()[..., None]), dn, dd)  # φ(q) to the chunk's start
-        del f, x, fk, fkw, dn, dd, e, dfk, dvv  # before the next step's
+        del f, back, fkw, dn, dd, e, dfk, dvv  # before the next step's
     return c_s

@@ -32,6 +32,11 @@ class Elu(FeatureMap):
     def key(self, x):
         return elu_plus_one(x), x.new_zeros(x.shape[0], x.shape[1], 1, 1)
 
+    def vjp(self, x, f, df):
+        """φ'(x) = e^x = φ(x) for x <= 0 and 1 above, so φ' = min(φ, 1): one pass over f, where
+        autograd recorded F.elu and ran its backward (the key's log-scale is 0: f is φ(x))."""
+        return df.mul_(f.clamp_max(1))
+
 
 def elu_features(params: dict, q) -> FeatureMap:
     return Elu()

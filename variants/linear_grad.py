@@ -43,19 +43,18 @@ class Bidirectional(torch.autograd.Function):
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         d_state, dz = torch.zeros_like(state), torch.zeros_like(z)
         for rows in _chunks(q.shape[-2], step):
-            x, fq = _with_grad(phi.query, q[:, :, rows])  # (B, H, C, m)
-            f = fq.detach()
+            f, back = mapped(phi, phi.query, q[:, :, rows])  # (B, H, C, m)
             dn = dout[:, :, rows] / (f @ z[..., None])  # (B, H, C, d)
             dd = -rowdot(dn, out[:, :, rows])[..., None]  # (B, H, C, 1)
             d_state.add_(f.transpose(-1, -2) @ dn)
             dz.add_((f * dd).sum(-2))
-            dq[:, :, rows] = torch.autograd.grad(fq, x, dn @ state.transpose(-1, -2) + dd * z[..., None, :])[0]
-            del x, fq, f, dn, dd  # before the next step's (see variants.native.step_elements)
+            dq[:, :, rows] = back((dn @ state.transpose(-1, -2)).add_(dd * z[..., None, :]))
+            del f, back, dn, dd  # before the next step's (see variants.native.step_elements)
         for rows in _chunks(k.shape[-2], step):
-            x, fk = _with_grad(lambda y: _at_scale(phi, y, scale), k[:, :, rows])
-            dv[:, :, rows] = fk.detach() @ d_state
-            dk[:, :, rows] = torch.autograd.grad(fk, x, v[:, :, rows] @ d_state.transpose(-1, -2) + dz[..., None, :])[0]
-            del x, fk
+            fk, back = mapped(phi, lambda y: _at_scale(phi, y, scale), k[:, :, rows])
+            dv[:, :, rows] = fk @ d_state
+            dk[:, :, rows] = back((v[:, :, rows] @ d_state.transpose(-1, -2)).add_(dz[..., None, :]))
+            del fk, back
         return dq, dk, dv, None, None
 
 
@@ -92,8 +91,7 @@ def _prefix_pass(phi, q, k, v, out, dout, chunks, dq):
     den, scales = q.new_empty(q.shape[:-1]), []
     state = z = scale = None
     for rows in chunks:
-        x, fq = _with_grad(phi.query, q[:, :, rows])
-        f = fq.detach()
+        f, back = mapped(phi, phi.query, q[:, :, rows])
         fk, s = phi.key(k[:, :, rows])
         if state is None:
             state, z = _zero_state(q, fk.shape[-1])
@@ -102,11 +100,11 @@ def _prefix_pass(phi, q, k, v, out, dout, chunks, dq):
         den[:, :, rows] = (f @ fk.transpose(-1, -2)).tril_().sum(-1).add_((f @ z[..., None]).squeeze(-1))
         dn, dd, lower = _row_terms(dout, out, v, den, rows)
         dfq = (lower @ fk).add_(dn @ state.transpose(-1, -2)).add_(dd * z[..., None, :])  # (B, H, C, m)
-        dq[:, :, rows] = torch.autograd.grad(fq, x, dfq)[0]
+        dq[:, :, rows] = back(dfq)
         scales.append(scale)
         _add_product(state, fk, v[:, :, rows])
         z.add_(fk.sum(dim=-2))
-        del x, fq, f, fk, dn, dd, lower, dfq  # before the next step's
+        del f, back, fk, dn, dd, lower, dfq  # before the next step's
     return den, scales
 
 
@@ -116,8 +114,7 @@ def _suffix_pass(phi, q, k, v, out, dout, chunks, den, scales, dk, dv):
     big_g = small_g = later = None
     for rows, scale in reversed(list(zip(chunks, scales))):
         f = phi.query(q[:, :, rows])  # (B, H, C, m)
-        x, fk = _with_grad(lambda y: _at_scale(phi, y, scale), k[:, :, rows])
-        fkw = fk.detach()
+        fkw, back = mapped(phi, lambda y: _at_scale(phi, y, scale), k[:, :, rows])
         if big_g is None:
             big_g, small_g = _zero_state(q, f.shape[-1])
         else:
@@ -128,11 +125,11 @@ def _suffix_pass(phi, q, k, v, out, dout, chunks, den, scales, dk, dv):
         vr = v[:, :, rows]
         dfk = (lower.transpose(-1, -2) @ f).add_(vr @ big_g.transpose(-1, -2)).add_(small_g[..., None, :])
         dv[:, :, rows] = (f @ fkw.transpose(-1, -2)).tril_().transpose(-1, -2) @ dn + fkw @ big_g
-        dk[:, :, rows] = torch.autograd.grad(fk, x, dfk)[0]
+        dk[:, :, rows] = back(dfk)
         big_g.add_(f.transpose(-1, -2) @ dn)
         small_g.add_((f * dd).sum(-2))
         later = scale
-        del f, x, fk, fkw, dn, dd, lower, dfk  # before the next step's
+        del f, back, fkw, dn, dd, lower, dfk  # before the next step's
 
 
 def _row_terms(dout, out, v, den, rows):
@@ -148,6 +145,18 @@ def _at_scale(phi: FeatureMap, x, scale):
     """φ(k) of x at log-scale `scale` (a constant: the forward's weight of its chunk)."""
     fk, s = phi.key(x)
     return fk * torch.exp(s - scale)
+
+
+def mapped(phi: FeatureMap, fn, x):
+    """(fn(x), back): back(df) is x's gradient through fn, a map of phi's, given df (which it may
+    overwrite). Through phi's closed form (`vjp`) where it has one, else through autograd's record
+    of fn."""
+    if phi.vjp is not None:
+        with torch.no_grad():
+            f = fn(x)
+        return f, lambda df: phi.vjp(x, f, df)
+    leaf, f = _with_grad(fn, x)
+    return f.detach(), lambda df: torch.autograd.grad(f, leaf, df)[0]
 
 
 def _with_grad(fn, x):

@@ -31,6 +31,12 @@ class FeatureMap:
     def key(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
+    # vjp(x, f, df) -> dx: x's gradient through the map in closed form, for the backward: f is the
+    # map at x (the query's features, or the key's at a log-scale the backward holds fixed) and df
+    # its gradient, which vjp may overwrite. None: the backward records the map with autograd
+    # (variants.linear_grad), the slower and readable form.
+    vjp = None
+
 
 def quadratic(phi: FeatureMap, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     """The explicit form: A = φ(Q)φ(K)ᵀ (n×n), out = A V / rowsum(A). O(n²) by construction."""

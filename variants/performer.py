@@ -62,6 +62,14 @@ class Favor(FeatureMap):
     def key(self, x):
         return self._features(x, (-1, -2))  # (B, H, 1, 1): one per head, the chunk's log-scale
 
+    def vjp(self, x, f, df):
+        """f = c·exp(ωᵀy − ‖y‖²/2) on y = x·d^(−1/4) (c: the stabilizer and any fixed scale), so with
+        g = df ∘ f: dy = g·ω − rowsum(g)·y, and dx = d^(−1/4)·dy. Two GEMM-shaped products and
+        two passes, where autograd replayed the map's chain of ops."""
+        c = self.d**-0.25
+        g = df.mul_(f)  # (…, C, m)
+        return (g @ self.omega).mul_(c).sub_(x * g.sum(-1, keepdim=True).mul_(c * c))  # (…, C, d)
+
 
 def favor_features(params: dict, q: torch.Tensor) -> FeatureMap:
     omega = projection(q.shape[-1], params["features"], params["seed"]).to(q.device, q.dtype)  # (m, d)

@@ -65,6 +65,16 @@ class Fourier(FeatureMap):
     def key(self, x):
         return self.query(x), x.new_zeros(x.shape[0], x.shape[1], 1, 1)
 
+    def vjp(self, x, f, df):
+        """f = √(2/m)[sin A, cos A] with A = x̂·ωᵀ, so dA = df_sin ∘ f_cos − df_cos ∘ f_sin (no sin or
+        cos again), dx̂ = dA·ω, and through x̂ = x/‖x‖: dx = (dx̂ − (dx̂·x̂)·x̂)/‖x‖."""
+        half = f.shape[-1] // 2
+        da = df[..., :half].mul_(f[..., half:]).sub_(df[..., half:].mul_(f[..., :half]))  # (…, C, m/2)
+        norm = x.norm(dim=-1, keepdim=True).clamp_min_(1e-12)  # F.normalize's eps
+        unit = x / norm
+        dunit = da @ self.omega  # (…, C, d)
+        return dunit.sub_(unit.mul_((dunit * unit).sum(-1, keepdim=True))).div_(norm)
+
     def log_gates(self, k):
         """log g and log(1 − g) per position: (B, H, n) each."""
         return self.log_gates_of(self.gate_logits(k))
