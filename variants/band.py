@@ -75,13 +75,14 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
         _band_heads(q3, k3, v3, slice(None), dest, block=block, left=left, right=right, bias=bias,
                     need_lse=need_lse, group=group, rows=block, grad=False, fuse=True, empty=empty)
         return dest.partial(b, h)
-    group = max(1, GROUP_ROWS // block) if block < 128 else 1
     # scores, output, and the copies matmul makes to batch a run over heads: its rows and K/V windows
     per_head = lambda g: g * (block * span + 2 * span * d + 2 * block * d)
-    while group > 1 and per_head(group) > budget:
-        group //= 2
-    heads = max(1, min(b * h, budget // per_head(group)))
-    if not cache_sized(q3):  # a step is launches: as many heads as fit, then as many blocks of each
+    if cache_sized(q3):  # runs of about GROUP_ROWS rows, over as many heads as fit
+        group = max(1, GROUP_ROWS // block) if block < 128 else 1
+        while group > 1 and per_head(group) > budget:
+            group //= 2
+        heads = max(1, min(b * h, budget // per_head(group)))
+    else:  # a step is launches: as many heads as fit, then as many blocks of each
         heads = max(1, min(b * h, budget // per_head(1)))
         group = max(1, min(bias.shape[0], budget // (heads * per_head(1))))
     single = max(1, min(b * h, budget // (block * (span + d))))  # heads of a one-block step: scores, output
@@ -119,7 +120,7 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
             continue
         if g > 1 and first >= 0 and inner > 1:  # interior run of g blocks (the run's last keys exist)
             g = min(g, inner)
-            first, last, r1 = (t - left) * block, (t + g + right) * block, r0 + g * block
+            last, r1 = (t + g + right) * block, r0 + g * block  # g clipped to the blocks whose keys exist
             kw, vw = (_windows(x[:, first:last], g, block, span) for x in (k3, v3))  # (heads, g, span, d)
             scores = (q3[:, r0:r1].view(-1, g, block, d) @ kw.transpose(-1, -2))  # (heads, g, block, span)
             scores.mul_(d**-0.5).add_(bias[t : t + g])
