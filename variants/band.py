@@ -171,43 +171,33 @@ def fused_blocks(q3, k3, v3, r0: int, g: int, block: int, first: int, span: int,
     return out.view(-1, g * block, d), lse
 
 
-def fused_windows(q, k, v, q0: int, g: int, k0: int, span: int, bias: torch.Tensor, out, lse) -> None:
-    """fused_blocks on (B, H, n, d) inputs into `out` (B, H, n, d) and `lse` (B, H, n) or None,
-    in steps of at most half an output (`step_elements`): blocks of bias.shape[1] rows from q0,
-    each with its bias (g, block, span), or all with one (1, block, span)."""
+def run_windows(q, k, v, q0: int, g: int, k0: int, span: int, bias: torch.Tensor, out, lse) -> None:
+    """g blocks of bias.shape[1] query rows from q0 of (B, H, n, d) inputs, block i against the keys
+    k0 + i·block … + span with its bias (g, block, span), or all with one (1, block, span), into `out`
+    (B, H, n, d) and `lse` (B, H, n) or None. Steps of every head, each at most `step_elements` with
+    its temporaries: on the CPU through the fused kernel (`fused_blocks`, windows read in place);
+    elsewhere batched matmuls and a softmax, the windows copied by the batch."""
     b, h, n, d = q.shape
     block = bias.shape[1]
     q3, k3, v3 = (x.reshape(b * h, n, d) for x in (q, k, v))
     out3, lse3 = out.view(b * h, n, d), None if lse is None else lse.view(b * h, n)
-    per = max(1, step_elements(q3) // (b * h * block * (d + 1)))
+    kernel = fused(q3)
+    held = block * (d + 1) if kernel else block * span + 2 * span * d + 2 * block * d  # a block's, per head
+    per = max(1, step_elements(q3) // (b * h * held))
     for i in range(0, g, per):
-        c, r0 = min(per, g - i), q0 + i * block
-        o, l = fused_blocks(q3, k3, v3, r0, c, block, k0 + i * block, span, bias if len(bias) == 1 else bias[i : i + c])
-        out3[:, r0 : r0 + c * block] = o
+        c, r0, first = min(per, g - i), q0 + i * block, k0 + i * block
+        mask = bias if len(bias) == 1 else bias[i : i + c]
+        if kernel:
+            o, l = fused_blocks(q3, k3, v3, r0, c, block, first, span, mask)
+        else:
+            kw, vw = (_windows(x[:, first:], c, block, span) for x in (k3, v3))  # (B·H, c, span, d)
+            scores = (q3[:, r0 : r0 + c * block].view(-1, c, block, d) @ kw.transpose(-1, -2)).mul_(d**-0.5)
+            o, l = softmax_part(scores.add_(mask), lambda p: p @ vw, lse3 is not None)  # (B·H, c, block, ·)
+            del scores
+        out3[:, r0 : r0 + c * block] = o.reshape(-1, c * block, d)
         if lse3 is not None:
             lse3[:, r0 : r0 + c * block] = l.reshape(-1, c * block)
-        del o, l  # before the next step's
-
-
-def matmul_windows(q, k, v, q0: int, g: int, k0: int, span: int, bias: torch.Tensor, out, lse) -> None:
-    """fused_windows as batched matmuls and a softmax, where there is no fused kernel and a step is
-    launches (off the CPU): blocks of every head per step, the windows copied by the batch, each step
-    at most `step_elements` with its scores, copies and output."""
-    b, h, n, d = q.shape
-    block = bias.shape[1]
-    q3, k3, v3 = (x.reshape(b * h, n, d) for x in (q, k, v))
-    out3, lse3 = out.view(b * h, n, d), None if lse is None else lse.view(b * h, n)
-    per = max(1, step_elements(q3) // (b * h * (block * span + 2 * span * d + 2 * block * d)))
-    for i in range(0, g, per):
-        c, r0 = min(per, g - i), q0 + i * block
-        kw, vw = (_windows(x[:, k0 + i * block :], c, block, span) for x in (k3, v3))  # (B·H, c, span, d)
-        scores = (q3[:, r0 : r0 + c * block].view(-1, c, block, d) @ kw.transpose(-1, -2)).mul_(d**-0.5)
-        scores.add_(bias if len(bias) == 1 else bias[i : i + c])  # (B·H, c, block, span)
-        o, l = softmax_part(scores, lambda p: p @ vw, lse3 is not None)
-        out3[:, r0 : r0 + c * block] = o.view(-1, c * block, d)
-        if lse3 is not None:
-            lse3[:, r0 : r0 + c * block] = l.reshape(-1, c * block)
-        del scores, o, l  # before the next step's
+        del o, l  # before the next step's (see step_elements)
 
 
 def _windows(x: torch.Tensor, count: int, block: int, span: int) -> torch.Tensor:

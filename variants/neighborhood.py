@@ -14,7 +14,7 @@ import torch
 
 from variants.impls import REDUCED
 from variants.masks import named
-from variants.band import FUSED_BLOCK, fused_windows, matmul_windows
+from variants.band import FUSED_BLOCK, run_windows
 from variants.fused import additive, fused
 from variants.native import KeySet, Partial, grad_of, output, softmax_part, step_elements
 from variants.part_grad import tile_grads
@@ -63,7 +63,7 @@ def plan(n: int, causal: bool, params: dict, like: torch.Tensor, block: int = 12
     """Per block of queries, the key range its rows reach and each row's [lo, hi) within it; on the
     CPU also the forward's blocks of FUSED_BLOCK rows, the interior ones in runs for the fused kernel."""
     ranges = _ranges(n, causal, params, like, block)
-    if not fused(like):  # off the CPU the interior goes in runs of these blocks (matmul_windows)
+    if not fused(like):  # off the CPU the interior goes in runs of these blocks (run_windows)
         return KeyRanges(ranges) if cache_sized(like) else KeyRanges(ranges, *fused_runs(ranges, like))
     runs, rest = fused_runs(_ranges(n, causal, params, like, FUSED_BLOCK), like)
     return KeyRanges(ranges, runs, rest)
@@ -127,7 +127,7 @@ class KeyRanges(KeySet):
         if self.runs and not grad_of(q, k, v):  # the interior in runs: the CPU's fused kernel, or matmuls
             blocks = self.rest
             for q0, g, k0, span, bias in self.runs:
-                (fused_windows if fused(q) else matmul_windows)(q, k, v, q0, g, k0, span, bias, out, lse)
+                run_windows(q, k, v, q0, g, k0, span, bias, out, lse)
         for (q0, q1, k0, k1), hs, scores in self._tiles(q, k, tensors=1, blocks=blocks):
             o, l = softmax_part(scores, lambda p: p @ v[:, hs, k0:k1], need_lse)
             out[:, hs, q0:q1] = o
