@@ -1,5 +1,10 @@
 import sys
 
-from suite.cli import main
+if sys.argv[1:2] == ["run"]:  # its workers' fork server imports torch beside this process's own imports
+    from suite.run import forks
+
+    forks.start_early()
+
+from suite.cli import main  # noqa: E402
 
 sys.exit(main())

@@ -6,29 +6,15 @@ sees the spread between processes, not only within one.
 
 from __future__ import annotations
 
-import multiprocessing
 import signal
 from pathlib import Path
 
 from suite.plan.case import Case
 from suite.plan.settings import Settings
+from suite.run import forks
 from suite.store.row import Row
 
 WORKER_START_TIMEOUT_S = 300.0
-PRELOAD = ["torch", "variants"]  # imported once, by the fork server, before any worker is forked
-
-
-def context():
-    """Worker processes forked from a server that has imported torch and the variants, never run them.
-
-    NB: a spawned worker spent its start importing them (2.4 s of CPU here, 7 s for the five workers of
-    a 5-replicate run on 2 cores); a fork of the server starts in 0.1 s. The server has run no torch
-    operation, so no thread pool is copied into a fork. Where there is no fork server: spawn."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
-    return ctx
 
 
 class WorkerError(RuntimeError):
@@ -42,7 +28,7 @@ class Worker:
                  wait: bool = True):
         from suite.run import worker
 
-        ctx = context()
+        ctx = forks.context()
         self.device = device
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=worker.main, daemon=True,

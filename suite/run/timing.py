@@ -95,13 +95,16 @@ def time_cuda(fn, min_run_time: float, max_samples: int, min_samples: int, threa
 
 
 def peak_cpu(fn) -> int:
-    """Allocator peak of one call above what existed before it, from the profiler's memory events."""
-    from torch.profiler import ProfilerActivity, profile
+    """Allocator peak of one call above what existed before it, from the profiler's memory events.
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    NB: autograd's profiler, which torch.profiler wraps: the same events, but torch.profiler's start asks
+    `hasattr(torch, "_inductor")`, which imports inductor and dynamo (2.5 s of each fresh worker here)."""
+    from torch.autograd.profiler import profile
+
+    with profile(use_cpu=True, profile_memory=True) as prof:
         out = fn()
     del out
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.kineto_results.events() if e.name() == "[memory]")
     current = peak = 0
     for _, nbytes in events:
         current += nbytes
