@@ -124,16 +124,12 @@ if "paced" not in __import__("variants").names():
 # ------------------------------------------------------------------ the worker as a case sees it
 def _inside() -> Impl:
     def prepare(q, k, v, *, causal, params):
-        import sys
-
         import torch._inductor.config as inductor
 
-        notes = {"compile_threads": str(inductor.compile_threads), "threads": str(torch.get_num_threads()),
-                 "dynamo_preloaded": str(_DYNAMO_AT_IMPORT)}
+        notes = {"compile_threads": str(inductor.compile_threads), "threads": str(torch.get_num_threads())}
         return Prepared(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v), notes=notes)
 
     return Impl("native", prepare, cost="SDPA; its notes say how the worker was set up")
 
 
-_DYNAMO_AT_IMPORT = "torch._dynamo" in __import__("sys").modules  # this module is imported by the worker's setup
 _register("inside", _inside())

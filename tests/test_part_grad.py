@@ -108,17 +108,19 @@ def test_the_sweeps_check_sees_a_wrong_backward(monkeypatch, name):
 
 
 @pytest.mark.parametrize("name", ["sliding_window", "strided", "fixed", "bigbird", "random", "global", "neighborhood"])
-def test_gradients_equal_dense_at_the_full_grids_fwd_bwd_shape(name):
+def test_gradients_equal_the_reference_at_the_full_grids_fwd_bwd_shape(name):
     """At the full grid's largest fwd_bwd length (n = 4096), H = 8, d = 64, float64: the blocks,
-    chunks, head groups and class groups the timed backward takes there, not only those of a small n."""
+    chunks, head groups and class groups the timed backward takes there, not only those of a small n.
+    NB: the reference is SDPA with the pattern's boolean mask in float64 (test_correctness: its output
+    equals dense's): 4.3-5.3 s a variant here, where dense's autograd made it 8.8-12.7 s."""
     spec, n = variants.get(name), fwd_bwd_length(name)
     assert n >= 4096, "issue 16 judges fwd_bwd at n >= 4096"
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 8, n, 64, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
     upstream = torch.randn(1, 8, n, 64, generator=gen, dtype=torch.float64)
     grads = {impl: torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=False), (q, k, v), upstream)
-             for impl in ("native", "dense")}
-    for x, a, b in zip("qkv", grads["native"], grads["dense"]):
+             for impl in ("native", "sdpa")}
+    for x, a, b in zip("qkv", grads["native"], grads["sdpa"]):
         assert (a - b).abs().max().item() < 1e-10, f"{name}: d{x}"
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 
-# Imported once, by the fork server, before any worker is forked. NB: torch._dynamo too: every worker's
-# first case imported it (the FLOP count's SDPA kernel choice on meta tensors does), 2-3 s a worker here.
-# The server runs no torch operation, so no thread pool is copied into a fork.
-PRELOAD = ["torch", "torch._dynamo", "variants"]
+# Imported once, by the fork server, before any worker is forked. The server runs no torch operation, so
+# no thread pool is copied into a fork. NB: not torch._dynamo, which replicate 0's FLOP count imports
+# (2-3 s): preloaded into every worker, A/A false alarms over 10 processes (test_compare's) rose from
+# 16 to 51 in 19500 comparisons, five runs alternating on the AMD host (2026-11-26).
+PRELOAD = ["torch", "variants"]
 
 
 def context():

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import os
 import resource
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # NB: a local worker is forked with torch imported (suite.run.forks)
@@ -40,9 +39,6 @@ def setup(settings: Settings, plugins: list[str], device: str) -> None:
         # NB: inductor compiles in worker subprocesses by default; compiling in-process keeps the
         # address-space limit meaningful and leaves no background processes beside CPU timing.
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-        inductor = sys.modules.get("torch._inductor.config")  # NB: it reads the variable at import: the
-        if inductor is not None:  # fork server's (suite.run.forks) came before this one was set
-            inductor.compile_threads = inductor.decide_compile_threads()
         limit_address_space(settings.memory_budget_gib)
     from suite.run import allocator
 
