@@ -228,9 +228,9 @@ def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
 
 
 def test_workers_compile_in_their_own_process_with_the_threads_asked(tmp_path):
-    """Inductor reads its compile threads at import: wherever that import happens (a case, the fork
-    server), a worker compiles in its own process (the address-space limit, and no compile processes
-    beside CPU timing), and torch runs on the grid's threads."""
+    """A worker compiles in its own process (the address-space limit, and no compile processes beside
+    CPU timing): inductor reads its compile threads once, at its import, which must come after the
+    worker's setup (a fork server that preloaded it gave 2 here); and torch runs on the grid's threads."""
     grid = write_grid(tmp_path, '\n[[block]]\nvariant = ["inside"]\nimpl = ["native"]\n', name="inside")
     res = suite("run", "--grid", str(grid), "--plugin", "fault_variants", "--run-id", "i",
                 "--results-dir", str(tmp_path / "results"), cwd=tmp_path)

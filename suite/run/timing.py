@@ -21,7 +21,7 @@ def time_cpu(fn, min_run_time: float, max_samples: int, min_samples: int, thread
     """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least `min_samples`.
 
     `warmed`: the seconds of a call just made (the peak-memory call), which is then the warm-up.
-    NB: that call ran under the profiler (its first use in a process takes ~0.3 s), so it only says
+    NB: that call ran under the profiler (its first use in a process adds ~10 ms here), so it only says
     "maybe slow": the first plain call decides, and is a sample when it is slow."""
     import torch.utils.benchmark as benchmark
 
