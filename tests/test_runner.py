@@ -77,7 +77,7 @@ def test_faults_become_rows_and_the_sweep_goes_on(tmp_path):
         f'\n[[block]]\nvariant = ["{v}"]\nimpl = ["native"]\n[[block]]\nvariant = ["full"]\nimpl = ["sdpa"]\nseq_len = [{n}]\n'
         for v, n in [("fault_raise", 17), ("fault_exit", 18), ("fault_hang", 19), ("fault_oom", 20), ("fault_wrong", 21)]
     )
-    grid = write_grid(tmp_path, blocks, timeout=10)
+    grid = write_grid(tmp_path, blocks, timeout=20)
     res = suite("run", "--grid", str(grid), "--plugin", "fault_variants", "--run-id", "faults",
                 "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
