@@ -344,12 +344,24 @@ LENGTHS = list(range(16, 116))  # 100 wait-paced cases
 PACE = {"SUITE_TEST_PACE_S": "0.01"}  # 10 ms waits: ±2% a case between two runs here
 
 
+SLOW_PROCESS = 1.15  # a process whose median is this much over its case's fastest process fell into a slow spell
+
+
+def _steady(frame: pd.DataFrame) -> bool:
+    """Every case's processes agree within SLOW_PROCESS: no process fell into a slow spell."""
+    spans = frame["replicate_times_s"].map(lambda t: max(t) / min(t))
+    return bool((spans < SLOW_PROCESS).all())
+
+
 @pytest.fixture(scope="module")
 def many(tmp_path_factory):
-    """Two real runs of the 100 cases whose A/A comparison is clean. A burst of host load during one
-    run can tilt its series (seen once in CI: paced/native's fitted exponent n^-0.20 in one run,
-    n^0.60 in the other), and a comparison of stored runs cannot tell that from code; as a user
-    would, the second run is made again, twice at most, before the tests judge what it catches."""
+    """Two real runs of the 100 cases whose A/A comparison is clean and whose processes agree. A
+    burst of host load during one run can tilt its series (seen once in CI: paced/native's fitted
+    exponent n^-0.20 in one run, n^0.60 in the other), or slow one process of a case (seen here: one
+    of three at 14.1 ms against 10.2 and 10.3, where that case's 30% slowdown then read q = 0.10, too
+    wide to call, as it should be); a comparison of stored runs cannot tell either from code. As a
+    user would, a run that shows it is made again, three times at most, before the tests judge what
+    the gate catches on steady runs."""
     tmp = tmp_path_factory.mktemp("many")
     (tmp / "many.toml").write_text(MANY.format(lengths=", ".join(map(str, LENGTHS))))
 
@@ -360,9 +372,13 @@ def many(tmp_path_factory):
         assert res.returncode == 0, res.stderr
         return RunDir(tmp / "results" / run_id).read_table()
 
-    base = run("m1")
+    base, new = run("m1"), run("m2")
     for _ in range(3):
-        if compare.decide(base, run("m2"), {}, {}).code == 0:
+        if not _steady(base):
+            base = run("m1")
+        elif not _steady(new) or compare.decide(base, new, {}, {}).code != 0:
+            new = run("m2")
+        else:
             break
     return tmp
 
