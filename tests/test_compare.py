@@ -16,7 +16,7 @@ import pytest
 from suite.analyse import regression as compare
 from suite.present import comparison, export
 from suite.store.rundir import RunDir
-from test_runner import suite
+from test_runner import suite, suite_in_process
 
 GRID = """
 name = "reg"
@@ -70,9 +70,15 @@ def run_grid(tmp, run_id: str, replicates: int = 5, slowdown: str | None = None,
 
 
 def compare_runs(tmp, base: str, new: str, *extra, env_extra=None):
+    """`suite compare` of two stored runs, in this process; with --confirm, which re-runs cases in
+    workers that read env_extra, a real process."""
     out = tmp / f"{base}-{new}.json"
-    res = suite("compare", base, new, "--results-dir", str(tmp / "results"), "--json", str(out), *extra,
-                cwd=tmp, env_extra=env_extra or {})
+    out.unlink(missing_ok=True)
+    args = ("compare", base, new, "--results-dir", str(tmp / "results"), "--json", str(out), *extra)
+    if "--confirm" in extra:
+        res = suite(*args, cwd=tmp, env_extra=env_extra or {})
+    else:
+        res = suite_in_process(*args, cwd=tmp, env_extra=env_extra)
     return res, (json.loads(out.read_text()) if out.is_file() else None)
 
 
@@ -167,7 +173,7 @@ def test_environments_that_differ_cannot_be_judged_unless_forced(runs):
 def test_baselines_are_saved_per_fingerprint_and_grid_only_by_the_explicit_command(runs):
     res, _ = compare_runs(runs, "baseline", "a2")
     assert res.returncode == 2 and "no baseline" in res.stderr
-    res = suite("baseline", "save", "a1", "--results-dir", str(runs / "results"), cwd=runs)
+    res = suite_in_process("baseline", "save", "a1", "--results-dir", str(runs / "results"), cwd=runs)
     assert res.returncode == 0, res.stderr
     env = json.loads((runs / "results" / "a1" / "env.json").read_text())
     saved = runs / "results" / "baselines" / env["fingerprint_id"] / "reg"
@@ -178,8 +184,8 @@ def test_baselines_are_saved_per_fingerprint_and_grid_only_by_the_explicit_comma
 
 def test_markdown_and_step_summary(runs, tmp_path):
     summary = tmp_path / "summary.md"
-    res = suite("compare", "a1", "slow", "--results-dir", str(runs / "results"), "--markdown",
-                str(tmp_path / "c.md"), cwd=runs, env_extra={"GITHUB_STEP_SUMMARY": str(summary)})
+    res = suite_in_process("compare", "a1", "slow", "--results-dir", str(runs / "results"), "--markdown",
+                           str(tmp_path / "c.md"), cwd=runs, env_extra={"GITHUB_STEP_SUMMARY": str(summary)})
     text = (tmp_path / "c.md").read_text()
     assert res.returncode == 1 and text == summary.read_text()
     assert "**regression**" in text and "| slower | paced/native" in text

@@ -13,7 +13,7 @@ import pytest
 
 from suite.plan import grid as grids
 from suite.plan import shard
-from test_runner import suite, write_grid
+from test_runner import suite, suite_in_process, write_grid
 
 SMALL = """
 [[block]]
@@ -76,8 +76,8 @@ def test_merged_shards_equal_the_unsharded_run_and_shards_of_other_grids_are_ref
     for k in (1, 2, 3):
         res = suite("run", *common, "--shard", f"{k}/3", "--run-id", f"s{k}", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
-    res = suite("merge", "s1", "s3", "s2", "--run-id", "merged", "--results-dir", str(results),
-                "--no-report", cwd=tmp_path)
+    res = suite_in_process("merge", "s1", "s3", "s2", "--run-id", "merged", "--results-dir", str(results),
+                           "--no-report", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     res = suite("run", *common, "--run-id", "whole", cwd=tmp_path)
     merged, whole = (pd.read_parquet(results / name / "results.parquet") for name in ("merged", "whole"))
@@ -95,14 +95,14 @@ def test_merged_shards_equal_the_unsharded_run_and_shards_of_other_grids_are_ref
     res = suite("run", "--grid", str(other), "--plugin", "fault_variants", "--results-dir", str(results),
                 "--shard", "2/3", "--run-id", "o2", cwd=tmp_path)
     assert res.returncode == 0
-    res = suite("merge", "s1", "o2", "--run-id", "bad", "--results-dir", str(results), cwd=tmp_path)
+    res = suite_in_process("merge", "s1", "o2", "--run-id", "bad", "--results-dir", str(results), cwd=tmp_path)
     assert res.returncode == 2 and "not shards of one grid" in res.stderr
     assert not (results / "bad").exists()
 
     shutil.copytree(results / "s2", results / "s2x")  # the same shard, from another machine
     env = json.loads((results / "s2x" / "env.json").read_text())
     (results / "s2x" / "env.json").write_text(json.dumps({**env, "fingerprint_id": "other", "cpu_model": "X"}))
-    res = suite("merge", "s1", "s2x", "s3", "--run-id", "m", "--results-dir", str(results), cwd=tmp_path)
+    res = suite_in_process("merge", "s1", "s2x", "s3", "--run-id", "m", "--results-dir", str(results), cwd=tmp_path)
     assert res.returncode == 2 and "different machines" in res.stderr
 
 

@@ -43,18 +43,20 @@ def suite(*args, cwd, timeout=600, report=False, env_extra=None, **kw):
                           timeout=timeout, env=env, **kw)
 
 
-def suite_in_process(*args, cwd) -> subprocess.CompletedProcess:
+def suite_in_process(*args, cwd, env_extra=None) -> subprocess.CompletedProcess:
     """`python -m suite ARGS` as `suite.cli.main(ARGS)` in this process: the same code from the parser
-    on, without the ~3.5 s start-up of a new interpreter. For bad input, which stops before any work;
-    the exit status of a real process is tested where bad input is refused elsewhere (test_registry,
-    test_ab, test_distributed)."""
+    on, without the ~3.5 s start-up of a new interpreter. For bad input, which stops before any work,
+    and commands that start no worker (compare of stored runs, baseline); the exit status of a real
+    process is tested where bad input is refused elsewhere (test_registry, test_ab, test_distributed)."""
     import contextlib
     import io
 
     from suite import cli
 
     out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    saved = {name: os.environ.get(name) for name in env_extra or {}}
     os.chdir(cwd)
+    os.environ.update(env_extra or {})
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -63,6 +65,8 @@ def suite_in_process(*args, cwd) -> subprocess.CompletedProcess:
                 code = stop.code if isinstance(stop.code, int) else 1
     finally:
         os.chdir(here)
+        for name, value in saved.items():
+            os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
     return subprocess.CompletedProcess(["suite", *args], code, out.getvalue(), err.getvalue())
 
 
