@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-from variants.csr_slices import Slice, csr_slices, sampled_output, sampled_scores
+from variants.csr_slices import Slice, csr_matmul, csr_slices, sampled_scores
 from variants.expo import exp_
 from variants.fused import additive, empty_rows, fused, fused_attention
 from variants.part_grad import OwnBackward, tile_grads
@@ -269,9 +269,10 @@ def sparse_part(q, k, v, *, rows: RowKeys, need_lse: bool, into: Partial | None 
     w = rows.idx.shape[1]
     dest = Blocks(q3, need_lse, into)
     slices = rows.slices or (Slice(0, n, rows.pattern, None),)
+    crow, col = rows.pattern.crow_indices(), rows.pattern.col_indices()
     for i in range(b * h):
         scores = sampled_scores(slices, q3[i], k3[i], d**-0.5).view(n, w).masked_fill_(~rows.valid, NEG_INF)
-        out, lse = softmax_part(scores, lambda p: sampled_output(slices, p.reshape(-1), v3[i]), need_lse)
+        out, lse = softmax_part(scores, lambda p: csr_matmul(crow, col, p.reshape(-1), v3[i]), need_lse)
         dest.put(slice(None), out, lse, head=i)
         del scores, out, lse  # before the next head's (see step_elements)
     return dest.partial(b, h)
@@ -285,7 +286,6 @@ def sparse_grads(q, k, v, rows: RowKeys, lse, dout, shift, dq, dk, dv) -> None:
     w = rows.idx.shape[1]
     crow, col = rows.pattern.crow_indices(), rows.pattern.col_indices()
     crow_t, col_t, entries = rows.transposed
-    csr = lambda c, i, x: torch.sparse_csr_tensor(c, i, x, (n, n), check_invariants=False)  # noqa: E731
     q3, k3, v3, do3, dq3, dk3, dv3 = (x.reshape(b * h, n, d) for x in (q, k, v, dout, dq, dk, dv))
     lse3, shift3 = lse.reshape(b * h, n, 1), shift.reshape(b * h, n, 1)
     for i in range(b * h):
@@ -293,9 +293,9 @@ def sparse_grads(q, k, v, rows: RowKeys, lse, dout, shift, dq, dk, dv) -> None:
         p = exp_(s.masked_fill_(~rows.valid, NEG_INF).sub_(lse3[i]))  # (n, w)
         dp = torch.sparse.sampled_addmm(rows.pattern, do3[i], v3[i].T, beta=0.0).values().view(n, w)
         ds = dp.sub_(shift3[i]).mul_(p).mul_(d**-0.5).view(-1)
-        dv3[i] += csr(crow_t, col_t, p.view(-1)[entries]) @ do3[i]
-        dq3[i] += csr(crow, col, ds) @ k3[i]
-        dk3[i] += csr(crow_t, col_t, ds[entries]) @ q3[i]
+        dv3[i] += csr_matmul(crow_t, col_t, p.view(-1)[entries], do3[i])
+        dq3[i] += csr_matmul(crow, col, ds, k3[i])
+        dk3[i] += csr_matmul(crow_t, col_t, ds[entries], q3[i])
         del s, p, dp, ds  # before the next head's (see step_elements)
 
 
