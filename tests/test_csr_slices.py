@@ -68,3 +68,24 @@ def test_small_slices_equal_the_dense_reference(name, monkeypatch):
             ref = spec.attention(q, k, v, impl="dense", causal=causal)
             assert (spec.attention(q, k, v, impl="native", causal=causal) - ref).abs().max().item() <= 1e-9
             assert seen and set(seen) == {count}, seen  # every head went by `count` slices
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_the_embedding_bag_product_equals_the_csr_product_with_empty_rows():
+    """`csr_matmul` on the CPU (embedding bags) against torch's CSR × dense product, which it replaces
+    there and which other devices keep: rows of 0 to 5 entries (an empty row is a key no query lists,
+    in the backward's transposed pattern), float32 and float64."""
+    gen = torch.Generator().manual_seed(0)
+    counts = torch.randint(0, 6, (300,), generator=gen)
+    counts[::7] = 0
+    crow = torch.zeros(301, dtype=torch.long)
+    crow[1:] = counts.cumsum(0)
+    col = torch.cat([torch.randperm(250, generator=gen)[:c].sort().values for c in counts.tolist()])  # CSR's order
+    for dtype in (torch.float32, torch.float64):
+        values = torch.randn(col.numel(), generator=gen, dtype=dtype)
+        table = torch.randn(250, 24, generator=gen, dtype=dtype)
+        expected = torch.sparse_csr_tensor(crow, col, values, (300, 250), check_invariants=True) @ table
+        got = csr_slices.csr_matmul(crow, col, values, table)
+        assert got.shape == (300, 24) and got.dtype == dtype
+        assert (got - expected).abs().max().item() <= (1e-5 if dtype == torch.float32 else 1e-12)
+        assert bool((got[counts == 0] == 0).all())
