@@ -50,23 +50,20 @@ def suite_in_process(*args, cwd, env_extra=None) -> subprocess.CompletedProcess:
     process is tested where bad input is refused elsewhere (test_registry, test_ab, test_distributed)."""
     import contextlib
     import io
+    from unittest import mock
 
     from suite import cli
 
     out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
-    saved = {name: os.environ.get(name) for name in env_extra or {}}
     os.chdir(cwd)
-    os.environ.update(env_extra or {})
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), mock.patch.dict(os.environ, env_extra or {}):
             try:
                 code = cli.main(list(args))
             except SystemExit as stop:  # argparse's own errors
                 code = stop.code if isinstance(stop.code, int) else 1
     finally:
         os.chdir(here)
-        for name, value in saved.items():
-            os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
     return subprocess.CompletedProcess(["suite", *args], code, out.getvalue(), err.getvalue())
 
 
