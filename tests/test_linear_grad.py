@@ -106,3 +106,20 @@ def test_the_maps_closed_form_gradient_equals_autograds_record_at_the_sweeps_sha
     slow = torch.autograd.grad(spec.attention(q, k, v, impl="native", causal=causal), (q, k, v), upstream)
     for x, a, b in zip("qkv", fast, slow):
         assert (a - b).abs().max().item() < 2e-4 * b.abs().max().item(), f"{name}: d{x}"
+
+
+@pytest.mark.parametrize("name, m", [("linear", 64), ("performer", 256), ("rfa", 256)])
+def test_a_causal_chunk_does_no_more_masked_work_than_its_share_of_the_algorithms(name, m, monkeypatch):
+    """At the sweep's shape (H = 8, d = 64, n = 4096, CPU), the forward's chunk of C rows does its
+    masked products, 2·C²·(m + d) FLOPs that the useful count leaves out, in at most the algorithm's
+    4·C·m·d for those rows; linear's chunks of 256 rows did 4x that (and took 1.27-1.45x as long)."""
+    import variants.linearized as lin
+
+    steps = []
+    real = lin._causal
+    monkeypatch.setattr(lin, "_causal", lambda phi, q, k, v, step: steps.append(step) or real(phi, q, k, v, step))
+    spec = variants.get(name)
+    q, k, v = (torch.randn(1, 8, 4096, 64) for _ in range(3))
+    spec.prepare(q, k, v, impl="native", causal=True).fn()
+    (step,) = steps
+    assert 32 <= step and 2 * step * step * (m + 64) <= 4 * step * m * 64, f"{name}: chunks of {step} rows"

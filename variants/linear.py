@@ -26,6 +26,8 @@ def elu_plus_one(x):
 class Elu(FeatureMap):
     """φ(x) = elu(x) + 1, positive and row-local: no scale needed."""
 
+    scaled = False
+
     def query(self, x):
         return elu_plus_one(x)
 

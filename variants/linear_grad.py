@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from variants.linearized import FeatureMap, _add_product, _bidirectional, _causal, _rescale, _zero_state, rows_per_step
+from variants.linearized import FeatureMap, _add_product, _bidirectional, _causal, _weigh, _zero_state, rows_per_step
 from variants.part_grad import rowdot
 
 MORE = 3  # (rows × m) a backward chunk holds beside the map's: its autograd record, dφ, φ(q)∘dD
@@ -95,8 +95,7 @@ def _prefix_pass(phi, q, k, v, out, dout, chunks, dq):
         fk, s = phi.key(k[:, :, rows])
         if state is None:
             state, z = _zero_state(q, fk.shape[-1])
-        state, z, scale, weight = _rescale(state, z, scale, s)
-        fk.mul_(weight)
+        state, z, scale = _weigh(phi, state, z, scale, fk, s)
         den[:, :, rows] = (f @ fk.transpose(-1, -2)).tril_().sum(-1).add_((f @ z[..., None]).squeeze(-1))
         dn, dd, lower = _row_terms(dout, out, v, den, rows)
         dfq = (lower @ fk).add_(dn @ state.transpose(-1, -2)).add_(dd * z[..., None, :])  # (B, H, C, m)
