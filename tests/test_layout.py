@@ -78,3 +78,16 @@ def test_modules_and_functions_are_short():
                 if length > MAX_FUNCTION_LINES:
                     long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
     assert long_modules == [] and long_functions == []
+
+
+def test_a_run_starts_without_the_statistics_libraries():
+    """`python -m suite run` parses, plans the full grid and loads its runner without scipy.stats or
+    statsmodels (1.5 s of its start here, loaded by the parser for the gate's defaults); they load
+    when a fit or a comparison runs."""
+    import sys
+
+    code = ("import sys; from suite import cli; from suite.parser import build_parser; from suite.plan import grid; "
+            "from suite.run import runner; build_parser(cli.COMMANDS).parse_args(['run', '--grid', 'full']); "
+            "grid.resolve('full'); print(sorted(m for m in ('scipy.stats', 'statsmodels') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]

@@ -1,6 +1,6 @@
 """Power-law fits with an overhead floor, and the verdict rule (docs/CLAIMS.md, "Verdicts").
 
-Pure numpy/scipy: `log(cost) = a + p·log(x)` on the points above the floor, found by fitting
+Pure numpy/scipy (scipy imported when a fit runs: `python -m suite run` starts without it): `log(cost) = a + p·log(x)` on the points above the floor, found by fitting
 `cost = floor + c·xᵖ`; the small-x points where the floor is more than FLOOR_SHARE of the cost
 are left out, and named — but only where the floor is real: the model with it must fit the points
 significantly better than the plain power law (an F test at FLOOR_LEVEL), or be at least
@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 FLOOR_SHARE = 0.10  # a point whose modelled floor is more than this share of its cost is left out
 TOLERANCE = 0.15  # docs/CLAIMS.md: confirmed when the 95% interval lies within claimed ± 0.15
@@ -75,6 +74,8 @@ def floor_matters(x, y, floor: float, c: float, p: float, level: float | None = 
     """Does `floor + c·xᵖ` fit log(y) significantly better than a straight line in log-log?
 
     The extra-sum-of-squares F test (one parameter more, k − 3 degrees of freedom left)."""
+    from scipy import stats
+
     lx, ly = np.log(x), np.log(y)
     line = stats.linregress(lx, ly)
     sse_line = float(((ly - line.intercept - line.slope * lx) ** 2).sum())
@@ -108,6 +109,8 @@ def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit 
             excluded = np.cumprod(share > FLOOR_SHARE).astype(bool)
             if len(np.unique(x[~excluded])) < MIN_POINTS:  # keep the largest 3 at least
                 excluded[-MIN_POINTS:] = False
+    from scipy import stats
+
     lx, ly = np.log(x[~excluded]), np.log(y[~excluded])
     res = stats.linregress(lx, ly)
     dof = len(lx) - 2

@@ -20,6 +20,7 @@ from scipy import stats
 from statsmodels.robust.scale import qn_scale
 
 from suite.analyse.exponents import SHAPE, exponents as fit_exponents
+from suite.analyse.rule import Rule  # noqa: F401 - the gate's settings, used and re-exported here
 
 STABLE_ENV = ("torch", "xformers", "cuda", "python", "cpu_model", "cpu_count", "threads", "allocator",
               "cuda_device")
@@ -27,17 +28,6 @@ LABEL = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_l
          "head_dim", "causal", "params"]
 BLOCKING = {"missing": "in the baseline, not in the new run", "failed": "ok in the baseline, failed in the new run",
             "untested": "too few timings to test", "new": "no baseline to compare with"}
-
-
-@dataclass(frozen=True)
-class Rule:
-    """What counts as a regression. The defaults are the ones the README's figures were measured with."""
-
-    alpha: float = 0.05  # false discovery rate over the grid
-    effect_floor: float = 0.05  # changes under 5% are never called
-    exponent_drift: float = 0.15  # docs/CLAIMS.md's tolerance, applied to a change of fitted exponent
-    allow_new: bool = False  # new cases (no baseline) do not block
-    allow_shift: bool = False  # test each case beyond the grid's common shift, which then does not block
 
 
 MIN_PROCESS_SIGMA = 0.005  # a case's processes never agree better than 0.5% (log time)
