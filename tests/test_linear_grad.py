@@ -112,7 +112,7 @@ def test_the_maps_closed_form_gradient_equals_autograds_record_at_the_sweeps_sha
 def test_a_causal_chunk_does_no_more_masked_work_than_its_share_of_the_algorithms(name, m, monkeypatch):
     """At the sweep's shape (H = 8, d = 64, n = 4096, CPU), the forward's chunk of C rows does its
     masked products, 2·C²·(m + d) FLOPs that the useful count leaves out, in at most the algorithm's
-    4·C·m·d for those rows; linear's chunks of 256 rows did 4x that (and took 1.27-1.45x as long)."""
+    4·C·m·d for those rows; linear's chunks of 256 rows did 4x that (and took 1.23-1.45x as long)."""
     import variants.linearized as lin
 
     steps = []

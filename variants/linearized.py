@@ -113,7 +113,7 @@ def masked_rows(m: int, d: int) -> int:
     """Rows of a causal chunk where steps are sized to the cache: at most 2·m·d/(m + d), so that the
     chunk's masked products (φ(q)φ(k)ᵀ and its product with v: 2·C²·(m + d) FLOPs) cost no more
     than its share of the algorithm's (4·C·m·d), which alone is counted. Linear (m = d = 64): 64
-    rows, where 256 took 1.27-1.45x as long at n = 4096-65536 (float32, one thread, AMD EPYC)."""
+    rows, where 256 took 1.23-1.45x as long at n = 4096-65536 (one process, float32, one thread, AMD EPYC)."""
     return max(32, 2 * m * d // (m + d))
 
 

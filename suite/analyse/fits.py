@@ -1,6 +1,7 @@
 """Power-law fits with an overhead floor, and the verdict rule (docs/CLAIMS.md, "Verdicts").
 
-Pure numpy/scipy (scipy imported when a fit runs: `python -m suite run` starts without it): `log(cost) = a + p·log(x)` on the points above the floor, found by fitting
+Pure numpy/scipy (scipy imported when a fit runs: `python -m suite run` starts without it):
+`log(cost) = a + p·log(x)` on the points above the floor, found by fitting
 `cost = floor + c·xᵖ`; the small-x points where the floor is more than FLOOR_SHARE of the cost
 are left out, and named — but only where the floor is real: the model with it must fit the points
 significantly better than the plain power law (an F test at FLOOR_LEVEL), or be at least
