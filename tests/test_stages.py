@@ -122,6 +122,19 @@ def test_traits_are_data_the_flop_counter_reads():
         dataclasses.replace(variants.get("full").impls["dense"], work="most")
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_the_counter_counts_in_place_gemms_so_linear_attention_counts_its_claim(causal):
+    """linear/native accumulates K′ᵀV by baddbmm_, which FlopCounterMode left at 0 (a work ratio of
+    0.51, causal 1.51): counted, the products are the claim's 4·B·H·n·d², and causal adds the masked
+    chunks' work, at most as much again (variants.linearized.masked_rows)."""
+    case = dataclasses.replace(CASE, variant="linear", impl="native", seq_len=1024, num_heads=8, num_kv_heads=8,
+                               head_dim=64, causal=causal)
+    flops, note = count_flops(case)
+    claim = theory_of(case)["flops"]
+    assert note == "counted on meta tensors"
+    assert (1.0 <= flops / claim <= 1.1) if not causal else (1.75 <= flops / claim <= 2.1), flops / claim
+
+
 def test_a_grid_named_like_a_path_is_refused_before_anything_runs():
     from suite.plan import grid as grids
 
