@@ -5,6 +5,9 @@ with the real constants (the sweeps' d = 64, float32)."""
 
 from __future__ import annotations
 
+import time
+from unittest import mock
+
 import pytest
 import torch
 
@@ -15,8 +18,10 @@ from variants.random_keys import draw
 
 
 def _keys(n: int, like: torch.Tensor) -> native.RowKeys:
-    idx = torch.cat([torch.arange(n)[:, None], draw(n, 32, 0)], dim=1)  # random's: itself and 32 drawn
-    return native.row_keys(idx, torch.ones(idx.shape, dtype=torch.bool), like)
+    """random's keys (itself and 32 drawn) with the slices the rule cuts, whichever `fastest` would keep."""
+    idx = torch.cat([torch.arange(n)[:, None], draw(n, 32, 0)], dim=1)
+    with mock.patch.object(native, "fastest", lambda slices, *args: slices):
+        return native.row_keys(idx, torch.ones(idx.shape, dtype=torch.bool), like)
 
 
 def test_every_listed_pair_lands_in_one_slice_with_its_key():
@@ -52,6 +57,30 @@ def test_the_sliced_forward_equals_the_one_pass_and_the_gathered_forms_at_the_re
         assert (sliced.lse - other.lse).abs().max().item() <= 2e-5
 
 
+@pytest.mark.parametrize("slow", ["slices", "one pass"])
+def test_fastest_keeps_the_form_that_took_less_time_and_decides_once_a_shape(slow, monkeypatch):
+    """The slower form made slower by 20 ms a call: `fastest` keeps the other, and its second call
+    at the same shape reuses the decision without timing again."""
+    n = 40000
+    rows = _keys(n, torch.empty(1, 1, n, 64))
+    scores, calls = csr_slices.sampled_scores, []
+
+    def paced(slices, *args):
+        calls.append(len(slices))
+        if (len(slices) > 1) == (slow == "slices"):
+            time.sleep(0.02)
+        return scores(slices, *args)
+
+    monkeypatch.setattr(csr_slices, "sampled_scores", paced)
+    monkeypatch.setattr(csr_slices, "_CHOICES", {})
+    kept = csr_slices.fastest(rows.slices, rows.pattern, 64)
+    assert len(kept) == (1 if slow == "slices" else len(rows.slices)) and sorted(set(calls)) == [1, 3]
+    assert len(calls) == 6  # 3 interleaved rounds of both
+    assert csr_slices.fastest(rows.slices, rows.pattern, 64) == kept and len(calls) == 6
+    if len(kept) == 1:
+        assert kept[0].at is None and kept[0].pattern is rows.pattern
+
+
 @pytest.mark.parametrize("name", ["random", "bigbird"])
 def test_small_slices_equal_the_dense_reference(name, monkeypatch):
     """Slices of 5–40 keys at n = 97, with the drawn keys that are not valid (the diagonal; later
@@ -61,6 +90,7 @@ def test_small_slices_equal_the_dense_reference(name, monkeypatch):
     seen, scores = [], csr_slices.sampled_scores
     monkeypatch.setattr(native, "sampled_scores", lambda slices, *a: (seen.append(len(slices)), scores(slices, *a))[1])
     monkeypatch.setattr(csr_slices, "MIN_ENTRIES", 1)
+    monkeypatch.setattr(native, "fastest", lambda slices, *args: slices)  # the slices, whatever was faster
     for size, count in ((40, 3), (5, 20)):
         monkeypatch.setattr(csr_slices, "SLICE_BYTES", size * 16 * 8)
         for causal in (False, True):

@@ -3,19 +3,23 @@
 `random`'s keys (and bigbird's random part) come from anywhere in [0, n): the SDDMM reads a row of K
 and the SpMM a row of V for each of the n·w listed pairs, in no order. While one head's K (n·d
 values) fits in the cache, that is cheap; past it nearly every read is a miss, and the rate falls
-with n. So on the CPU, past SLICE_BYTES of K, the pattern is cut into slices of consecutive keys,
-each its own CSR (n, keys of the slice): the SDDMM goes slice by slice, each writing its scores to
-their places among the row's w. Each slice's pass pays for every row (its pointers, its output
+with n. So on the CPU, past SLICE_BYTES of K, the pattern can be cut into slices of consecutive
+keys, each its own CSR (n, keys of the slice): the SDDMM goes slice by slice, each writing its scores
+to their places among the row's w. Each slice's pass pays for every row (its pointers, its output
 row), so a slice keeps at least MIN_ENTRIES entries a row on average. The products by the pattern
 (the forward's P·V, the backward's dS·K, dSᵀ·Q and Pᵀ·dO) need no slices on the CPU: `csr_matmul`
 runs them as embedding bags, which prefetch.
 
-Measured (AMD EPYC, Zen 3, 32 MiB L3; one head, w = 33, d = 64, float32, one thread, best of 5):
-the SDDMM at n = 65536, 106 ms in one pass, 40 ms in 4 slices of 16384 keys. At n = 16384 one pass.
+Measured (one head, w = 33, d = 64, float32, one thread): on an AMD EPYC Zen 3 (AVX2, 512 KiB L2),
+the SDDMM at n = 65536 took 106 ms in one pass and 40 ms in 4 slices of 16384 keys (best of 5); on a
+Zen 4 (AVX-512, 1 MiB L2) 16.8 ms in one pass and 20.7 ms in 4 slices (median of 7), the slices'
+own calls 17.9 ms and their scatter into the row's order 3.6. Which is faster depends on the
+machine, so `fastest` times both on the pattern itself, in setup, and keeps the faster.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -58,6 +62,31 @@ def csr_slices(idx: torch.Tensor, pattern: torch.Tensor, row_bytes: int) -> tupl
         zeros = torch.zeros(at.numel(), dtype=pattern.dtype)
         out.append(Slice(k0, k1, _csr(crow, key[at] - k0, zeros, (n, k1 - k0)), at))
     return tuple(out)
+
+
+_CHOICES: dict[tuple, bool] = {}  # (n, entries, slices, d, dtype): whether the slices were the faster
+
+
+def fastest(slices: tuple[Slice, ...], pattern: torch.Tensor, d: int, rounds: int = 3) -> tuple[Slice, ...]:
+    """`slices`, or the one-pass `pattern` they cut, whichever computed the scores faster here: each
+    timed `rounds` times, interleaved, on random q and k (n, d) of the pattern's dtype (setup, never
+    the timed call; one decision per shape in a process)."""
+    if len(slices) == 1:
+        return slices
+    n = pattern.shape[0]
+    one = (Slice(0, n, pattern, None),)
+    key = (n, pattern.values().numel(), len(slices), d, pattern.dtype)
+    if key not in _CHOICES:
+        gen = torch.Generator().manual_seed(0)
+        q, k = (torch.randn(n, d, generator=gen, dtype=pattern.dtype) for _ in range(2))
+        best = [float("inf")] * 2
+        for _ in range(rounds):
+            for i, candidate in enumerate((slices, one)):
+                begin = time.perf_counter()
+                sampled_scores(candidate, q, k, 1.0)
+                best[i] = min(best[i], time.perf_counter() - begin)
+        _CHOICES[key] = best[0] < best[1]
+    return slices if _CHOICES[key] else one
 
 
 def sampled_scores(slices: tuple[Slice, ...], q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:

@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-from variants.csr_slices import Slice, csr_matmul, csr_slices, sampled_scores
+from variants.csr_slices import Slice, csr_matmul, csr_slices, fastest, sampled_scores
 from variants.expo import exp_
 from variants.fused import additive, empty_rows, fused, fused_attention
 from variants.part_grad import OwnBackward, tile_grads
@@ -254,8 +254,8 @@ def row_keys(idx: torch.Tensor, valid: torch.Tensor, like: torch.Tensor) -> RowK
     entries = torch.argsort(idx.flatten(), stable=True)  # by key, then by query: the transpose's rows
     crow_t = torch.zeros(n + 1, dtype=torch.long, device=like.device)
     crow_t[1:] = torch.bincount(idx.flatten(), minlength=n).cumsum(0)
-    return RowKeys(idx, valid, pattern, (crow_t, entries // w, entries),
-                   csr_slices(idx, pattern, like.shape[3] * like.element_size()))
+    slices = csr_slices(idx, pattern, like.shape[3] * like.element_size())
+    return RowKeys(idx, valid, pattern, (crow_t, entries // w, entries), fastest(slices, pattern, like.shape[3]))
 
 
 def sparse_part(q, k, v, *, rows: RowKeys, need_lse: bool, into: Partial | None = None) -> Partial:
