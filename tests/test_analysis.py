@@ -199,6 +199,23 @@ def test_efficiency_is_useful_flops_over_time_against_the_probe_peak_with_the_wo
     assert np.isnan(analysis.efficiency(table(), None)["peak_share"]).all()
 
 
+def test_the_share_with_every_term_adds_the_named_terms_and_their_backward_in_fwd_bwd():
+    """linformer's projections are as many FLOPs as its attention: with them its share doubles, plus
+    the softmax's operations; a fwd_bwd row counts the terms 3x, as its flops; no terms, no change."""
+    peaks = {"cpu": {"float32": {"flops_per_s": 1e11}}}
+    rows = _rows("linformer", "native", {4096: 1e-3}, claimed=1.0)
+    attention = rows[0]["flops"]
+    terms = {"projections": attention, "softmax": attention // 50}
+    frame = pd.DataFrame([{**rows[0], "extra_flops": json.dumps(terms)},
+                          {**rows[0], "mode": "fwd_bwd", "flops": 3 * attention, "extra_flops": terms},
+                          {**rows[0], "variant": "plain", "extra_flops": None}])
+    eff = analysis.efficiency(frame, peaks).set_index(["variant", "mode"])
+    fwd, both, plain = eff.loc[("linformer", "fwd")], eff.loc[("linformer", "fwd_bwd")], eff.loc[("plain", "fwd")]
+    assert fwd["all_terms_share"] == pytest.approx(fwd["peak_share"] * (2 + 1 / 50), rel=1e-3)
+    assert both["all_flops"] == pytest.approx(3 * (attention + sum(terms.values())))
+    assert plain["all_terms_share"] == plain["peak_share"]
+
+
 def test_heads_axis_holds_the_kv_ratio_and_features_axis_reads_params():
     rows = []
     for h in (1, 2, 4, 8, 16):

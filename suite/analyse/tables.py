@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
 from suite.analyse.exponents import prepare
+from variants.theory import FWD_BWD_FLOP_FACTOR
 
 # ------------------------------------------------------------------------------ crossover
 def crossovers(frame: pd.DataFrame, references=("dense", "sdpa")) -> pd.DataFrame:
@@ -66,9 +69,27 @@ def efficiency(frame: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
     ok["peak_flops_per_s"] = peak
     # NB: the useful rate, not the counted one: FlopCounterMode counts causal SDPA as full attention
     ok["peak_share"] = ok["useful_flops_per_s"] / ok["peak_flops_per_s"]
+    ok["all_flops"] = all_terms(ok)
+    ok["all_terms_share"] = ok["all_flops"] / ok["time_s"] / ok["peak_flops_per_s"]
     ok["output_bytes"] = output_bytes(ok)
     ok["memory_ratio"] = ok["peak_bytes"] / ok["output_bytes"]  # the call's own memory, in outputs
     return ok
+
+
+def all_terms(frame: pd.DataFrame) -> pd.Series:
+    """The algorithm's FLOPs with its named terms apart (linformer's projections, a feature map's
+    GEMMs, reformer's hashing, the softmax's operations): what the algorithm computes in all. In
+    fwd_bwd the terms count 3× too, as `flops` does (docs/CLAIMS.md, "Modes")."""
+    extra = frame["extra_flops"].map(_sum_terms) if "extra_flops" in frame else 0.0
+    factor = np.where(frame["mode"] == "fwd_bwd", FWD_BWD_FLOP_FACTOR, 1)
+    return frame["flops"] + factor * extra
+
+
+def _sum_terms(terms) -> float:
+    """A row's extra_flops, a dict or its JSON (as stored), summed; 0 where there is none."""
+    if isinstance(terms, str):
+        terms = json.loads(terms)
+    return float(sum(terms.values())) if isinstance(terms, dict) else 0.0
 
 
 def output_bytes(frame: pd.DataFrame) -> pd.Series:
