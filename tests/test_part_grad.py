@@ -125,6 +125,24 @@ def test_gradients_equal_the_reference_at_the_full_grids_fwd_bwd_shape(name):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("n, window, tiles", [(1024, 128, 64), (2048, 256, 64), (1024, 256, None)])
+def test_the_bands_backward_in_its_own_tiles_equals_the_reference(n, window, tiles, causal):
+    """The sliding window's backward on the CPU in tiles of a quarter of the reach (variants.band:
+    `_backward_block`) where 3/4 of them are interior, else in the forward's blocks: the plan says
+    which, and the gradients equal SDPA's with the mask (float64), causal or not."""
+    spec = variants.get("sliding_window")
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 32, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    plan = band.band_plan(n, window, causal, q)
+    assert (plan.backward.block if plan.backward else None) == tiles
+    upstream = torch.randn(1, 2, n, 32, generator=gen, dtype=torch.float64)
+    grads = [torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=causal, window=window), (q, k, v), upstream)
+             for impl in ("native", "sdpa")]
+    for x, a, b in zip("qkv", *grads):
+        assert (a - b).abs().max().item() < 1e-10, f"d{x}"
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 @pytest.mark.parametrize("name, kv_heads", [("mqa", 1), ("gqa", 2)])
 def test_shared_kv_backward_equals_dense_in_a_few_outputs(name, kv_heads, causal):
     """GroupedKeys' own backward at n = 1024, H = 8, d = 64: its gradients equal dense's (float64),
