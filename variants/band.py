@@ -291,6 +291,16 @@ def band_plan(seq_len: int, reach: int, causal: bool, like: torch.Tensor, block:
     """Plan for the sliding window |i - j| <= reach (and j <= i when causal): blocks of `block`
     rows (by default sized to the reach), and on the CPU the fused forward's finer layout."""
     block = block or _band_block(reach)
+    forward = _blocked(seq_len, reach, causal, like, FUSED_BLOCK) if fused(like) and block > FUSED_BLOCK else None
+    tiles = _backward_block(reach)
+    own = cache_sized(like) and tiles < block and seq_len >= 8 * tiles * -(-reach // tiles)  # 3/4 interior
+    backward = _blocked(seq_len, reach, causal, like, tiles) if own else None  # its forward is this one's
+    return _blocked(seq_len, reach, causal, like, block, forward, backward)
+
+
+def _blocked(seq_len: int, reach: int, causal: bool, like: torch.Tensor, block: int,
+             forward: BandPlan | None = None, backward: BandPlan | None = None) -> BandPlan:
+    """The band in blocks of `block` rows: reach in blocks and bias, with the given other layouts."""
     left = -(-reach // block)
     right = 0 if causal else left
 
@@ -298,10 +308,6 @@ def band_plan(seq_len: int, reach: int, causal: bool, like: torch.Tensor, block:
         ok = (i - j).abs() <= reach
         return ok & (j <= i) if causal else ok
 
-    forward = band_plan(seq_len, reach, causal, like, FUSED_BLOCK) if fused(like) and block > FUSED_BLOCK else None
-    tiles = _backward_block(reach)
-    own = cache_sized(like) and tiles < block and seq_len >= 8 * tiles * -(-reach // tiles)  # 3/4 interior
-    backward = band_plan(seq_len, reach, causal, like, tiles) if own else None
     return BandPlan(block, left, right, band_bias(seq_len, block, left, right, allowed, like), forward, backward)
 
 
