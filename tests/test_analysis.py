@@ -216,6 +216,15 @@ def test_the_share_with_every_term_adds_the_named_terms_and_their_backward_in_fw
     assert plain["all_terms_share"] == plain["peak_share"]
 
 
+def test_a_profiled_call_s_operators_read_as_shares_of_its_time_largest_first():
+    assert analysis.tables.op_shares(json.dumps({"mul": 1.0, "bmm": 3.0})) == {"bmm": 0.75, "mul": 0.25}
+    assert analysis.tables.op_shares({"mm": 2e-3}) == {"mm": 1.0}
+    assert analysis.tables.op_shares(None) is None and analysis.tables.op_shares(float("nan")) is None
+    rows = _rows("linformer", "native", {4096: 1e-3}, claimed=1.0)
+    eff = analysis.efficiency(pd.DataFrame([{**rows[0], "op_seconds": {"bmm": 1.0}}]), None)
+    assert eff["op_shares"].iloc[0] == {"bmm": 1.0}
+
+
 def test_heads_axis_holds_the_kv_ratio_and_features_axis_reads_params():
     rows = []
     for h in (1, 2, 4, 8, 16):

@@ -43,3 +43,35 @@ def test_a_fast_call_made_slow_by_the_profiler_s_first_use_is_still_timed_in_blo
                               warmed=0.3)
     assert 3 <= len(samples) <= 50 and max(samples) < 0.01
     assert len(calls) > 1000, "blocks of many calls (0.02 s of them), not three single calls"
+
+
+def test_a_profiled_call_says_where_its_time_went():
+    """A warm call that is mostly one large matmul: mm leads its operators, and the self times are
+    its own (never more than the call took)."""
+    import torch
+
+    a = torch.randn(768, 768)
+
+    def call():
+        for _ in range(8):
+            torch.add(a, 1.0)  # 8 small operators beside the product
+        return a @ a
+
+    call()  # warm, as after the timing (a first call's operators pay their first use)
+    began = time.perf_counter()
+    spent = timing.ops_cpu(call)
+    took = time.perf_counter() - began
+    assert next(iter(spent)) == "mm" and spent["mm"] > spent["add"] > 0
+    assert 0 < sum(spent.values()) <= took
+
+
+def test_a_profile_names_its_largest_operators_and_sums_the_rest():
+    from types import SimpleNamespace as Avg
+
+    averages = [Avg(key=f"aten::op{i}", self_cpu_time_total=float(i)) for i in range(1, 6)]
+    averages += [Avg(key="aten::empty", self_cpu_time_total=0.0),
+                 Avg(key="autograd::engine::evaluate_function: MmBackward0", self_cpu_time_total=10.0)]
+    spent = timing.op_seconds(averages, top=3)
+    assert list(spent) == ["autograd MmBackward0", "op5", "op4", "other"]
+    assert abs(spent["other"] - (1 + 2 + 3) / 1e6) < 1e-15 and spent["op5"] == 5 / 1e6
+    assert timing.op_seconds(averages[:2], top=3) == {"op2": 2e-6, "op1": 1e-6}

@@ -36,6 +36,9 @@ def built(tmp_path_factory) -> Path:
             frame[col] = None
     frame["samples"] = frame["time_s"].map(lambda t: [t] if t == t and t is not None else None)
     frame["time_min_s"] = frame["time_s"]
+    native = (frame["variant"] == "sliding_window") & (frame["impl"] == "native")
+    frame["op_seconds"] = [{"bmm": 6e-3, "_softmax": 3e-3, "mul": 1e-3, "fill_": 5e-4} if is_native else None
+                           for is_native in native]
     RunDir(run).write_table(frame[COLUMNS])
     (run / "env.json").write_text(json.dumps({"torch": "2.13.0", "cpu_model": "test CPU", "fingerprint_id": "x"}))
     (run / "plan.json").write_text(json.dumps({"grid": "synthetic", "settings": {"threads": 1}}))
@@ -73,6 +76,7 @@ def test_report_leads_with_the_verdicts_of_the_data(built):
     assert re.search(r"scores q·kᵀ</td><td>8×1024×64×1024</td><td class=\"num\">80 GFLOP/s</td>\s*"
                      r"<td class=\"num\">80 GFLOP/s – 80 GFLOP/s</td><td class=\"num\">80%</td>", efficiency)
     assert "memory / output" in efficiency and "<th>share with every term</th>" in efficiency
+    assert "<td>bmm 57% · _softmax 29% · mul 10%</td>" in efficiency  # the profiled call's three largest
     assert "out of memory" in page  # the failed case, with its reason
 
 

@@ -216,6 +216,9 @@ def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
     assert len(ok) >= 10 and (ok.time_s > 0).all() and (ok.peak_bytes > 0).all()
     assert all(len(s) >= 3 for s in ok.samples), "raw samples are kept"
     assert (ok.flops > 0).all()
+    spent = ok.set_index("impl")["op_seconds"].map(json.loads)  # where a warm call's time went
+    assert all(0 < sum(s.values()) < 1 for s in spent)
+    assert all("_scaled_dot_product_flash_attention_for_cpu" in s for s in spent["sdpa"])
     skipped = table[table.status == "skipped"]
     assert set(skipped.impl) == {"xformers"} and skipped.reason.str.contains("xformers").all()
     env = json.loads((results / "c" / "env.json").read_text())

@@ -73,7 +73,19 @@ def efficiency(frame: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
     ok["all_terms_share"] = ok["all_flops"] / ok["time_s"] / ok["peak_flops_per_s"]
     ok["output_bytes"] = output_bytes(ok)
     ok["memory_ratio"] = ok["peak_bytes"] / ok["output_bytes"]  # the call's own memory, in outputs
+    ok["op_shares"] = ok["op_seconds"].map(op_shares) if "op_seconds" in ok else None
     return ok
+
+
+def op_shares(spent) -> dict[str, float] | None:
+    """A row's op_seconds (a dict or its JSON, as stored) as shares of the profiled call's self time,
+    largest first; None where the call was not profiled."""
+    if isinstance(spent, str):
+        spent = json.loads(spent)
+    if not isinstance(spent, dict) or not spent:
+        return None
+    total = sum(spent.values())
+    return {name: seconds / total for name, seconds in sorted(spent.items(), key=lambda item: -item[1])}
 
 
 def all_terms(frame: pd.DataFrame) -> pd.Series:

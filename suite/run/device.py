@@ -1,8 +1,8 @@
 """Devices as data: what the suite needs to measure on one. Adding a device is one entry in DEVICES.
 
 Each entry names how to time a call (raw per-call samples), how to read a call's peak memory above
-what existed before it, how to wait for queued work, whether a worker may cap its address space,
-what a Ray actor reserves, and a rough rate for balancing shards.
+what existed before it and where a warm call's time went, how to wait for queued work, whether a
+worker may cap its address space, what a Ray actor reserves, and a rough rate for balancing shards.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ class Device:
     name: str
     time: Timer
     peak_bytes: Callable[[Callable[[], object]], int]
+    op_seconds: Callable[[Callable[[], object]], dict[str, float] | None]  # where a warm call's time went
     synchronize: Callable[[], None]
     release: Callable[[], None]  # hand cached memory back after a case
     allocated: Callable[[], int | None]  # bytes the device's allocator holds for tensors (None: not read)
@@ -42,17 +43,19 @@ class Device:
         return device_reasons(self.name)
 
 
-def _nothing() -> None:
-    return None  # NB: also the CPU's `allocated`: no cheap reading of live tensor bytes there
+def _nothing(*_) -> None:
+    # NB: also the CPU's `allocated` (no cheap reading of live tensor bytes there) and CUDA's
+    # `op_seconds` (its operators' time is the GPU's: not read)
+    return None
 
 
 DEVICES: dict[str, Device] = {
-    "cpu": Device("cpu", timing.time_cpu, timing.peak_cpu, _nothing, _nothing, _nothing, True,
+    "cpu": Device("cpu", timing.time_cpu, timing.peak_cpu, timing.ops_cpu, _nothing, _nothing, _nothing, True,
                   lambda threads: {"num_cpus": threads}, 2e10,
                   (square(512), square(1024), *attention_shapes(8, 1024, 64, 1024), *attention_shapes(8, 256, 64, 768)),
                   "torch.utils.benchmark",
                   peak_warms_up=True),
-    "cuda": Device("cuda", timing.time_cuda, timing.peak_cuda, timing.cuda_synchronize, timing.cuda_release,
+    "cuda": Device("cuda", timing.time_cuda, timing.peak_cuda, _nothing, timing.cuda_synchronize, timing.cuda_release,
                    timing.cuda_allocated, False, lambda threads: {"num_gpus": 1, "num_cpus": 1}, 2e13,
                    (square(4096), square(8192), *attention_shapes(32, 4096, 64, 4096), *attention_shapes(32, 1024, 128, 1024)),
                    "CUDA events, do_bench's semantics: L2 flushed before each call, calls queued"),

@@ -227,7 +227,7 @@ def _timed(row: Row, fn, settings: Settings, warmed: float | None = None) -> Row
 
 def _measured(row: Row, settings: Settings, replicate: int) -> Row:
     """On replicate 0: check against the dense reference; then set up and time; on replicate 0 also
-    memory, FLOPs, error. NB: the other processes run the same code, so replicate 0's check stands
+    memory, where a call's time went, FLOPs, error. NB: the other processes run the same code, so replicate 0's check stands
     for them (a flex series' check compiled once more in each of them: ~0.4 min of a full run)."""
     case = row.case
     if replicate == 0:
@@ -248,6 +248,8 @@ def _measured(row: Row, settings: Settings, replicate: int) -> Row:
     row = _timed(row, fn, settings, warmed)
     if replicate == 0 and not dev.peak_warms_up:
         row = replace(row, peak_bytes=dev.peak_bytes(fn))
+    if replicate == 0:
+        row = replace(row, op_seconds=dev.op_seconds(fn))
     del fn, q, k, v
     if replicate == 0:
         counted, note = count_flops(case)

@@ -30,6 +30,7 @@ class Row:
     flops: int | None = None  # the algorithm's FLOPs (docs/CLAIMS.md)
     flops_counted: int | None = None  # FlopCounterMode on meta tensors, where it can trace the path
     peak_bytes: int | None = None  # allocator peak of one call above its inputs
+    op_seconds: dict[str, float] | None = None  # that profiled call's self time per operator (suite.run.timing)
     setup_s: float | None = None  # mask, plan, compile: never in the timed call
     pairs: int | None = None
     claimed_exponent_n: float | None = None
