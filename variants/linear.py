@@ -9,18 +9,32 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from variants.compiled import Fused
 from variants.expo import exp_
 from variants.linearized import FeatureMap, linear_theory, linearized_variant
 
 
 def elu_plus_one(x):
-    """elu(x) + 1. Where autograd does not record, as e^min(x, 0) + max(x, 0) with the exponential
-    of variants.expo: 0.43 ns an element here against F.elu(x) + 1's 0.89 (float32, one thread),
-    and closer to float64 below -8, where e^x − 1 + 1 cancels. Where it records, F.elu: one op with
-    its own backward (the chain's autograd made linear's fwd_bwd 1.37x slower at n = 2048)."""
+    """elu(x) + 1. Where autograd does not record, one compiled pass where it warmed (ELU_PLUS_ONE),
+    else as e^min(x, 0) + max(x, 0) with the exponential of variants.expo: 0.43 ns an element here
+    against F.elu(x) + 1's 0.89 (float32, one thread), and closer to float64 below -8, where
+    e^x − 1 + 1 cancels. Where it records, F.elu: one op with its own backward (the chain's
+    autograd made linear's fwd_bwd 1.37x slower at n = 2048)."""
     if x.requires_grad and torch.is_grad_enabled():
         return F.elu(x).add_(1)
+    return ELU_PLUS_ONE(x)
+
+
+def _elu_eager(x):
     return exp_(x.clamp_max(0)).add_(F.relu(x))
+
+
+def _elu_traced(x):
+    """The same, written for the compiler: one pass, e^x below 0 (exact there), x + 1 above."""
+    return torch.where(x > 0, x + 1, torch.exp(x))
+
+
+ELU_PLUS_ONE = Fused(_elu_eager, _elu_traced)  # variants.compiled
 
 
 class Elu(FeatureMap):
@@ -33,6 +47,12 @@ class Elu(FeatureMap):
 
     def key(self, x):
         return elu_plus_one(x), x.new_zeros(x.shape[0], x.shape[1], 1, 1)
+
+    def warm(self, like) -> dict[str, str]:
+        """Compile φ for chunks of q's rows, 1 row and more: views of q (its strides), and whole (a
+        call in one chunk)."""
+        examples = [(x,) for rows in (1, 2) for x in (like[:, :, :rows], like[:, :, :rows].contiguous())]
+        return {"feature_map": f"elu+1 {ELU_PLUS_ONE.warm(*examples)}"}
 
     def vjp(self, x, f, df):
         """φ'(x) = e^x = φ(x) for x <= 0 and 1 above, so φ' = min(φ, 1): one pass over f, where

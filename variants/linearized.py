@@ -32,6 +32,11 @@ class FeatureMap:
     def key(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
+    def warm(self, like: torch.Tensor) -> dict[str, str]:
+        """Setup before the timed calls (compile a fused step for like's dtype and device); the notes
+        say how the map runs."""
+        return {}
+
     # vjp(x, f, df) -> dx: x's gradient through the map in closed form, for the backward: f is the
     # map at x (the query's features, or the key's at a log-scale the backward holds fixed) and df
     # its gradient, which vjp may overwrite. None: the backward records the map with autograd
@@ -213,12 +218,13 @@ def impls(features: Callable[[dict, torch.Tensor], FeatureMap], cores=None, reas
         def prepare(q, k, v, *, causal, params):
             start = time.perf_counter()
             phi = features(params, q)
+            notes = phi.warm(q)
             if core is linear_time and q.shape[-2] == 1 < k.shape[-2]:  # decode: a state of the cache, then a step
                 state = state_of(phi, k[:, :, :-1], v[:, :, :-1])
                 setup = {"features_s": time.perf_counter() - start}
-                return Prepared(lambda: decode_step(phi, q, k[:, :, -1:], v[:, :, -1:], state), setup)
+                return Prepared(lambda: decode_step(phi, q, k[:, :, -1:], v[:, :, -1:], state), setup, notes)
             setup = {"features_s": time.perf_counter() - start}
-            return Prepared(lambda: core(phi, q, k, v, causal), setup)
+            return Prepared(lambda: core(phi, q, k, v, causal), setup, notes)
 
         return Impl(name, prepare, cost=cost, work=work, extra_reasons=reasons)
 

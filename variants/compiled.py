@@ -1,0 +1,80 @@
+"""Elementwise steps compiled into one pass by inductor (torch.compile), the eager form beside them.
+
+Eager torch runs an elementwise chain one operator at a time, a pass over memory each, and some of
+its transcendental kernels are slow on the CPU: torch.sin of (8, 4096, 128) float32 took 4.4 ms on
+one thread of an AMD EPYC Zen 4 (AVX-512), sin and cos into one buffer 10.4, where inductor's one
+kernel for both took 1.7 (its error against float64 1.1e-7, eager's 3.6e-8). So a feature map's
+elementwise chain may be a `Fused` step: the eager function, compiled with dynamic shapes in setup.
+
+Compiling is setup, never the timed call: `warm(*examples)` compiles for the examples before the
+call that is timed, and `__call__` takes the compiled form only for arguments like an example that
+warmed without error (`_key`); anything else, or a call whose graph would compile, runs the eager
+form, so nothing compiles inside a timed call. A step is only for
+where autograd does not record: it runs under no_grad (grad mode is a guard of every graph, and a
+forward runs with it on where fwd_bwd's steps run with it off). Where inductor cannot compile here
+(no C++ compiler, a device it lacks, `ATTN_EAGER=1` in the environment), the eager form runs and
+`note` says why.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import torch
+import torch._dynamo
+
+NO_RECOMPILE = torch._dynamo.config.patch(error_on_recompile=True)  # inside a call: 3 µs here
+EAGER_ENV = "ATTN_EAGER"  # set to 1: every Fused step runs its eager form (a check, or a machine without a compiler)
+
+
+class Fused:
+    """`eager`, and the compiled form of `traced` (the same values, out of place: what inductor fuses
+    best) for the kinds of arguments `warm` compiled. One per function, at module level: dynamo
+    keeps at most 8 graphs per function (torch._dynamo.config.recompile_limit), then runs it eagerly."""
+
+    def __init__(self, eager: Callable[..., torch.Tensor], traced: Callable[..., torch.Tensor] | None = None):
+        self.eager, self.traced = eager, traced or eager  # traced: the same values, written for the compiler
+        self._compiled = None
+        self._ready: set[tuple] = set()
+        self.note = "eager (not warmed)"
+
+    def warm(self, *examples: tuple) -> str:
+        """Compile for each example's arguments (tensors of the call's dtype and device); returns the
+        note: how the step will run for them."""
+        if os.environ.get(EAGER_ENV) == "1":
+            self.note = f"eager ({EAGER_ENV}=1)"
+            return self.note
+        try:
+            if self._compiled is None:
+                self._compiled = torch.compile(self.traced, dynamic=True)
+            with torch.no_grad():
+                for args in examples:
+                    self._compiled(*args)
+        except Exception as err:  # noqa: BLE001 — no compiler, an unsupported device: the eager form runs
+            self.note = f"eager (the compile failed: {type(err).__name__}: {str(err).splitlines()[0][:160]})"
+            return self.note
+        self._ready.update(_key(args) for args in examples)
+        self.note = "compiled (inductor, dynamic shapes)"
+        return self.note
+
+    def __call__(self, *args):
+        key = _key(args)
+        if self._compiled is not None and key in self._ready:
+            try:  # NB: no_grad: one graph for both modes (grad mode is a guard); never where autograd records
+                with torch.no_grad(), NO_RECOMPILE:
+                    return self._compiled(*args)
+            except torch._dynamo.exc.RecompileError:  # a guard `_key` does not see: eager from here on
+                self._ready.discard(key)
+                self.note += f"; eager for {key} (its graph would have compiled in the call)"
+        return self.eager(*args)
+
+
+def _key(args: tuple) -> tuple:
+    """What a compiled graph is specialized on: each tensor's dtype, device, which of its sizes are
+    0, 1 or more (dynamo specializes 0 and 1) and whether it is contiguous (inductor guards on it:
+    a chunk of rows is a view, a whole q is not); every other argument's value (a Python number is
+    a constant of the graph). A guard beyond these raises in the call (NO_RECOMPILE), and the eager
+    form runs instead."""
+    return tuple((a.dtype, a.device.type, tuple(min(size, 2) for size in a.shape), a.is_contiguous())
+                 if isinstance(a, torch.Tensor) else a for a in args)
