@@ -14,14 +14,16 @@ from variants.linear import ELU_PLUS_ONE, _elu_eager
 from variants.rfa import SINCOS, _sincos_eager
 
 
-def _counted():
+def _counted(traced=lambda x, scale: x * scale):
+    """A step whose eager form counts its calls. NB: dynamo's graphs are per code object: a test
+    that counts them passes a function of its own."""
     calls = {"eager": 0}
 
     def eager(x, scale):
         calls["eager"] += 1
         return x * scale
 
-    return Fused(eager, lambda x, scale: x * scale), calls
+    return Fused(eager, traced), calls
 
 
 def test_a_warmed_step_runs_compiled_without_recompiling_and_anything_else_runs_eager():
@@ -38,6 +40,17 @@ def test_a_warmed_step_runs_compiled_without_recompiling_and_anything_else_runs_
     step(x[:, :2], 3.0)  # another constant
     step(x, 2.0)  # contiguous: not warmed
     assert calls["eager"] == 3 and step.note == "compiled (inductor, dynamic shapes)"
+
+
+def test_a_call_smaller_than_the_step_s_least_elements_runs_eager():
+    step, calls = _counted()
+    step.min_elements = 24
+    x = torch.randn(3, 5, 8)
+    step.warm((x[:, :1], 2.0), (x[:, :2], 2.0))
+    step(x[:, :1], 2.0)  # 24 elements: compiled
+    step(x[:, :2][:2], 2.0)  # 32 elements, 2 × 2 × 8: compiled
+    step(x[:2, :1], 2.0)  # 16: eager
+    assert calls == {"eager": 1}
 
 
 def test_a_call_whose_graph_would_compile_runs_eager_instead():
@@ -69,6 +82,24 @@ def test_without_a_compile_the_step_runs_eager_and_says_why(monkeypatch):
     torch.testing.assert_close(step(x, 2.0), x * 2.0)
 
 
+def test_float64_stays_eager_and_past_dynamo_s_graphs_limit_the_eager_form_runs():
+    """float64 is the references' dtype; past 8 graphs of one function dynamo would run `traced` op
+    by op: the compile fails in warm instead, and what warmed before still runs compiled."""
+    def own(x, scale):
+        return x * scale
+
+    step, calls = _counted(own)
+    assert step.warm((torch.randn(4, 3, dtype=torch.float64), 2.0)) == "eager (float64)"
+    ranks = [torch.randn(*[3] * rank) for rank in range(1, 10)]  # 9 kinds: 9 graphs
+    for x in ranks[:8]:
+        assert step.warm((x, 2.0)) == "compiled (inductor, dynamic shapes)"
+    assert "FailOnRecompileLimitHit" in step.warm((ranks[8], 2.0))
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for x in ranks:
+            torch.testing.assert_close(step(x, 2.0), x * 2.0)
+    assert calls == {"eager": 1}  # the ninth kind
+
+
 @pytest.mark.parametrize("n", [97, 4096])
 def test_the_fused_feature_maps_equal_their_eager_forms_and_float64(n):
     """At a check's length and a sweep's: sin and cos of rfa's angles, elu+1 of linear's q chunks."""
@@ -92,16 +123,22 @@ def test_the_fused_feature_maps_equal_their_eager_forms_and_float64(n):
 def test_the_native_paths_compile_in_setup_and_never_in_the_timed_calls(name, mode, n):
     """Prepared at a check's length (one chunk) and a sweep's (chunks of several sizes), then called
     twice with dynamo told to fail on any compile: the calls reuse what setup compiled, in fwd and
-    fwd_bwd, and their steps ran compiled (the note is unchanged)."""
+    fwd_bwd; at the sweep's length they reach the compiled form, and equal the dense float64 form."""
     spec = variants.get(name)
     gen = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(1, 8, n, 64, generator=gen).requires_grad_(mode == "fwd_bwd") for _ in range(3))
     prepared = spec.prepare(q, k, v, impl="native")
     assert prepared.notes["feature_map"].endswith("compiled (inductor, dynamic shapes)")
+    step = SINCOS if name == "rfa" else ELU_PLUS_ONE
+    before = step.compiled_calls
     with torch._dynamo.config.patch(error_on_recompile=True):
         for _ in range(2):
             out = prepared()
             if mode == "fwd_bwd":
                 torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
-    step = SINCOS if name == "rfa" else ELU_PLUS_ONE
     assert step.note == "compiled (inductor, dynamic shapes)"
+    assert (step.compiled_calls > before) == (n == 3000 or name == "rfa")  # elu+1 at n = 97: below its least
+    if mode == "fwd" and n == 3000:
+        with torch.no_grad():
+            exact = spec.prepare(*(t[:, :2].double() for t in (q, k, v)), impl="dense")()
+        torch.testing.assert_close(out[:, :2].double(), exact, rtol=0, atol=2e-5)

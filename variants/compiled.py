@@ -5,6 +5,9 @@ its transcendental kernels are slow on the CPU: torch.sin of (8, 4096, 128) floa
 one thread of an AMD EPYC Zen 4 (AVX-512), sin and cos into one buffer 10.4, where inductor's one
 kernel for both took 1.7 (its error against float64 1.1e-7, eager's 3.6e-8). So a feature map's
 elementwise chain may be a `Fused` step: the eager function, compiled with dynamic shapes in setup.
+A compiled call costs about 28 µs more than an eager one (dynamo's guards, inductor's wrapper), so a
+step names the least elements its compiled form is for: elu+1 broke even at 2^17 elements (55 µs
+compiled, 59 eager), sin and cos at 2^13.
 
 Compiling is setup, never the timed call: `warm(*examples)` compiles for the examples before the
 call that is timed, and `__call__` takes the compiled form only for arguments like an example that
@@ -24,50 +27,75 @@ from typing import Callable
 import torch
 import torch._dynamo
 
-NO_RECOMPILE = torch._dynamo.config.patch(error_on_recompile=True)  # inside a call: 3 µs here
+LIMITS = torch._dynamo.config.patch(fail_on_recompile_limit_hit=True)  # raise, not run `traced` op by op
+NO_RECOMPILE = torch._dynamo.config.patch(error_on_recompile=True, fail_on_recompile_limit_hit=True)  # 3 µs a call
 EAGER_ENV = "ATTN_EAGER"  # set to 1: every Fused step runs its eager form (a check, or a machine without a compiler)
 
 
 class Fused:
     """`eager`, and the compiled form of `traced` (the same values, out of place: what inductor fuses
-    best) for the kinds of arguments `warm` compiled. One per function, at module level: dynamo
-    keeps at most 8 graphs per function (torch._dynamo.config.recompile_limit), then runs it eagerly."""
+    best) for the kinds of arguments `warm` compiled. One per function, at module level: dynamo keeps
+    at most 8 graphs per function (torch._dynamo.config.recompile_limit); past it a compile fails
+    here (LIMITS) and the eager form runs, where dynamo would run `traced` op by op."""
 
-    def __init__(self, eager: Callable[..., torch.Tensor], traced: Callable[..., torch.Tensor] | None = None):
+    def __init__(self, eager: Callable[..., torch.Tensor], traced: Callable[..., torch.Tensor] | None = None,
+                 min_elements: int = 0):
         self.eager, self.traced = eager, traced or eager  # traced: the same values, written for the compiler
+        self.min_elements = min_elements  # smaller calls run eager: a compiled call costs ~28 µs more
         self._compiled = None
         self._ready: set[tuple] = set()
         self.note = "eager (not warmed)"
+        self.compiled_calls = 0  # for the tests: that the sweep's shapes reach the compiled form
 
     def warm(self, *examples: tuple) -> str:
         """Compile for each example's arguments (tensors of the call's dtype and device); returns the
-        note: how the step will run for them."""
+        note: how the step will run for them. float64, the dtype the checks' references compute in,
+        stays eager (and takes none of the function's few graphs)."""
         if os.environ.get(EAGER_ENV) == "1":
             self.note = f"eager ({EAGER_ENV}=1)"
             return self.note
+        examples = [args for args in examples if _key(args) not in self._ready]
+        if any(_dtype(args) == torch.float64 for args in examples):
+            self.note = "eager (float64)"
+            return self.note
         try:
-            if self._compiled is None:
-                self._compiled = torch.compile(self.traced, dynamic=True)
-            with torch.no_grad():
-                for args in examples:
-                    self._compiled(*args)
-        except Exception as err:  # noqa: BLE001 — no compiler, an unsupported device: the eager form runs
+            self._compiled = self._compiled or torch.compile(self.traced, dynamic=True)
+            for args in examples:
+                with torch.no_grad(), LIMITS:
+                    self._compiled(*_detached(args))
+                self._ready.add(_key(args))
+        except Exception as err:  # noqa: BLE001 — no compiler, an unsupported device, the graphs' limit
             self.note = f"eager (the compile failed: {type(err).__name__}: {str(err).splitlines()[0][:160]})"
             return self.note
-        self._ready.update(_key(args) for args in examples)
         self.note = "compiled (inductor, dynamic shapes)"
         return self.note
 
     def __call__(self, *args):
         key = _key(args)
-        if self._compiled is not None and key in self._ready:
-            try:  # NB: no_grad: one graph for both modes (grad mode is a guard); never where autograd records
+        if key in self._ready and _first(args).numel() >= self.min_elements:
+            try:  # NB: no_grad and detached: one graph for both modes (grad mode is a guard)
                 with torch.no_grad(), NO_RECOMPILE:
-                    return self._compiled(*args)
-            except torch._dynamo.exc.RecompileError:  # a guard `_key` does not see: eager from here on
-                self._ready.discard(key)
+                    out = self._compiled(*_detached(args))
+                self.compiled_calls += 1
+                return out
+            except (torch._dynamo.exc.RecompileError, torch._dynamo.exc.FailOnRecompileLimitHit):
+                self._ready.discard(key)  # a guard `_key` does not see: eager from here on
                 self.note += f"; eager for {key} (its graph would have compiled in the call)"
         return self.eager(*args)
+
+
+def _detached(args: tuple) -> tuple:
+    """The arguments with no autograd history (requires_grad is a guard too): a step runs only
+    where autograd does not record."""
+    return tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def _first(args: tuple) -> torch.Tensor:
+    return next(a for a in args if isinstance(a, torch.Tensor))
+
+
+def _dtype(args: tuple) -> torch.dtype:
+    return _first(args).dtype
 
 
 def _key(args: tuple) -> tuple:
