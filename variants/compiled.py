@@ -29,6 +29,7 @@ import torch._dynamo
 
 LIMITS = torch._dynamo.config.patch(fail_on_recompile_limit_hit=True)  # raise, not run `traced` op by op
 NO_RECOMPILE = torch._dynamo.config.patch(error_on_recompile=True, fail_on_recompile_limit_hit=True)  # 3 µs a call
+COMPILED_DEVICES = ("cpu", "cuda")  # not meta: the FLOP counter's tensors would take graphs of their own
 EAGER_ENV = "ATTN_EAGER"  # set to 1: every Fused step runs its eager form (a check, or a machine without a compiler)
 
 
@@ -50,13 +51,16 @@ class Fused:
     def warm(self, *examples: tuple) -> str:
         """Compile for each example's arguments (tensors of the call's dtype and device); returns the
         note: how the step will run for them. float64, the dtype the checks' references compute in,
-        stays eager (and takes none of the function's few graphs)."""
+        and meta tensors (the FLOP counter's) stay eager and take none of the function's few graphs."""
         if os.environ.get(EAGER_ENV) == "1":
             self.note = f"eager ({EAGER_ENV}=1)"
             return self.note
         examples = [args for args in examples if _key(args) not in self._ready]
         if any(_dtype(args) == torch.float64 for args in examples):
             self.note = "eager (float64)"
+            return self.note
+        if any(_first(args).device.type not in COMPILED_DEVICES for args in examples):
+            self.note = f"eager ({_first(examples[0]).device.type})"  # meta: FlopCounterMode's tensors
             return self.note
         try:
             self._compiled = self._compiled or torch.compile(self.traced, dynamic=True)
