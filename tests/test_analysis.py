@@ -220,6 +220,10 @@ def test_a_profiled_call_s_operators_read_as_shares_of_its_time_largest_first():
     assert analysis.tables.op_shares(json.dumps({"mul": 1.0, "bmm": 3.0})) == {"bmm": 0.75, "mul": 0.25}
     assert analysis.tables.op_shares({"mm": 2e-3}) == {"mm": 1.0}
     assert analysis.tables.op_shares(None) is None and analysis.tables.op_shares(float("nan")) is None
+    compiled = {"## Call CompiledFxGraph fa7x ##": 2.0, "## Call CompiledFxGraph fb9y ##": 1.0,
+                "Torch-Compiled Region: 2/13": 0.5, "bmm": 0.5}
+    assert analysis.tables.op_shares(compiled) == {"compiled graph (inductor)": 0.75, "compiled region (dynamo)": 0.125,
+                                                   "bmm": 0.125}
     rows = _rows("linformer", "native", {4096: 1e-3}, claimed=1.0)
     eff = analysis.efficiency(pd.DataFrame([{**rows[0], "op_seconds": {"bmm": 1.0}}]), None)
     assert eff["op_shares"].iloc[0] == {"bmm": 1.0}

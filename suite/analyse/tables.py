@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -84,8 +85,23 @@ def op_shares(spent) -> dict[str, float] | None:
         spent = json.loads(spent)
     if not isinstance(spent, dict) or not spent:
         return None
-    total = sum(spent.values())
-    return {name: seconds / total for name, seconds in sorted(spent.items(), key=lambda item: -item[1])}
+    total, shares = sum(spent.values()), {}
+    for name, seconds in spent.items():
+        shares[op_name(name)] = shares.get(op_name(name), 0.0) + seconds / total
+    return dict(sorted(shares.items(), key=lambda item: -item[1]))
+
+
+COMPILED_NAMES = ((re.compile(r"^## Call CompiledFxGraph \w+ ##$"), "compiled graph (inductor)"),
+                  (re.compile(r"^Torch-Compiled Region: [\d/]+$"), "compiled region (dynamo)"))
+
+
+def op_name(name: str) -> str:
+    """An operator's name as the report shows it: a compiled graph's call without its hash (the
+    results keep it), a compiled region without its frame numbers."""
+    for pattern, shown in COMPILED_NAMES:
+        if pattern.match(name):
+            return shown
+    return name
 
 
 def all_terms(frame: pd.DataFrame) -> pd.Series:
