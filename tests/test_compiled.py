@@ -80,6 +80,8 @@ def test_without_a_compile_the_step_runs_eager_and_says_why(monkeypatch):
     step = Fused(lambda x, scale: x * scale, broken)
     assert step.warm((x, 2.0)).startswith("eager (the compile failed: ") and "no compiler here" in step.note
     torch.testing.assert_close(step(x, 2.0), x * 2.0)
+    step.traced = lambda x, scale: x * scale
+    assert step.warm((x, 3.0)) == step.note and "no compiler here" in step.note  # not tried again
 
 
 def test_float64_stays_eager_and_past_dynamo_s_graphs_limit_the_eager_form_runs():
@@ -142,3 +144,13 @@ def test_the_native_paths_compile_in_setup_and_never_in_the_timed_calls(name, mo
         with torch.no_grad():
             exact = spec.prepare(*(t[:, :2].double() for t in (q, k, v)), impl="dense")()
         torch.testing.assert_close(out[:, :2].double(), exact, rtol=0, atol=2e-5)
+
+
+def test_importing_the_variants_leaves_dynamo_unimported():
+    """torch._dynamo costs 0.85 s of a process's start here: only a compile imports it."""
+    import subprocess
+    import sys
+
+    code = "import sys, variants; print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -12,32 +12,43 @@ compiled, 59 eager), sin and cos at 2^13.
 Compiling is setup, never the timed call: `warm(*examples)` compiles for the examples before the
 call that is timed, and `__call__` takes the compiled form only for arguments like an example that
 warmed without error (`_key`); anything else, or a call whose graph would compile, runs the eager
-form, so nothing compiles inside a timed call. A step is only for
-where autograd does not record: it runs under no_grad (grad mode is a guard of every graph, and a
-forward runs with it on where fwd_bwd's steps run with it off). Where inductor cannot compile here
-(no C++ compiler, a device it lacks, `ATTN_EAGER=1` in the environment), the eager form runs and
-`note` says why.
+form, so nothing compiles inside a timed call. A step is only for where autograd does not record:
+it runs under no_grad (grad mode is a guard of every graph, and a forward runs with it on where
+fwd_bwd's steps run with it off). Where inductor cannot compile here (no C++ compiler, a device it
+lacks, `ATTN_EAGER=1` in the environment), the eager form runs and `note` says why; a failed
+compile is not tried again in the process.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Callable
 
 import torch
-import torch._dynamo
 
-LIMITS = torch._dynamo.config.patch(fail_on_recompile_limit_hit=True)  # raise, not run `traced` op by op
-NO_RECOMPILE = torch._dynamo.config.patch(error_on_recompile=True, fail_on_recompile_limit_hit=True)  # 3 µs a call
 COMPILED_DEVICES = ("cpu", "cuda")  # not meta: the FLOP counter's tensors would take graphs of their own
 EAGER_ENV = "ATTN_EAGER"  # set to 1: every Fused step runs its eager form (a check, or a machine without a compiler)
+
+
+@functools.cache
+def _dynamo():
+    """torch._dynamo and its two settings here, imported on the first compile: 0.85 s of every
+    process that imports the variants, where most never compile. LIMITS: past the graphs' limit,
+    raise rather than run `traced` op by op; NO_RECOMPILE (3 µs a call): raise rather than compile."""
+    import torch._dynamo
+
+    patch = torch._dynamo.config.patch
+    errors = (torch._dynamo.exc.RecompileError, torch._dynamo.exc.FailOnRecompileLimitHit)
+    return (patch(fail_on_recompile_limit_hit=True), patch(error_on_recompile=True, fail_on_recompile_limit_hit=True),
+            errors)
 
 
 class Fused:
     """`eager`, and the compiled form of `traced` (the same values, out of place: what inductor fuses
     best) for the kinds of arguments `warm` compiled. One per function, at module level: dynamo keeps
     at most 8 graphs per function (torch._dynamo.config.recompile_limit); past it a compile fails
-    here (LIMITS) and the eager form runs, where dynamo would run `traced` op by op."""
+    here (`_dynamo`) and the eager form runs, where dynamo would run `traced` op by op."""
 
     def __init__(self, eager: Callable[..., torch.Tensor], traced: Callable[..., torch.Tensor] | None = None,
                  min_elements: int = 0):
@@ -47,6 +58,7 @@ class Fused:
         self._ready: set[tuple] = set()
         self.note = "eager (not warmed)"
         self.compiled_calls = 0  # for the tests: that the sweep's shapes reach the compiled form
+        self._failed: str | None = None  # why a compile failed: not tried again
 
     def warm(self, *examples: tuple) -> str:
         """Compile for each example's arguments (tensors of the call's dtype and device); returns the
@@ -54,6 +66,9 @@ class Fused:
         and meta tensors (the FLOP counter's) stay eager and take none of the function's few graphs."""
         if os.environ.get(EAGER_ENV) == "1":
             self.note = f"eager ({EAGER_ENV}=1)"
+            return self.note
+        if self._failed:
+            self.note = self._failed
             return self.note
         examples = [args for args in examples if _key(args) not in self._ready]
         if any(_dtype(args) == torch.float64 for args in examples):
@@ -64,12 +79,14 @@ class Fused:
             return self.note
         try:
             self._compiled = self._compiled or torch.compile(self.traced, dynamic=True)
+            limits = _dynamo()[0]
             for args in examples:
-                with torch.no_grad(), LIMITS:
+                with torch.no_grad(), limits:
                     self._compiled(*_detached(args))
                 self._ready.add(_key(args))
         except Exception as err:  # noqa: BLE001 — no compiler, an unsupported device, the graphs' limit
-            self.note = f"eager (the compile failed: {type(err).__name__}: {str(err).splitlines()[0][:160]})"
+            first_line = str(err).splitlines()[0][:160] if str(err) else ""
+            self.note = self._failed = f"eager (the compile failed: {type(err).__name__}: {first_line})"
             return self.note
         self.note = "compiled (inductor, dynamic shapes)"
         return self.note
@@ -77,12 +94,13 @@ class Fused:
     def __call__(self, *args):
         key = _key(args)
         if key in self._ready and _first(args).numel() >= self.min_elements:
+            _, no_recompile, errors = _dynamo()
             try:  # NB: no_grad and detached: one graph for both modes (grad mode is a guard)
-                with torch.no_grad(), NO_RECOMPILE:
+                with torch.no_grad(), no_recompile:
                     out = self._compiled(*_detached(args))
                 self.compiled_calls += 1
                 return out
-            except (torch._dynamo.exc.RecompileError, torch._dynamo.exc.FailOnRecompileLimitHit):
+            except errors:
                 self._ready.discard(key)  # a guard `_key` does not see: eager from here on
                 self.note += f"; eager for {key} (its graph would have compiled in the call)"
         return self.eager(*args)
@@ -106,7 +124,7 @@ def _key(args: tuple) -> tuple:
     """What a compiled graph is specialized on: each tensor's dtype, device, which of its sizes are
     0, 1 or more (dynamo specializes 0 and 1) and whether it is contiguous (inductor guards on it:
     a chunk of rows is a view, a whole q is not); every other argument's value (a Python number is
-    a constant of the graph). A guard beyond these raises in the call (NO_RECOMPILE), and the eager
+    a constant of the graph). A guard beyond these raises in the call (`_dynamo`), and the eager
     form runs instead."""
     return tuple((a.dtype, a.device.type, tuple(min(size, 2) for size in a.shape), a.is_contiguous())
                  if isinstance(a, torch.Tensor) else a for a in args)

@@ -45,7 +45,7 @@ def gate_weights(head_dim: int, seed: int) -> torch.Tensor:
 
 
 def _sincos(angles, scale):
-    """scale·[sin A, cos A] along the last dim, written for the compiler (one fused pass)."""
+    """scale·[sin A, cos A] along the last dim: the readable form, and what the compiler fuses into one pass."""
     return torch.cat([angles.sin(), angles.cos()], dim=-1) * scale
 
 
@@ -72,8 +72,8 @@ class Fourier(FeatureMap):
     def query(self, x):
         angles = F.normalize(x, dim=-1) @ self.omega.T  # (B, H, n, m/2)
         scale = (2 / self.features) ** 0.5
-        if torch.is_grad_enabled() and angles.requires_grad:  # the readable form
-            return torch.cat([angles.sin(), angles.cos()], dim=-1) * scale
+        if torch.is_grad_enabled() and angles.requires_grad:  # the readable form, recorded by autograd
+            return _sincos(angles, scale)
         return SINCOS(angles, scale)
 
     def warm(self, like) -> dict[str, str]:

@@ -227,8 +227,9 @@ def _timed(row: Row, fn, settings: Settings, warmed: float | None = None) -> Row
 
 def _measured(row: Row, settings: Settings, replicate: int) -> Row:
     """On replicate 0: check against the dense reference; then set up and time; on replicate 0 also
-    memory, where a call's time went, FLOPs, error. NB: the other processes run the same code, so replicate 0's check stands
-    for them (a flex series' check compiled once more in each of them: ~0.4 min of a full run)."""
+    memory, where a call's time went, FLOPs, error. NB: the other processes run the same code, so
+    replicate 0's check stands for them (a flex series' check compiled once more in each of them:
+    ~0.4 min of a full run)."""
     case = row.case
     if replicate == 0:
         err, tol = check(case, settings.check_seq_len)
