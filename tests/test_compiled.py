@@ -85,20 +85,23 @@ def test_without_a_compile_the_step_runs_eager_and_says_why(monkeypatch):
 
 
 def test_float64_stays_eager_and_past_dynamo_s_graphs_limit_the_eager_form_runs():
-    """float64 is the references' dtype; past 8 graphs of one function dynamo would run `traced` op
-    by op: the compile fails in warm instead, and what warmed before still runs compiled."""
+    """float64 is the references' dtype; past dynamo's graph limit (8 here: a sweep raises it,
+    `sweep_dynamo`) dynamo would run `traced` op by op: the compile fails in warm instead, and what
+    warmed before still runs compiled."""
     def own(x, scale):
         return x * scale
 
+    compiled.sweep_dynamo()  # NB: before the patch, which restores the sweep's limit after it
     step, calls = _counted(own)
-    assert step.warm((torch.randn(4, 3, dtype=torch.float64), 2.0)) == "eager (float64)"
-    ranks = [torch.randn(*[3] * rank) for rank in range(1, 10)]  # 9 kinds: 9 graphs
-    for x in ranks[:8]:
-        assert step.warm((x, 2.0)) == "compiled (inductor, dynamic shapes)"
-    assert "FailOnRecompileLimitHit" in step.warm((ranks[8], 2.0))
-    with torch._dynamo.config.patch(error_on_recompile=True):
-        for x in ranks:
-            torch.testing.assert_close(step(x, 2.0), x * 2.0)
+    with torch._dynamo.config.patch(recompile_limit=8):
+        assert step.warm((torch.randn(4, 3, dtype=torch.float64), 2.0)) == "eager (float64)"
+        ranks = [torch.randn(*[3] * rank) for rank in range(1, 10)]  # 9 kinds: 9 graphs
+        for x in ranks[:8]:
+            assert step.warm((x, 2.0)) == "compiled (inductor, dynamic shapes)"
+        assert "FailOnRecompileLimitHit" in step.warm((ranks[8], 2.0))
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            for x in ranks:
+                torch.testing.assert_close(step(x, 2.0), x * 2.0)
     assert calls == {"eager": 1}  # the ninth kind
 
 

@@ -32,23 +32,35 @@ EAGER_ENV = "ATTN_EAGER"  # set to 1: every Fused step runs its eager form (a ch
 
 
 @functools.cache
-def _dynamo():
-    """torch._dynamo and its two settings here, imported on the first compile: 0.85 s of every
-    process that imports the variants, where most never compile. LIMITS: past the graphs' limit,
-    raise rather than run `traced` op by op; NO_RECOMPILE (3 µs a call): raise rather than compile."""
+def sweep_dynamo():
+    """torch._dynamo, set once per process for a sweep, imported on the first compile (0.85 s of
+    every process that imports the variants, where most never compile). Past dynamo's recompile
+    limit (8) a compiled function silently runs unfused and eager, which a benchmark would then time
+    as the compiled path: the limit is raised, and hitting it becomes an error rather than a quiet
+    fallback. FlexAttention's compile (variants.impls) and every Fused step share this."""
     import torch._dynamo
+    import torch._dynamo.config as config
 
-    patch = torch._dynamo.config.patch
-    errors = (torch._dynamo.exc.RecompileError, torch._dynamo.exc.FailOnRecompileLimitHit)
-    return (patch(fail_on_recompile_limit_hit=True), patch(error_on_recompile=True, fail_on_recompile_limit_hit=True),
-            errors)
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(config, name):
+            setattr(config, name, max(getattr(config, name), 4096))
+    if hasattr(config, "fail_on_recompile_limit_hit"):
+        config.fail_on_recompile_limit_hit = True
+    return torch._dynamo
+
+
+@functools.cache
+def _no_recompile():
+    """A call's guard (3 µs a call): raise rather than compile; and the errors that say it would."""
+    dynamo = sweep_dynamo()
+    return (dynamo.config.patch(error_on_recompile=True),
+            (dynamo.exc.RecompileError, dynamo.exc.FailOnRecompileLimitHit))
 
 
 class Fused:
     """`eager`, and the compiled form of `traced` (the same values, out of place: what inductor fuses
-    best) for the kinds of arguments `warm` compiled. One per function, at module level: dynamo keeps
-    at most 8 graphs per function (torch._dynamo.config.recompile_limit); past it a compile fails
-    here (`_dynamo`) and the eager form runs, where dynamo would run `traced` op by op."""
+    best) for the kinds of arguments `warm` compiled. One per function, at module level. Past
+    dynamo's graph limit a compile fails (`sweep_dynamo`) and the eager form runs."""
 
     def __init__(self, eager: Callable[..., torch.Tensor], traced: Callable[..., torch.Tensor] | None = None,
                  min_elements: int = 0):
@@ -71,7 +83,7 @@ class Fused:
             self.note = self._failed
             return self.note
         examples = [args for args in examples if _key(args) not in self._ready]
-        if any(_dtype(args) == torch.float64 for args in examples):
+        if any(_first(args).dtype == torch.float64 for args in examples):
             self.note = "eager (float64)"
             return self.note
         if any(_first(args).device.type not in COMPILED_DEVICES for args in examples):
@@ -79,9 +91,9 @@ class Fused:
             return self.note
         try:
             self._compiled = self._compiled or torch.compile(self.traced, dynamic=True)
-            limits = _dynamo()[0]
+            sweep_dynamo()
             for args in examples:
-                with torch.no_grad(), limits:
+                with torch.no_grad():
                     self._compiled(*_detached(args))
                 self._ready.add(_key(args))
         except Exception as err:  # noqa: BLE001 — no compiler, an unsupported device, the graphs' limit
@@ -94,7 +106,7 @@ class Fused:
     def __call__(self, *args):
         key = _key(args)
         if key in self._ready and _first(args).numel() >= self.min_elements:
-            _, no_recompile, errors = _dynamo()
+            no_recompile, errors = _no_recompile()
             try:  # NB: no_grad and detached: one graph for both modes (grad mode is a guard)
                 with torch.no_grad(), no_recompile:
                     out = self._compiled(*_detached(args))
@@ -116,15 +128,11 @@ def _first(args: tuple) -> torch.Tensor:
     return next(a for a in args if isinstance(a, torch.Tensor))
 
 
-def _dtype(args: tuple) -> torch.dtype:
-    return _first(args).dtype
-
-
 def _key(args: tuple) -> tuple:
     """What a compiled graph is specialized on: each tensor's dtype, device, which of its sizes are
     0, 1 or more (dynamo specializes 0 and 1) and whether it is contiguous (inductor guards on it:
     a chunk of rows is a view, a whole q is not); every other argument's value (a Python number is
-    a constant of the graph). A guard beyond these raises in the call (`_dynamo`), and the eager
+    a constant of the graph). A guard beyond these raises in the call (`_no_recompile`), and the eager
     form runs instead."""
     return tuple((a.dtype, a.device.type, tuple(min(size, 2) for size in a.shape), a.is_contiguous())
                  if isinstance(a, torch.Tensor) else a for a in args)
