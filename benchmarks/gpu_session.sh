@@ -24,8 +24,8 @@ install() {
 
 run_grid() {  # run_grid LIMIT_S RUN_ID ARGS...: a run, resumed when an earlier call left it unfinished
   local limit=$1 id=$2; shift 2
-  if [ -f "results/$id/plan.json" ]; then
-    timeout "$limit" python3 -m suite run --resume "$id" --no-report "$@" > "$OUT/$id.log" 2>&1
+  if [ -f "results/$id/plan.json" ]; then  # NB: a resumed run takes its grid and devices from its plan
+    timeout "$limit" python3 -m suite run --resume "$id" --no-report > "$OUT/$id.log" 2>&1
   else
     timeout "$limit" python3 -m suite run --run-id "$id" --no-report "$@" > "$OUT/$id.log" 2>&1
   fi

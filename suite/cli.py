@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import variants
 from suite.errors import UsageError
 from suite.plan.case import DTYPES, Case
 from suite.plan.settings import Settings
+from suite.store import atomic
 from suite.store.rundir import RunDir
 
 
@@ -47,21 +49,24 @@ class Job:
 def _job(args: argparse.Namespace) -> Job:
     from suite.plan import grid as grids
     from suite.plan import shard as shards
-    from suite.run import runner
+    from suite.run import plugins, runner
 
-    for module in args.plugin:
-        importlib.import_module(module)
+    plugins.load(args.plugin, Path(args.results_dir))
     if args.resume:
+        given = [f"--{name.replace('_', '-')}" for name in RESUME_FIXED if getattr(args, name) is not None]
+        if given:
+            raise UsageError(f"--resume {args.resume} finishes the run as it was planned: {', '.join(given)} "
+                             "cannot change it (start a new run for other cases or settings)")
         run = RunDir.started(Path(args.results_dir), args.resume)
         plan = runner.load(run)
-        for module in plan.plugins:
-            importlib.import_module(module)
+        plugins.require(plan.plugins, args.plugin, run.name)
+        _check_threads(plan.settings.threads, "plan.json settings.threads", args.executor)
         return Job(run, plan.cases, plan.settings, plan.plugins, f"{plan.grid} (resumed)", ladders=plan.ladders)
-    grid = grids.resolve(args.grid, devices=args.device, only_variants=args.variant)
+    grid = grids.resolve(args.grid or "smoke", devices=args.device, only_variants=args.variant)
     if args.threads is not None:
-        if args.threads < 1:
-            raise UsageError(f"--threads {args.threads} (allowed: integers >= 1)")
+        _check_threads(args.threads, "--threads", args.executor)
         grid = dataclasses.replace(grid, settings=dataclasses.replace(grid.settings, threads=args.threads))
+    _check_threads(grid.settings.threads, f"grid {grid.name}: settings.threads", args.executor)
     cases, info, label, suffix = list(grid.cases), None, grid.name, ""
     if args.shard is not None:
         cases, info = shards.select(cases, grid.settings, args.shard, grid.ladders)
@@ -71,6 +76,17 @@ def _job(args: argparse.Namespace) -> Job:
     mine = {case.case_id for case in cases}  # a shard climbs the ladders it holds (they are never split)
     ladders = [ladder for ladder in grid.ladders if ladder.template.case_id in mine]
     return Job(run, cases, grid.settings, list(args.plugin), label, grid, info, ladders)
+
+
+# What a resumed run takes from its plan, never from the command line
+RESUME_FIXED = ("grid", "threads", "shard", "variant", "device", "run_id")
+
+
+def _check_threads(threads: int, field: str, executor: str) -> None:
+    """Threads a worker may use: at least 1, at most this machine's CPUs (a Ray cluster's are its own)."""
+    most = os.cpu_count() or 1
+    if threads < 1 or (executor == "local" and threads > most):
+        raise UsageError(f"{field} {threads} (allowed: 1..{most}, the CPUs of this machine)")
 
 
 def _check_executor(args: argparse.Namespace) -> None:
@@ -88,6 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from suite.plan import shard as shards
     from suite.run import runner
     from suite.run.local import WorkerError
+    from suite.store import lock
 
     try:
         job = _job(args)
@@ -107,15 +124,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if job.grid is not None:
         runner.start(job.grid, job.run, job.plugins, cases=job.cases if job.shard else None, extra=job.shard)
-    print(f"run {job.run.name}: {len(job.cases)} cases, grid {job.label}, results in {job.run.path}/", file=sys.stderr)
-    started = time.perf_counter()
-    try:
-        counts = runner.run(run=job.run, cases=job.cases, settings=job.settings, plugins=job.plugins,
-                            resume=bool(args.resume), executor=args.executor, address=args.address,
-                            slots=args.ray_workers, ladders=job.ladders)
-    except WorkerError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    with lock.held(job.run.path):
+        print(f"run {job.run.name}: {len(job.cases)} cases, grid {job.label}, results in {job.run.path}/",
+              file=sys.stderr)
+        started = time.perf_counter()
+        try:
+            counts = runner.run(run=job.run, cases=job.cases, settings=job.settings, plugins=job.plugins,
+                                resume=bool(args.resume), executor=args.executor, address=args.address,
+                                slots=args.ray_workers, ladders=job.ladders)
+        except WorkerError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"done in {time.perf_counter() - started:.1f}s: {summary}")
     print(f"results: {job.run.path / RunDir.PARQUET} and results.csv; environment: {job.run.path / RunDir.ENV}")
@@ -170,9 +189,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base_frame = base.read_table()
     verdict = regression.decide(base_frame, new.read_table(), base.env(), new.env(), rule, force=args.force)
     if args.confirm and verdict.code == 1:
+        from suite.run import plugins
         from suite.run.confirm import confirm
 
-        verdict = confirm(verdict, base_frame, new, rule, force=args.force)
+        plugins.load(args.plugin, Path(args.results_dir))
+        verdict = confirm(verdict, base_frame, new, rule, force=args.force, given_plugins=args.plugin)
     return _emit(verdict, base.name, new.name, rule, args)
 
 
@@ -188,7 +209,7 @@ def _emit(verdict, base_name: str, new_name: str, rule, args: argparse.Namespace
         targets += [(also / "compare.md", text), (also / "compare.json", payload)]
     for path, content in targets:
         if path:
-            Path(path).write_text(content)
+            atomic.write_text(Path(path), content)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as summary:
             summary.write(text)
@@ -199,11 +220,12 @@ def cmd_ab(args: argparse.Namespace) -> int:
     """Interleaved A/B of two checkouts on one grid: A, B, B, A per case and process pair."""
     from suite.analyse import paired
     from suite.plan import grid as grids
-    from suite.run import ab, sides
+    from suite.run import ab, plugins, sides
 
     rule = _rule(args)
-    for module in args.plugin:
-        importlib.import_module(module)
+    plugins.load(args.plugin, Path(args.results_dir))
+    if not Path(args.repo).is_dir():
+        raise UsageError(f"--repo {args.repo!r}: no such folder (allowed: a git repository's folder)")
     grid = grids.resolve(args.grid, devices=args.device, only_variants=args.variant)
     pairs = args.pairs or max(grid.settings.replicates, ab.MIN_DEFAULT_PAIRS)
     if not 2 <= pairs <= 64:
@@ -244,7 +266,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     if not args.run:
         raise UsageError("baseline save: which run? (python -m suite baseline save RUN)")
     run = RunDir.resolve(args.run, results_dir)
-    target = rundir.save_baseline(run, results_dir)
+    target = rundir.save_baseline(run, results_dir, force=args.force)
     print(f"baseline for fingerprint {run.env().get('fingerprint_id')}, grid {run.plan().get('grid')}: "
           f"{target} (from {run.name})")
     return 0
@@ -259,7 +281,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         payload = export.pytest_benchmark(frame, run.env())
     else:
         payload = export.github_action_benchmark(frame)
-    Path(args.output).write_text(json.dumps(payload, indent=1))
+    atomic.write_text(Path(args.output), json.dumps(payload, indent=1))
     print(f"{args.format}: {args.output}")
     return 0
 
@@ -295,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     from suite.run.device import get as device
 
     args = build_parser(COMMANDS).parse_args(argv)
+    restore = _stop_on_signals()
     try:
         for name in getattr(args, "variant", None) or []:
             try:
@@ -307,6 +330,27 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:  # Ctrl-C, or a signal turned into one: what was written stays
+        name = str(err) if str(err) in signal.Signals.__members__ else "SIGINT"
+        print(f"stopped by {name}: what was measured is kept (python -m suite run --resume NAME finishes a run)",
+              file=sys.stderr)
+        return 128 + getattr(signal, name, signal.SIGINT)
+    finally:
+        restore()
+
+
+def _stop_on_signals():
+    """SIGTERM and SIGHUP (a CI job cancelled, a closed terminal) stop a command as Ctrl-C does: its
+    `finally` blocks run (tables written, `ab`'s worktrees removed). Returns the call that restores the
+    previous handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    return lambda: [signal.signal(sig, handler) for sig, handler in previous.items()]
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report, "compare": cmd_compare, "ab": cmd_ab, "merge": cmd_merge,

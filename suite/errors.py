@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
-NAME_RULE = "1-128 letters, digits, '.', '_', '-', not starting with '.'"
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+NAME_RULE = "1-128 letters, digits, '.', '_', '-', not starting with '.' or '-'"
 
 
 class UsageError(ValueError):

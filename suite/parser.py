@@ -43,7 +43,7 @@ def _list(sub, commands: dict) -> None:
 
 def _run(sub, commands: dict) -> None:
     r = sub.add_parser("run", help="sweep a grid: time, FLOPs and peak memory of every case")
-    r.add_argument("--grid", default="smoke", help="smoke, quick, full, or a TOML/YAML file (default: smoke)")
+    r.add_argument("--grid", help="smoke, quick, full, or a TOML/YAML file (default: smoke)")
     r.add_argument("--device", type=csv_list, help="override the grid's devices: " + ",".join(DEVICES))
     r.add_argument("--variant", type=csv_list, help="only these variants (comma-separated)")
     r.add_argument("--run-id", help="name of the run folder under --results-dir (default: time and grid)")
@@ -81,6 +81,8 @@ def _compare(sub, commands: dict, rule) -> None:
     c.add_argument("--force", action="store_true", help="compare runs from different environments")
     c.add_argument("--confirm", action="store_true",
                    help="re-run flagged cases with the checked-out code; keep those slower again")
+    c.add_argument("--plugin", action="append", default=[],
+                   help="with --confirm: a module the run was made with (named again: run files choose no code)")
     _gate_options(c, rule, "cases without a baseline do not block")
     c.set_defaults(func=commands["compare"])
 
@@ -125,6 +127,7 @@ def _store(sub, commands: dict) -> None:
     b = sub.add_parser("baseline", help="save a run as the baseline of its fingerprint and grid, or list them")
     b.add_argument("action", choices=["save", "list"])
     b.add_argument("run", nargs="?", help="the run to save")
+    b.add_argument("--force", action="store_true", help="replace the baseline saved for its fingerprint and grid")
     b.add_argument("--results-dir", default="results")
     b.set_defaults(func=commands["baseline"])
 

@@ -7,6 +7,7 @@ runner's isolation can be tested as asv tests its own: raise, exit, hang, exhaus
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import torch
@@ -34,7 +35,11 @@ def _exhaust_memory():
         hoard.append(torch.ones(256 * 2**20, dtype=torch.uint8))
 
 
-FAULTS = {"raise": _raise, "exit": _exit, "hang": _hang, "oom": _exhaust_memory}
+def _killed():
+    os.kill(os.getpid(), signal.SIGKILL)  # as `kill -9` from outside would: no OOM kill is counted
+
+
+FAULTS = {"raise": _raise, "exit": _exit, "hang": _hang, "oom": _exhaust_memory, "killed": _killed}
 
 
 def _faulty(action) -> Impl:

@@ -75,7 +75,8 @@ def compare_runs(tmp, base: str, new: str, *extra, env_extra=None):
     out = tmp / f"{base}-{new}.json"
     out.unlink(missing_ok=True)
     args = ("compare", base, new, "--results-dir", str(tmp / "results"), "--json", str(out), *extra)
-    if "--confirm" in extra:
+    if "--confirm" in extra:  # the re-run needs the plugin its runs were made with, named again
+        args = (*args, "--plugin", "fault_variants")
         res = suite(*args, cwd=tmp, env_extra=env_extra or {})
     else:
         res = suite_in_process(*args, cwd=tmp, env_extra=env_extra)

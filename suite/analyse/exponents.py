@@ -13,6 +13,7 @@ import pandas as pd
 
 from suite.analyse.fits import MIN_POINTS, MIN_SPAN, TOLERANCE, fit_power, verdict
 from suite.plan.case import series_key
+from suite.store.row import NUMERIC_COLUMNS
 
 SHAPE = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "valid_fraction", "num_heads",
          "num_kv_heads", "head_dim", "causal", "params"]
@@ -44,6 +45,7 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
     for column in ("kv_len", "valid_fraction", "valid_tokens", "claimed_exponent_q", "claimed_exponent_k"):
         if column not in out:  # a table of earlier versions, or built in memory: no cross case, no padding
             out[column] = np.nan
+    for column in {"kv_len", "valid_fraction", *NUMERIC_COLUMNS} & set(out.columns):
         out[column] = pd.to_numeric(out[column])  # NB: None in a table with no such case: NaN, as in one with
     if "time_min_s" not in out and "time_s" in out:  # a table built in memory by an older caller: the median stands in
         out["time_min_s"] = out["time_s"]

@@ -108,7 +108,7 @@ def all_terms(frame: pd.DataFrame) -> pd.Series:
     """The algorithm's FLOPs with its named terms apart (linformer's projections, a feature map's
     GEMMs, reformer's hashing, the softmax's operations): what the algorithm computes in all. In
     fwd_bwd the terms count 3× too, as `flops` does (docs/CLAIMS.md, "Modes")."""
-    extra = frame["extra_flops"].map(_sum_terms) if "extra_flops" in frame else 0.0
+    extra = frame["extra_flops"].map(_sum_terms).astype(float) if "extra_flops" in frame else 0.0
     factor = np.where(frame["mode"] == "fwd_bwd", FWD_BWD_FLOP_FACTOR, 1)
     return frame["flops"] + factor * extra
 
@@ -124,7 +124,7 @@ def output_bytes(frame: pd.DataFrame) -> pd.Series:
     """The size of one call's output (B, H, n_q, d): the yardstick of the memory a call needs."""
     from suite.plan.case import DTYPES
 
-    size = frame["dtype"].map(lambda name: DTYPES[name].itemsize)
+    size = frame["dtype"].map(lambda name: DTYPES[name].itemsize).astype(float)  # NB: pandas 3 maps an empty column to text
     rows = np.where(frame["mode"] == "decode", 1, frame["seq_len"])
     return frame["batch"] * frame["num_heads"] * rows * frame["head_dim"] * size
 

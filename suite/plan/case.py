@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 
 import variants
@@ -81,12 +83,49 @@ class Case:
 
     @classmethod
     def from_key(cls, key: dict) -> "Case":
-        fields = dict(key)
+        """The case of a key (plan.json, a journal line); ValueError naming the field that is wrong."""
+        fields = checked_key(key)
         fields["params"] = tuple(sorted(fields.get("params", {}).items()))
         for name, kind in OPTIONAL.items():  # NB: NaN or absent in a table where no case has them
             value = fields.get(name)
             fields[name] = None if value is None or value != value else kind(value)
         return cls(**fields)
+
+
+KEY_KINDS = {"variant": str, "impl": str, "device": str, "dtype": str, "mode": str, "batch": int, "seq_len": int,
+             "num_heads": int, "num_kv_heads": int, "head_dim": int, "causal": bool, "params": dict,
+             "kv_len": int, "valid_fraction": float}
+
+
+def checked_key(key: object) -> dict:
+    """A copy of a case's key whose fields are all known and of their kind; ValueError naming the first
+    that is not (a damaged or hand-edited plan or journal must not reach the measuring code)."""
+    if not isinstance(key, dict):
+        raise ValueError(f"a case must be an object of fields, not {type(key).__name__}")
+    unknown = sorted(set(key) - set(KEY_KINDS))
+    missing = sorted(set(KEY_KINDS) - set(key) - set(OPTIONAL) - {"params"})
+    if unknown or missing:
+        raise ValueError(f"case fields: unknown {unknown}, missing {missing} (known: {', '.join(KEY_KINDS)})")
+    for name, value in key.items():
+        if not _is_kind(value, KEY_KINDS[name], optional=name in OPTIONAL):
+            raise ValueError(f"case field {name} = {value!r}: not {KEY_KINDS[name].__name__}")
+    params = key.get("params", {})
+    for name, value in params.items():
+        if not isinstance(name, str) or not isinstance(value, (str, int, float, bool)):
+            raise ValueError(f"case field params: {name!r} = {value!r} (allowed: names with numbers, text or true/false)")
+    return dict(key)
+
+
+def _is_kind(value: object, kind: type, optional: bool) -> bool:
+    if value is None or (optional and isinstance(value, float) and value != value):
+        return optional  # NaN: a table's missing value
+    if kind is bool:
+        return isinstance(value, (bool, np.bool_))
+    if kind is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    if kind is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    return isinstance(value, kind)
 
 
 def reasons_of(case: Case) -> list[str]:

@@ -100,7 +100,10 @@ def load(spec: str) -> dict:
     path = Path(spec)
     if not path.is_file():
         raise ConfigError(f"--grid {spec!r}: no such preset or file (presets: {', '.join(PRESETS)})")
-    text = path.read_text()
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text ({err}); a grid file is TOML or YAML") from None
     try:
         if path.suffix in (".yaml", ".yml"):
             import yaml

@@ -16,6 +16,7 @@ import pandas as pd
 from suite.analyse import Analysis, analyse, fits
 from suite.plan.settings import Settings
 from suite.present import figures
+from suite.store import atomic
 from suite.store.rundir import RunDir
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -112,8 +113,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
         fits_count=len(result.fits), noise=result.noise, layers=result.layers, cross=result.cross,
         padding=result.padding, decode=result.decode,
     )
-    path = report_dir / "index.html"
-    path.write_text(page)
+    path = atomic.write_text(report_dir / "index.html", page)
     return path, result
 
 

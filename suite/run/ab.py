@@ -22,6 +22,7 @@ from suite.plan.case import Case
 from suite.plan.grid import Grid
 from suite.plan.settings import Settings
 from suite.run.env import fingerprint
+from suite.run.orphan import die_with_parent
 from suite.run.sides import Side
 from suite.store.row import Row
 from suite.store.rundir import RunDir
@@ -52,7 +53,8 @@ class ServeWorker:
         """Start the process and send it the settings; `ready` waits for its answer."""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "suite.run.serve"], cwd=self.side.root,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         preexec_fn=die_with_parent)  # NB: any checkout's serve dies with us
         hello = {"settings": self.settings.to_plan(), "plugins": self.plugins, "device": self.device}
         self._send(hello)
 

@@ -4,7 +4,6 @@ from the flagged subset, which would remove a regression shared by many cases)."
 
 from __future__ import annotations
 
-import importlib
 import sys
 import time
 
@@ -16,7 +15,10 @@ from suite.store.rundir import RunDir
 
 
 def confirm(verdict: regression.Verdict, base: pd.DataFrame, new: RunDir, rule: regression.Rule,
-            force: bool = False, out=sys.stderr) -> regression.Verdict:
+            force: bool = False, out=sys.stderr, given_plugins: list[str] = ()) -> regression.Verdict:
+    """`given_plugins`: those named on the command line (and loaded); the run's own must be among them."""
+    from suite.run import plugins
+
     flagged = verdict.cases[verdict.cases["status"] == "slower"]
     if flagged.empty:  # a shift of the whole grid blocked, no case on its own: nothing to re-run
         print("confirming: no case flagged on its own; the grid's shift stands", file=out)
@@ -24,8 +26,7 @@ def confirm(verdict: regression.Verdict, base: pd.DataFrame, new: RunDir, rule: 
     plan = runner.load(new)
     by_id = {case.case_id: case for case in plan.cases}
     cases = [by_id[case_id] for case_id in flagged["case_id"] if case_id in by_id]
-    for module in plan.plugins:
-        importlib.import_module(module)
+    plugins.require(plan.plugins, list(given_plugins), new.name)
     rerun = RunDir.new(new.path.parent, f"{new.name}-confirm-{time.strftime('%H%M%S')}")
     rerun.path.mkdir(parents=True)
     print(f"confirming {len(cases)} flagged case(s) in {rerun.path}", file=out)

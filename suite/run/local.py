@@ -57,6 +57,7 @@ class Worker:
         return self
 
     def run(self, case: Case, timeout_s: float, replicate: int = 0) -> Row:
+        before = oom_kills()
         self.conn.send((case, replicate))
         if self.conn.poll(timeout_s):
             try:
@@ -68,7 +69,7 @@ class Worker:
             self.kill()
             return Row.lost(case, "timeout", f"no result within the case budget of {timeout_s:g}s; worker killed")
         self.process.join(5)
-        return Row.lost(case, *_death(self.process.exitcode))
+        return Row.lost(case, *_death(self.process.exitcode, before, oom_kills()))
 
     def gemm_peak(self, dtype: str, timeout_s: float) -> dict:
         self.conn.send(("gemm_peak", dtype))
@@ -102,13 +103,38 @@ class Worker:
         self.kill()
 
 
-def _death(exitcode: int | None) -> tuple[str, str]:
+def _death(exitcode: int | None, oom_before: int | None = None, oom_after: int | None = None) -> tuple[str, str]:
+    """(status, reason) of a worker that died in a case. SIGKILL is `oom` only where the kernel counted
+    an out-of-memory kill meanwhile; otherwise something outside the suite killed it: `killed`, which
+    --resume runs again."""
     if exitcode is not None and exitcode < 0:
         name = signal.Signals(-exitcode).name
         if -exitcode == signal.SIGKILL:
-            return "oom", f"worker killed by {name} (the kernel's out-of-memory killer sends it)"
+            if oom_before is not None and oom_after is not None and oom_after > oom_before:
+                return "oom", f"worker killed by {name}: the kernel's out-of-memory killer (its count rose)"
+            seen = "it counted no out-of-memory kill" if oom_before is not None else "its OOM count could not be read"
+            return "killed", f"worker killed by {name} from outside the suite ({seen}); --resume runs it again"
         return "error", f"worker crashed with {name}"
     return "error", f"worker exited with code {exitcode} while running the case"
+
+
+OOM_COUNTS = ("/sys/fs/cgroup/memory.events", "/proc/vmstat")  # this cgroup's, then the machine's
+
+
+def oom_kills() -> int | None:
+    """The kernel's out-of-memory kills so far (this cgroup's and the machine's, summed); None where
+    neither can be read."""
+    total, found = 0, False
+    for path in OOM_COUNTS:
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        total, found = total + int(value), True
+        except (OSError, ValueError):
+            continue
+    return total if found else None
 
 
 

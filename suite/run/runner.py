@@ -56,10 +56,29 @@ def start(grid: Grid, run: RunDir, plugins: list[str], cases: list[Case] | None 
 
 
 def load(run: RunDir) -> Plan:
-    plan = run.plan()
-    return Plan(grid=plan["grid"], cases=[Case.from_key(key) for key in plan["cases"]],
-                settings=Settings.from_plan(plan["settings"]), plugins=list(plan.get("plugins", [])),
-                ladders=[Ladder.from_plan(raw) for raw in plan.get("ladders", [])])
+    """plan.json as a Plan; UsageError naming the file and the field where it is damaged or foreign."""
+    from suite.store.rundir import damaged
+
+    plan, where = run.plan(), run.path / RunDir.PLAN
+    unknown = sorted(set(plan) - PLAN_FIELDS)
+    if unknown:
+        raise damaged(where, f"unknown field(s) {', '.join(unknown)} (a newer version's plan?)")
+    plugins = plan.get("plugins", [])
+    if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
+        raise damaged(where, f"field plugins = {plugins!r} (allowed: a list of module names)")
+    if not isinstance(plan.get("grid"), str):
+        raise damaged(where, f"field grid = {plan.get('grid')!r} (allowed: a name)")
+    try:
+        settings = Settings.from_plan(plan.get("settings", {}), f"{where}: settings")
+        ladders = [Ladder.from_plan(raw) for raw in plan.get("ladders", [])]
+    except (KeyError, TypeError, ValueError) as err:
+        raise damaged(where, f"field ladders: {err!r}") from None
+    return Plan(grid=plan["grid"], cases=run.cases(), settings=settings, plugins=plugins, ladders=ladders)
+
+
+# What plan.json may hold: the grid's plan, a shard's record, a merge's, an ab's design
+PLAN_FIELDS = {"grid", "source", "description", "grid_id", "grid_cases", "grid_index", "settings", "plugins", "cases", "ladders", "shard",
+               "grid_cases_held", "merged_from", "shards", "complete", "ab", "created_at", "suite_version"}
 
 
 def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str], resume: bool,
@@ -77,8 +96,9 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
     for problem in previous.problems:
         print(f"warning: {problem}", file=out)
     journal.repair()
-    done = {(row.case_id, row.replicate) for row in previous.rows}
-    failed = {row.case_id for row in previous.rows if row.status != "ok"}
+    # NB: a case whose worker was killed from outside (`killed`) is measured again, like a missing one
+    done = {(row.case_id, row.replicate) for row in previous.rows if row.status != "killed"}
+    failed = {row.case_id for row in previous.rows if row.status not in ("ok", "killed")}
     tasks = [(case, r) for case in cases if case.case_id not in failed
              for r in range(settings.replicates) if (case.case_id, r) not in done]
     todo = list({case.case_id: case for case, _ in tasks}.values())
@@ -110,7 +130,7 @@ def _stop_on_sigterm():
         return lambda: None
 
     def stop(signum, frame):
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
     previous = signal.signal(signal.SIGTERM, stop)
     return lambda: signal.signal(signal.SIGTERM, previous)

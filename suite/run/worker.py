@@ -65,6 +65,9 @@ def measure_case(case: Case, replicate: int, settings: Settings) -> Row:
 
 
 def main(conn, settings: Settings, plugins: list[str], device: str, log_path: str | None = None) -> None:
+    from suite.run.orphan import exit_with
+
+    exit_with(conn)  # NB: first: a worker must not outlive its runner, even one stuck in a case
     if log_path:  # compiler output, library warnings, the profiler's lines: kept, but off the terminal
         fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(fd, 1)

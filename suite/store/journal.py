@@ -2,7 +2,8 @@
 
 `kill -9` at any moment loses at most the line being written; reading reports a truncated or
 corrupt line (with its line number) instead of dropping it silently, and the case it held is
-simply run again on --resume.
+simply run again on --resume. A write that fails part-way (a full disk) is cut back, so the next
+line never lands glued onto a partial one.
 """
 
 from __future__ import annotations
@@ -30,8 +31,18 @@ class Journal:
         # O_APPEND: each line lands after the last; fsync: it is on disk before we go on.
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line.encode())
-            os.fsync(fd)
+            start = os.fstat(fd).st_size
+            try:
+                view = memoryview(line.encode())
+                while view:  # NB: os.write may write fewer bytes than asked (a full disk, a signal)
+                    written = os.write(fd, view)
+                    if written <= 0:
+                        raise OSError(f"no progress appending to {self.path}")
+                    view = view[written:]
+                os.fsync(fd)
+            except BaseException:
+                os.ftruncate(fd, start)  # the partial line goes: the journal stays whole lines
+                raise
         finally:
             os.close(fd)
 

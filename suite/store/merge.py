@@ -77,23 +77,25 @@ def merge(shards: list[RunDir], target: RunDir) -> Merged:
     check_mergeable(plans, envs, names)
     if target.path.exists():
         raise UsageError(f"--run-id {target.name!r}: {target.path} exists")
+    for shard in shards:
+        shard.cases()  # NB: every shard's plan is read whole before anything is written
     plan = merged_plan(plans, names)
     cases = [Case.from_key(key) for key in plan["cases"]]
+    climbed = [record for shard in shards for record in shard.read_json(RunDir.LADDERS).get("ladders", [])]
+    wanted, problems, rows = {c.case_id for c in cases}, [], []
+    for shard in shards:
+        read = shard.journal.read()
+        problems += [f"{shard.name}: {p}" for p in read.problems]
+        rows += [row for row in read.rows if row.case_id in wanted]
     target.path.mkdir(parents=True)
     target.write_json(RunDir.PLAN, plan)
     target.write_json(RunDir.ENV, {**envs[0], "merged_from": {s.name: e.get("git_commit") for s, e in zip(shards, envs)}})
     shards[0].copy_to(target.path, (RunDir.PROBE,))
-    climbed = [record for shard in shards for record in shard.read_json(RunDir.LADDERS).get("ladders", [])]
     if climbed:
         target.write_json(RunDir.LADDERS, {"ladders": climbed})
-    journal, wanted, problems = target.journal, {c.case_id for c in cases}, []
-    for shard in shards:
-        read = shard.journal.read()
-        problems += [f"{shard.name}: {p}" for p in read.problems]
-        for row in read.rows:
-            if row.case_id in wanted:
-                journal.append(row)
-    rows = journal.read().rows
+    journal = target.journal
+    for row in rows:
+        journal.append(row)
     target.write_table(table.table(cases, rows))
     counts = Counter(status for case_id, status in table.statuses(rows).items() if case_id in wanted)
     held = plan["grid_cases_held"]

@@ -8,6 +8,7 @@ measurement is ever dropped on the way to the table. A new metric is one field h
 
 from __future__ import annotations
 
+import numbers
 import statistics
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -21,7 +22,7 @@ CASE_FIELDS = tuple(f.name for f in fields(Case))
 @dataclass(frozen=True)
 class Row:
     case: Case
-    status: str = "ok"  # ok, skipped, invalid, oom, timeout, error, not_run
+    status: str = "ok"  # one of STATUSES
     reason: str = ""
     time_s: float | None = None  # median of the samples (of the per-process medians, aggregated)
     time_iqr_s: float | None = None
@@ -86,7 +87,13 @@ class Row:
         case = Case.from_key({k: data[k] for k in CASE_FIELDS if k in data})
         if "case_id" in data and data["case_id"] != case.case_id:
             raise ValueError(f"case_id {data['case_id']} does not match its fields ({case.case_id})")
-        return cls(case, **{k: v for k, v in data.items() if k in MEASURED})
+        measured = {k: v for k, v in data.items() if k in MEASURED}
+        for name, value in measured.items():
+            if not _of_kind(value, KINDS[name]):
+                raise ValueError(f"field {name} = {str(value)[:60]!r}: not {KINDS[name]}")
+        if measured.get("status", "ok") not in STATUSES:
+            raise ValueError(f"field status = {measured['status']!r} (known: {', '.join(STATUSES)})")
+        return cls(case, **measured)
 
     @classmethod
     def lost(cls, case: Case, status: str, reason: str) -> "Row":
@@ -95,9 +102,32 @@ class Row:
 
 
 MEASURED = tuple(f.name for f in fields(Row) if f.name != "case")
+KINDS = {f.name: str(f.type) for f in fields(Row) if f.name != "case"}  # "float | None", "list[float] | None", …
+# killed: the worker was killed from outside the suite (not by the kernel's OOM killer); --resume runs it again
+STATUSES = ("ok", "skipped", "invalid", "oom", "timeout", "error", "killed", "not_run")
+
+
+def _of_kind(value: Any, kind: str) -> bool:
+    """Whether a journal's value is of the field's annotated kind (a damaged line must not reach a table)."""
+    if value is None:
+        return kind.endswith("| None")
+    base = kind.removesuffix(" | None")
+    if base == "str":
+        return isinstance(value, str)
+    if base in ("int", "float"):
+        number = numbers.Integral if base == "int" else numbers.Real
+        return isinstance(value, number) and not isinstance(value, bool)
+    if base == "list[float]":
+        return isinstance(value, list) and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value)
+    if base.startswith("dict[str, "):
+        inner = base.removeprefix("dict[str, ").removesuffix("]")
+        return isinstance(value, dict) and all(isinstance(k, str) and _of_kind(v, inner) for k, v in value.items())
+    raise TypeError(f"no check for fields of kind {kind}")
 # The table: one row per case; its columns are the case's fields and the row's, nothing hand-kept.
 COLUMNS = ["case_id", *CASE_FIELDS, *(f.name for f in fields(Row) if f.name != "case" and f.metadata != PROCESS)]
 JSON_COLUMNS = ["params", *(f.name for f in fields(Row) if str(f.type).startswith("dict"))]
+# Numbers, even in a table where every value is missing (all skipped: an empty column reads back as text)
+NUMERIC_COLUMNS = [f.name for f in fields(Row) if str(f.type) in ("float | None", "int | None")]
 
 
 def sample_stats(samples: list[float]) -> tuple[float, float]:

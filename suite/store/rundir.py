@@ -11,20 +11,26 @@
     results/baselines/FINGERPRINT/GRID/        a saved run (table, env, plan, probe, baseline.json)
 
 A name that becomes a path (run id, grid name, fingerprint) is checked first: letters, digits,
-'.', '_' and '-', not starting with '.', so nothing can be written outside the results folder.
+'.', '_' and '-', not starting with '.' or '-', so nothing can be written outside the results folder.
+Every file is written whole or not at all (suite.store.atomic); a file that cannot be read is a
+UsageError naming it (exit 2), and a symbolic link inside a run folder is refused, never followed.
+The table is rebuilt from the journal whenever it is older than the journal or unreadable.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
 
 from suite.errors import UsageError, check_name
-from suite.store import table
+from suite.store import atomic, table
 from suite.store.journal import Journal
 
 BASELINES = "baselines"
@@ -76,9 +82,17 @@ class RunDir:
                 raise UsageError(f"no baseline for fingerprint {like.env().get('fingerprint_id')} and grid "
                                  f"{like.plan().get('grid')} in {run.path.parent} (save one: python -m suite baseline save RUN)")
             return run
-        run = cls(Path(ref)) if Path(ref).is_dir() else cls(results_dir / check_name("run", ref))
-        if not run.has_results() and (run.path / cls.PLAN).is_file() and (run.path / cls.JOURNAL).is_file():
-            run.table_from_journal()  # a run stopped (killed) before it wrote its table: nothing is lost
+        if Path(ref).is_dir():
+            run = cls(Path(ref).resolve())  # NB: resolved, so `x/..` is named for the folder it is
+            check_name("run folder", run.name)
+        else:
+            run = cls(results_dir / check_name("run", ref))
+        if (run.path / cls.PLAN).is_file() and ((run.path / cls.JOURNAL).is_file() or not run.has_results()):
+            why = run.stale_table()
+            if why:
+                run.table_from_journal(why)  # stopped before its table, or measured more since: nothing is lost
+            else:
+                run.warn_unreadable()
         if not run.has_results():
             known = sorted(p.parent.name for p in results_dir.glob(f"*/{cls.PARQUET}"))
             raise UsageError(f"run {ref!r}: no {run.path / cls.PARQUET} (runs in {results_dir}/: "
@@ -86,14 +100,30 @@ class RunDir:
         return run
 
     # ------------------------------------------------------------------ files
-    def read_json(self, name: str) -> dict:
+    def file(self, name: str) -> Path:
+        """The path of one of the run's files; UsageError where it is a symbolic link."""
         path = self.path / name
-        return json.loads(path.read_text()) if path.is_file() else {}
+        if path.is_symlink():
+            raise UsageError(f"{path} is a symbolic link: a run folder holds plain files only "
+                             "(replace the link by the file)")
+        return path
+
+    def read_json(self, name: str) -> dict:
+        """A JSON object file of the run ({} where it is absent); UsageError naming the file and what is
+        wrong where it cannot be read."""
+        path = self.file(name)
+        if not path.is_file():
+            return {}
+        try:
+            data = json.loads(path.read_bytes().decode())
+        except (UnicodeDecodeError, ValueError) as err:
+            raise damaged(path, err) from None
+        if not isinstance(data, dict):
+            raise damaged(path, f"holds a {type(data).__name__}, not an object")
+        return data
 
     def write_json(self, name: str, payload: dict) -> Path:
-        path = self.path / name
-        path.write_text(json.dumps(payload, indent=1))
-        return path
+        return atomic.write_text(self.path / name, json.dumps(payload, indent=1))
 
     def plan(self) -> dict:
         return self.read_json(self.PLAN)
@@ -113,23 +143,64 @@ class RunDir:
         return self.path / self.LOG
 
     def has_results(self) -> bool:
-        return (self.path / self.PARQUET).is_file()
+        return self.file(self.PARQUET).is_file()
 
-    def table_from_journal(self) -> list[Path]:
-        """The table of every planned case from the journal alone, for a run stopped before it wrote one
-        (cases without a row are `not_run`). Says so on stderr."""
-        import sys
-
+    def cases(self) -> list:
+        """The planned cases (plan.json); UsageError naming the case and field where one is damaged."""
         from suite.plan.case import Case
 
-        cases = [Case.from_key(key) for key in self.plan()["cases"]]
-        rows = self.journal.read().rows
-        print(f"note: run {self.name} stopped before writing its table; written from its journal "
-              f"({len({r.case_id for r in rows})} of {len(cases)} cases measured)", file=sys.stderr)
-        return self.write_table(table.table(cases, rows))
+        plan = self.plan()
+        keys = plan.get("cases")
+        if not isinstance(keys, list):
+            raise damaged(self.path / self.PLAN, "no list of `cases`")
+        out = []
+        for i, key in enumerate(keys):
+            try:
+                out.append(Case.from_key(key))
+            except (TypeError, ValueError) as err:
+                raise damaged(self.path / self.PLAN, f"cases[{i}]: {err}") from None
+        return out
+
+    def stale_table(self) -> str | None:
+        """Why the table does not hold the journal (None where it does): missing (a run killed before
+        writing it), older than the journal (measured more since), or unreadable (cut)."""
+        parquet, journal = self.file(self.PARQUET), self.file(self.JOURNAL)
+        if not parquet.is_file():
+            return "stopped before writing its table"
+        if journal.is_file() and journal.stat().st_mtime_ns > parquet.stat().st_mtime_ns:
+            return "measured more after its table was written"
+        if not table.readable(parquet):
+            return "has a table that cannot be read"
+        return None
+
+    def warn_unreadable(self, problems: list[str] | None = None) -> int:
+        """Name every journal line that cannot be read, on stderr, with their count; returns the count."""
+        problems = self.journal.read().problems if problems is None else problems
+        for problem in problems:
+            print(f"warning: {problem}", file=sys.stderr)
+        if problems:
+            print(f"warning: {len(problems)} line(s) of {self.path / self.JOURNAL} could not be read; the table "
+                  "holds the rest", file=sys.stderr)
+        return len(problems)
+
+    def table_from_journal(self, why: str = "stopped before writing its table") -> list[Path]:
+        """The table of every planned case from the journal alone, for a run whose table is missing,
+        unreadable or older than its journal (cases without a row are `not_run`). Says so on stderr,
+        with every journal line it could not read."""
+        cases = self.cases()
+        read = self.journal.read()
+        self.warn_unreadable(read.problems)
+        measured = len({r.case_id for r in read.rows} & {c.case_id for c in cases})
+        print(f"note: run {self.name} {why}; its table is written from its journal "
+              f"({measured} of {len(cases)} cases measured)", file=sys.stderr)
+        return self.write_table(table.table(cases, read.rows))
 
     def read_table(self) -> pd.DataFrame:
-        return table.read(self.path / self.PARQUET)
+        path = self.file(self.PARQUET)
+        try:
+            return table.read(path)
+        except Exception as err:  # NB: pyarrow raises its own kinds (ArrowInvalid, OSError) for a cut file
+            raise damaged(path, f"{type(err).__name__}: {err}") from None
 
     def write_table(self, frame: pd.DataFrame) -> list[Path]:
         return table.write(frame, self.path / self.PARQUET, self.path / self.CSV)
@@ -140,13 +211,22 @@ class RunDir:
         return [data for _, data in lines], problems
 
     def write_ab_table(self, frame: pd.DataFrame) -> None:
-        frame.to_parquet(self.path / self.AB_PARQUET, index=False)
-        frame.drop(columns=["samples"], errors="ignore").to_csv(self.path / self.AB_CSV, index=False)
+        with atomic.replacing(self.path / self.AB_PARQUET) as tmp:
+            frame.to_parquet(tmp, index=False)
+        with atomic.replacing(self.path / self.AB_CSV) as tmp:
+            frame.drop(columns=["samples"], errors="ignore").to_csv(tmp, index=False)
 
     def copy_to(self, target: Path, names=SAVED) -> None:
+        """Copy these files (those the run has) into `target`, each written whole; links refused."""
         for name in names:
-            if (self.path / name).is_file():
-                shutil.copyfile(self.path / name, Path(target) / name)
+            if self.file(name).is_file():
+                atomic.write_bytes(Path(target) / name, (self.path / name).read_bytes())
+
+
+def damaged(path: Path, what: object) -> UsageError:
+    """The error for a file the suite cannot read: which file, what is wrong, what to do."""
+    return UsageError(f"{path} cannot be read: {what} (a damaged or foreign file: restore it, or remove the "
+                      "run and measure again; a run's journal.jsonl rebuilds its table)")
 
 
 # ---------------------------------------------------------------------- baselines
@@ -155,21 +235,46 @@ def baseline_path(results_dir: Path, fingerprint_id: object, grid: object) -> Pa
             / check_name("plan.json grid", grid))
 
 
-def save_baseline(run: RunDir, results_dir: Path) -> Path:
-    """Copy the run to the baseline of its fingerprint and grid (replacing the one there)."""
+def save_baseline(run: RunDir, results_dir: Path, force: bool = False) -> Path:
+    """Copy the run to the baseline of its fingerprint and grid. Refuses a baseline as its source, a
+    run with nothing measured, and an existing baseline unless `force`; the replaced baseline is kept
+    until the new one is whole (written beside it, then swapped by renames)."""
+    if run.file(RunDir.BASELINE).exists() or (Path(results_dir) / BASELINES).resolve() in run.path.resolve().parents:
+        raise UsageError(f"baseline save {run.path}: that is a saved baseline, not a run")
     env, plan = run.env(), run.plan()
     target = baseline_path(results_dir, env.get("fingerprint_id"), plan.get("grid"))
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    run.copy_to(target)
-    (target / RunDir.BASELINE).write_text(json.dumps({
-        "run": run.name, "git_commit": env.get("git_commit"), "fingerprint_id": env.get("fingerprint_id"),
-        "grid": plan.get("grid"), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=1))
+    measured = run.read_table()["status"].isin(["ok"]).sum()
+    if not measured:
+        raise UsageError(f"baseline save {run.name}: no case of it measured ok: nothing to compare against")
+    if target.exists() and not force:
+        raise UsageError(f"baseline save {run.name}: {target} exists (from run "
+                         f"{RunDir(target).read_json(RunDir.BASELINE).get('run')}); --force replaces it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f".{target.name}.new.", dir=target.parent))
+    try:
+        run.copy_to(fresh)
+        atomic.write_text(fresh / RunDir.BASELINE, json.dumps({
+            "run": run.name, "git_commit": env.get("git_commit"), "fingerprint_id": env.get("fingerprint_id"),
+            "grid": plan.get("grid"), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=1))
+        _swap(fresh, target)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
     return target
+
+
+def _swap(fresh: Path, target: Path) -> None:
+    """`fresh` becomes `target`; an old `target` is renamed aside first and removed only after."""
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+        os.replace(target, old / target.name)
+    os.replace(fresh, target)
+    atomic.sync_dir(target.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def baselines(results_dir: Path) -> list[tuple[Path, dict]]:
     root = Path(results_dir) / BASELINES
-    return [(path.parent.relative_to(root), json.loads(path.read_text()))
+    return [(path.parent.relative_to(root), RunDir(path.parent).read_json(RunDir.BASELINE))
             for path in sorted(root.glob(f"*/*/{RunDir.BASELINE}"))]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.plan.case import Case
+from suite.store import atomic
 from suite.store.row import COLUMNS, JSON_COLUMNS, Row, aggregate
 
 LIST_COLUMNS = ("samples", "replicate_times_s")
@@ -47,16 +48,30 @@ def table(cases: list[Case], rows: list[Row]) -> pd.DataFrame:
 
 
 def write(frame: pd.DataFrame, parquet: Path, csv: Path) -> list[Path]:
-    frame.to_parquet(parquet, index=False)
+    """Both files, each written whole (the CSV first: a table whose Parquet is whole is whole)."""
     flat = frame.copy()
     for col in LIST_COLUMNS:
         flat[col] = flat[col].map(lambda v: json.dumps(list(v)) if v is not None else None)
-    flat.to_csv(csv, index=False)
+    with atomic.replacing(csv) as tmp:
+        flat.to_csv(tmp, index=False)
+    with atomic.replacing(parquet) as tmp:
+        frame.to_parquet(tmp, index=False)
     return [parquet, csv]
 
 
 def read(parquet: Path) -> pd.DataFrame:
     return _upgrade(pd.read_parquet(parquet))
+
+
+def readable(parquet: Path) -> bool:
+    """Whether the Parquet file's footer reads (a cut file's does not)."""
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_metadata(parquet)
+        return True
+    except Exception:  # NB: pyarrow's ArrowInvalid, OSError: any of them means "rebuild it"
+        return False
 
 
 # NB: tables written before implementation traits were recorded (commit 7290207 and earlier) lack

@@ -1,0 +1,72 @@
+"""Files written whole or not at all: a temporary file beside the target, fsynced, then renamed over it.
+
+A crash, a full disk or a kill at any moment leaves either the old file or the new one, never a cut
+one. The rename replaces a symbolic link at the target instead of writing through it, so a link
+planted in a run folder cannot redirect a write elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def replacing(target: Path):
+    """Yield a temporary path beside `target` for a writer that wants a path (Parquet, CSV, HTML);
+    when the block ends without an error, the file is fsynced and renamed over `target`. On an
+    error the temporary file is removed and `target` is untouched."""
+    target = Path(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # NB: mkstemp's 0600 would make results unreadable to others
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    sync_dir(target.parent)
+
+
+def write_bytes(target: Path, data: bytes) -> Path:
+    """`data` as the whole content of `target`, atomically."""
+    with replacing(target) as tmp:
+        write_all(tmp, data)
+    return Path(target)
+
+
+def write_text(target: Path, text: str) -> Path:
+    return write_bytes(target, text.encode())
+
+
+def write_all(path: Path, data: bytes) -> None:
+    """Every byte of `data` into `path` (os.write may write fewer than asked: it is called again)."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            if written <= 0:
+                raise OSError(f"no progress writing {path}")
+            view = view[written:]
+    finally:
+        os.close(fd)
+
+
+def sync_dir(directory: Path) -> None:
+    """fsync a folder, so that a rename in it is on disk too (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
