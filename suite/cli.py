@@ -209,7 +209,7 @@ def _emit(verdict, base_name: str, new_name: str, rule, args: argparse.Namespace
         targets += [(also / "compare.md", text), (also / "compare.json", payload)]
     for path, content in targets:
         if path:
-            atomic.write_text(Path(path), content)
+            atomic.write_text(Path(path), content, follow_links=True)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as summary:
             summary.write(text)
@@ -281,7 +281,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         payload = export.pytest_benchmark(frame, run.env())
     else:
         payload = export.github_action_benchmark(frame)
-    atomic.write_text(Path(args.output), json.dumps(payload, indent=1))
+    atomic.write_text(Path(args.output), json.dumps(payload, indent=1), follow_links=True)
     print(f"{args.format}: {args.output}")
     return 0
 

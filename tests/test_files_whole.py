@@ -235,3 +235,18 @@ def test_a_run_with_nothing_ok_reports_instead_of_crashing(tmp_path):
         assert res.returncode == 0, (state, res.stderr)
         frame = pd.read_parquet(path / "results.parquet")
         assert (frame["status"] == ("not_run" if state == "plan only" else state)).all()
+
+
+def test_a_name_for_a_descriptor_is_written_in_place_never_replaced(tmp_path):
+    """`-o /dev/stdout`: the link names the process's own descriptor (here a pipe's), which must stay."""
+    from suite.store import atomic
+
+    read_end, write_end = os.pipe()
+    name = tmp_path / "stdout"
+    name.symlink_to(f"/proc/self/fd/{write_end}")
+    try:
+        atomic.write_text(name, "streamed", follow_links=True)
+        assert os.read(read_end, 100) == b"streamed" and name.is_symlink()
+    finally:
+        os.close(read_end)
+        os.close(write_end)

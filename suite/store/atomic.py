@@ -1,8 +1,10 @@
 """Files written whole or not at all: a temporary file beside the target, fsynced, then renamed over it.
 
 A crash, a full disk or a kill at any moment leaves either the old file or the new one, never a cut
-one. The rename replaces a symbolic link at the target instead of writing through it, so a link
-planted in a run folder cannot redirect a write elsewhere.
+one. Inside a run folder the rename replaces a symbolic link at the target instead of writing
+through it, so a link planted there cannot redirect a write elsewhere; an output the user named
+(`-o`, `--markdown`, a card) may follow its link (`follow_links`). A target that exists and is not
+a regular file (/dev/stdout, a pipe) is written in place: there is nothing to replace.
 """
 
 from __future__ import annotations
@@ -33,15 +35,28 @@ def replacing(target: Path):
     sync_dir(target.parent)
 
 
-def write_bytes(target: Path, data: bytes) -> Path:
-    """`data` as the whole content of `target`, atomically."""
-    with replacing(target) as tmp:
+def write_bytes(target: Path, data: bytes, follow_links: bool = False) -> Path:
+    """`data` as the whole content of `target`, atomically; returns `target` as given."""
+    path = Path(target)
+    if _in_place(path):
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return path
+    with replacing(path.resolve() if follow_links and path.is_symlink() else path) as tmp:
         write_all(tmp, data)
-    return Path(target)
+    return path
 
 
-def write_text(target: Path, text: str) -> Path:
-    return write_bytes(target, text.encode())
+def write_text(target: Path, text: str, follow_links: bool = False) -> Path:
+    return write_bytes(target, text.encode(), follow_links)
+
+
+def _in_place(path: Path) -> bool:
+    """A device, a pipe, or a name for one (/dev/stdout is a link to the process's own descriptor,
+    whatever it is): never replaced, written as it is."""
+    if path.exists() and not path.is_file():
+        return True
+    return any(str(p).startswith(("/dev/", "/proc/")) for p in (path.absolute(), Path(os.path.realpath(path))))
 
 
 def write_all(path: Path, data: bytes) -> None:
