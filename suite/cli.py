@@ -302,7 +302,7 @@ def cmd_card(args: argparse.Namespace) -> int:
         print(f"card: {card.publish(run, Path(args.into))} (then: python -m suite docs)", file=sys.stderr)
     elif args.output:
         print(f"card: {whole.write_text(Path(args.output), card.card(run))}", file=sys.stderr)
-    else:
+    elif not args.figure:
         print(card.card(run), end="")
     return 0
 

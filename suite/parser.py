@@ -144,7 +144,7 @@ def _docs(sub, commands: dict) -> None:
                                     "cases, noise, verdicts, efficiency)")
     c.add_argument("run", help="a run name under --results-dir, or a run folder")
     c.add_argument("--results-dir", default="results")
-    c.add_argument("-o", "--output", help="write the page here (default: print it)")
+    c.add_argument("-o", "--output", help="write the page here (default: print it, unless --figure alone is asked)")
     c.add_argument("--figure", metavar="PNG", help="also write the verdict figure (time against n, fits and claims) here")
     c.add_argument("--variant", type=csv_list, help="with --figure: only these variants' panels (default: all)")
     c.add_argument("--into", metavar="DIR", help="copy the run's files into DIR/NAME/ and write the card to DIR/NAME.md "

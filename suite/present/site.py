@@ -34,8 +34,9 @@ def runs_index(runs: dict[str, RunDir]) -> str:
         finished, _ = card.timing(run)
         counts = frame["status"].value_counts()
         reached = len(frame) - int(counts.get("not_run", 0))
-        rows.append([f"[{name}]({name}.md)", md.code(run.plan().get("grid", "?")), env.get("cuda_device") or env.get("cpu_model", "?"),
-                     f"torch {env.get('torch', '?')}", finished, f"{reached} of {len(frame)} reached, {counts.get('ok', 0)} ok"])
+        host = env.get("cuda_device") or env.get("cpu_model", "?")
+        rows.append([f"[{name}]({name}.md)", md.code(run.plan().get("grid", "?")), host, f"torch {env.get('torch', '?')}",
+                     finished, f"{reached} of {len(frame)} reached, {counts.get('ok', 0)} ok"])
     return md.page(
         "# Measured: run cards", md.GENERATED.format(command="docs"),
         "Every measured figure in these pages comes from a run card: one page that `python -m suite card` writes "

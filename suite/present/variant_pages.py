@@ -70,7 +70,8 @@ def _params(spec) -> str:
 def _theory(spec) -> str:
     kv = 2 if spec.kv_heads == "divides" else None
     theory = spec.theory(**SHAPE, num_kv_heads=kv)
-    shape = f"n = {SHAPE['seq_len']}, H = {SHAPE['num_heads']}{f', H_kv = {kv}' if kv else ''}, d = {SHAPE['head_dim']}, B = 1, float32"
+    heads = f"H = {SHAPE['num_heads']}" + (f", H_kv = {kv}" if kv else "")
+    shape = f"n = {SHAPE['seq_len']}, {heads}, d = {SHAPE['head_dim']}, B = 1, float32"
     rows = [["claimed exponent in n", f"{theory.claimed_exponent_n:g}"]]
     if theory.claimed_exponent_d is not None:
         rows.append(["claimed exponent in d", f"{theory.claimed_exponent_d:g}"])
@@ -109,9 +110,10 @@ def _impls(spec) -> str:
                      PADDING[impl.padding] if impl.padding and spec.padding else "–",
                      "yes" if impl.decode and spec.decode else "no",
                      "yes" if impl.countable else "no"])
-    out = "Devices and dtypes are the registry's table; a library adds its own checks, and " \
-          "`python -m suite list` says what runs on this machine.\n\n" + md.table(["implementation", "its own cost", "work", "library", "devices", "dtypes", "causal",
-                    "padded batches", "decode", "FLOPs countable"], rows)
+    headers = ["implementation", "its own cost", "work", "library", "devices", "dtypes", "causal", "padded batches",
+               "decode", "FLOPs countable"]
+    out = ("Devices and dtypes are the registry's table; a library adds its own checks, and "
+           "`python -m suite list` says what runs on this machine.\n\n" + md.table(headers, rows))
     differs = [(impl.name, impl.differs.note) for impl in spec.impls.values() if impl.differs is not None]
     if differs:
         out += "\n\n### How a library differs from our definition\n\n" + "\n".join(
