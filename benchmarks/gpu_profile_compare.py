@@ -1,4 +1,4 @@
-"""Old against new from gpu_profile.py's files, as the README's table: every round's median, the ratio
+"""Old against new from gpu_profile.py's files, as the table in docs/performance.md: every round's median, the ratio
 of the medians of the rounds, kernels launched, the share of the call the kernels were busy, and the
 useful TFLOP/s (the theory's FLOPs over the new median).
 

@@ -5,7 +5,7 @@
 #   bash benchmarks/gpu_session.sh install doctor checks profile smoke pack
 #
 # The machine has torch, triton, pandas, seaborn, scipy, jinja2 and pytest and no network: packages it
-# lacks travel as wheels in .whl/ (xformers and the peers; see the device notes in the README).
+# lacks travel as wheels in .whl/ (xformers and the peers; see docs/gpu.md).
 # Results of earlier calls travel back in as results/ (carried) so that `--resume` finishes a run.
 set -u
 PR_ARGS=${PR_ARGS:-}; GRID_ARGS=${GRID_ARGS:-}

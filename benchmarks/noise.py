@@ -5,7 +5,7 @@
 Prints, per case, thread count and number of process replicates per run, the coefficient of
 variation of the runs' results (what a comparison between two runs sees) beside the mean
 within-run spread. This is how the suite's
-default settings (threads, min_run_time) were chosen; the figures are in the README.
+default settings (threads, min_run_time) were chosen; the figures are in docs/performance.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Command line: `python -m suite list | run | report | compare | ab | merge | baseline | export | doctor`.
+"""Command line: `python -m suite list | run | report | compare | ab | merge | baseline | export | doctor | card | docs`.
 
 Thin: it parses, delegates to the stages, prints, and maps bad input (UsageError) to exit code 2.
 """
@@ -312,6 +312,41 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_card(args: argparse.Namespace) -> int:
+    """A run card from the run's own files; its verdict figure where asked."""
+    from suite.present import card
+    from suite.store import whole
+
+    run = RunDir.resolve(args.run, Path(args.results_dir))
+    if args.figure:
+        print(f"figure: {whole.write_bytes(Path(args.figure), card.figure(run, args.variant))}", file=sys.stderr)
+    if args.into:
+        print(f"card: {card.publish(run, Path(args.into))} (then: python -m suite docs)", file=sys.stderr)
+    elif args.output:
+        print(f"card: {whole.write_text(Path(args.output), card.card(run))}", file=sys.stderr)
+    elif not args.figure:
+        print(card.card(run), end="")
+    return 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    """Write (or --check) every page the docs take from the code and the run folders."""
+    from suite.parser import build_parser
+    from suite.present import site
+
+    root = Path(args.root)
+    if not (root / "mkdocs.yml").is_file():
+        raise UsageError(f"--root {args.root}: no mkdocs.yml there (allowed: the repository's root)")
+    parser = build_parser(COMMANDS)
+    paths = site.stale(root, parser) if args.check else site.write(root, parser)
+    for path in paths:
+        print(f"{'out of date' if args.check else 'written'}: {path}")
+    if args.check and paths:
+        print("error: generated pages are out of date: run python -m suite docs", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from suite.parser import build_parser
     from suite.run.device import get as device
@@ -354,4 +389,4 @@ def _stop_on_signals():
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report, "compare": cmd_compare, "ab": cmd_ab, "merge": cmd_merge,
-            "baseline": cmd_baseline, "export": cmd_export, "doctor": cmd_doctor}
+            "baseline": cmd_baseline, "export": cmd_export, "doctor": cmd_doctor, "card": cmd_card, "docs": cmd_docs}

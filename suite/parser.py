@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from suite import __version__
 from suite.plan.case import DTYPES
 from suite.run.device import DEVICES
 
@@ -19,6 +20,7 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     rule = Rule()
     parser = argparse.ArgumentParser(prog="python -m suite", description="Benchmark and complexity "
                                      "analysis of attention variants: does each scale as its paper says?")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     _list(sub, commands)
     _run(sub, commands)
@@ -29,6 +31,7 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
                                       "xformers, do_bench; exit 1 when a requested --device cannot be measured")
     d.add_argument("--device", type=csv_list, help="devices that must be measurable (default: report all, require none)")
     d.set_defaults(func=commands["doctor"])
+    _docs(sub, commands)
     return parser
 
 
@@ -137,3 +140,21 @@ def _store(sub, commands: dict) -> None:
     e.add_argument("-o", "--output", required=True)
     e.add_argument("--results-dir", default="results")
     e.set_defaults(func=commands["export"])
+
+
+def _docs(sub, commands: dict) -> None:
+    c = sub.add_parser("card", help="a run card: one Markdown page from a run folder's own files (host, software, "
+                                    "cases, noise, verdicts, efficiency)")
+    c.add_argument("run", help="a run name under --results-dir, or a run folder")
+    c.add_argument("--results-dir", default="results")
+    c.add_argument("-o", "--output", help="write the page here (default: print it, unless --figure alone is asked)")
+    c.add_argument("--figure", metavar="PNG", help="also write the verdict figure (time against n, fits and claims) here")
+    c.add_argument("--variant", type=csv_list, help="with --figure: only these variants' panels (default: all)")
+    c.add_argument("--into", metavar="DIR", help="copy the run's files into DIR/NAME/ and write the card to DIR/NAME.md "
+                                                 "(the docs' cards: --into docs/runs)")
+    c.set_defaults(func=commands["card"])
+    d = sub.add_parser("docs", help="write the pages taken from the code: variant pages, the CLI reference, the run "
+                                    "cards under docs/runs/, the README's variants table, mkdocs.yml's nav")
+    d.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each page that is out of date")
+    d.add_argument("--root", default=".", help="the repository's root (default: here)")
+    d.set_defaults(func=commands["docs"])

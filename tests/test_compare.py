@@ -46,7 +46,7 @@ seq_len = [16, 24, 32, 48, 128]
 # when the grid still held n = 256 and 512, where SDPA is 20-45% of the case and moves with the host's
 # other tenants. Real kernels on this VM moved by 10-30% between two runs a minute apart, all
 # processes alike, which no one-run-against-one-run comparison can tell from a real change:
-# benchmarks/regression_power.py measures that, and the README says it.
+# benchmarks/regression_power.py measures that, and docs/performance.md says it.
 REAL = """
 [[block]]
 variant = ["full"]
@@ -89,7 +89,7 @@ def runs(tmp_path_factory):
 
     NB: 50%, not 20%: between processes a paced case moved ±6.5% on the CI machine (stop 25) and ±8.2%
     here in a full test run, where one comparison of two stored runs of 5 processes each calls 20% only
-    at times (q 0.10-0.13 in both; the README's power: 40% for the median real case). This tests the gate end to end; its
+    at times (q 0.10-0.13 in both; the power in docs/performance.md: 40% for the median real case). This tests the gate end to end; its
     power at 8% on many cases is the tests below, on two real runs with their times scaled."""
     tmp = tmp_path_factory.mktemp("compare")
     run_grid(tmp, "a1")
@@ -405,7 +405,7 @@ def test_a_regression_of_any_share_of_the_cases_is_caught(many, share, slowdown)
     """Two real runs of the same 100 cases; k of the second's cases slowed: the gate fails, and
     no case that was not slowed is called. At 30% every slowed case is called. At 8% the cases
     still moved by ±2% between the two runs here (10 ms waits), so one case alone (1, 5%) is
-    beyond a comparison of stored runs (README: `compare` catches 40% for the median real case;
+    beyond a comparison of stored runs (docs/performance.md: `compare` catches 40% for the median real case;
     `suite ab` is the gate for commits); 12 or 60 such cases fail the gate."""
     base, new = (RunDir(many / "results" / r).read_table() for r in ("m1", "m2"))
     assert compare.decide(base, new, {}, {}).code == 0  # A/A first

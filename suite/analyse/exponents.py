@@ -23,7 +23,7 @@ NO_FLOOR = ("valid_tokens",)
 # an axis that is not a field of the case: the field it stands for (valid tokens follow the valid fraction)
 DERIVED = {"valid_tokens": "valid_fraction"}
 # metric name -> column of the results table; time: each case's fastest call, the one least disturbed by
-# the rest of the machine (contention only ever adds time; README "Noise"); time_s, the median, is the figure shown
+# the rest of the machine (contention only ever adds time; docs/regression.md, "Noise"); time_s, the median, is the figure shown
 METRICS = {"time": "time_min_s", "memory": "peak_bytes", "flops": "flops_counted", "error": "approx_error",
            "work": "flops"}  # work: the algorithm's FLOPs (theory), where the counter cannot count
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Rule:
-    """What counts as a regression. The defaults are the ones the README's figures were measured with."""
+    """What counts as a regression. The defaults are the ones docs/performance.md's figures were measured with."""
 
     alpha: float = 0.05  # false discovery rate over the grid
     effect_floor: float = 0.05  # changes under 5% are never called

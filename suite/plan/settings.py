@@ -16,7 +16,7 @@ from suite.run.allocator import MODES as ALLOCATORS
 
 @dataclass(frozen=True)
 class Settings:
-    """Chosen for a 2-core machine (README, "Noise", has the figures)."""
+    """Chosen for a 2-core machine (docs/regression.md, "Noise"; the figures: docs/performance.md)."""
 
     threads: int = 1  # NB: two threads gave bimodal timings here (CV ~35%); one gives CV ~1-2%
     min_run_time_s: float = 0.2  # torch.utils.benchmark blocked_autorange

@@ -28,8 +28,8 @@ from suite.store.row import Row
 from suite.store.rundir import RunDir
 
 ORDER = ("a", "b", "b", "a")  # within a pair, per case
-MIN_DEFAULT_PAIRS = 6  # without --pairs: the grid's replicates, at least this many (README: power)
-DEFAULT_ROUNDS = 2  # A, B, B, A twice per pair: the block-to-block noise dominates (README: power)
+MIN_DEFAULT_PAIRS = 6  # without --pairs: the grid's replicates, at least this many (docs/performance.md: the power of suite ab)
+DEFAULT_ROUNDS = 2  # A, B, B, A twice per pair: the block-to-block noise dominates (docs/performance.md: the power of suite ab)
 START_TIMEOUT_S = 300.0
 
 

@@ -1,0 +1,209 @@
+"""A run card: one Markdown page from a run folder's own files (env, plan, probe, table, journal).
+
+The page holds where and how the run ran (host, CPU/GPU, torch, commit, wall time), its cases by
+status, the noise line, the verdict table and the efficiency table; nothing that is not in the files.
+The docs' "Measured" section is these cards (`docs/runs/NAME.md`, beside the files in `docs/runs/NAME/`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from suite.analyse import Analysis, analyse
+from suite.errors import UsageError
+from suite.plan.settings import Settings
+from suite.present import figures
+from suite.present import markdown as md
+from suite.present.report import efficiency_rows, fmt_n, fmt_shares, fmt_si, fmt_slope
+from suite.store.journal import Journal
+from suite.store.rundir import RunDir
+
+# A card's folder: the run's table and JSON files, and the journal's times (its lines cut to the fields below:
+# the rest of each line is in the table), what the card's wall time and date are read from.
+FINISHED, FINISHED_FIELDS = "finished.jsonl", ("case_id", "replicate", "status", "finished_at", "wall_s")
+COPIED = tuple(name for name in RunDir.SAVED if name != RunDir.CSV) + (RunDir.BASELINE,)
+FILES = COPIED + (FINISHED, RunDir.JOURNAL)  # what the card links to, where present
+STATUS_ORDER = ("ok", "skipped", "invalid", "oom", "timeout", "error", "not_run")
+
+
+def analysis_of(run: RunDir) -> Analysis:
+    plan = run.plan()
+    return analyse(run.read_table(), run.probe(), Settings.from_plan(plan.get("settings", {})).busy_limit_cores,
+                   run.read_json(RunDir.LADDERS).get("ladders", []))
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
+
+
+def timing(run: RunDir) -> tuple[str, str]:
+    """(when it finished, its wall time), from the journal; where a folder kept no journal, what it has."""
+    journal = run.path / (FINISHED if (run.path / FINISHED).is_file() else RunDir.JOURNAL)
+    lines, _ = Journal(journal).lines()
+    ends = [(d["finished_at"], d.get("wall_s") or 0.0) for _, d in lines if d.get("finished_at")]
+    if ends:
+        first = min(end - wall for end, wall in ends)
+        last = max(end for end, _ in ends)
+        return _utc(last), (f"{(last - first) / 60:.1f} min from the first case's start to the last case's end "
+                            "(the journal; the workers' start and the report not included)")
+    saved = run.read_json(RunDir.BASELINE).get("saved_at")
+    when = f"saved as a baseline {saved}" if saved else "not recorded in these files"
+    return when, "not recorded: this folder keeps no journal"
+
+
+def _counts(frame: pd.DataFrame, plan: dict) -> str:
+    counts = frame["status"].value_counts()
+    order = [s for s in STATUS_ORDER if s in counts] + sorted(s for s in counts.index if s not in STATUS_ORDER)
+    text = f"{len(frame)} planned: " + ", ".join(f"{counts[s]} {s}" for s in order)
+    stopped = int(counts.get("not_run", 0))
+    if stopped:
+        text += (f". The run stopped after {len(frame) - stopped} of {len(frame)} cases: the {stopped} `not_run` "
+                 "were never reached, and nothing below is fitted on them")
+    if plan.get("grid_cases") and plan["grid_cases"] != len(frame):
+        text += f" (the grid planned {plan['grid_cases']}; adaptive lengths added the rest)"
+    return text
+
+
+def _peaks(peaks: dict) -> str:
+    out = []
+    for device, by_dtype in peaks.items():
+        for dtype, p in by_dtype.items():
+            if "flops_per_s" in p:
+                spread = f", rounds spread {p['spread']:.1%}" if "spread" in p else ""
+                out.append(f"{device}/{dtype} {fmt_si(p['flops_per_s'], 'FLOP/s')}{spread}")
+            else:
+                out.append(f"{device}/{dtype} not measured ({p.get('error', 'no figure')})")
+    return "; ".join(out) or "not measured in this run"
+
+
+def _facts(run: RunDir, frame: pd.DataFrame) -> str:
+    env, plan = run.env(), run.plan()
+    finished, wall = timing(run)
+    host = f"{env.get('cpu_model', '?')}, {env.get('cpu_count', '?')} CPUs; {env.get('platform', '?')}"
+    torch_line = f"torch {env.get('torch', '?')}, CUDA {env.get('cuda') or '–'}, xformers {env.get('xformers') or '–'}; " \
+                 f"Python {env.get('python', '?')}"
+    rows = [["grid", md.code(plan.get("grid", "?")) + (f" ({plan['source']})" if plan.get("source") else "")],
+            ["devices", ", ".join(env.get("devices", [])) or "?"],
+            ["host", host], ["GPU", env.get("cuda_device") or "none"], ["software", torch_line],
+            ["threads, allocator", f"{env.get('threads', '?')}, {env.get('allocator', '?')}"],
+            ["commit", md.code(env.get("git_commit", "?"))],
+            ["environment fingerprint", md.code(env.get("fingerprint_id", "?"))],
+            ["finished", finished], ["wall time", wall], ["cases", _counts(frame, plan)],
+            ["matmul peak (the run's probe)", _peaks(run.probe())]]
+    return md.table(["the run", "from its files"], rows)
+
+
+def _verdict_rows(table: pd.DataFrame, length: str = "n") -> list[list[str]]:
+    rows = []
+    for _, r in table.iterrows():
+        why = r["why"] if r["verdict"] == "inconclusive" else ""
+        lengths = r.get("lengths") or ""
+        if lengths and not str(lengths).startswith("settled"):
+            why = f"{why}; lengths: {lengths}" if why else f"lengths: {lengths}"
+        claim = f"{r['claimed']:g}" if pd.notna(r["claimed"]) else "–"
+        rows.append([r["variant"], r["series"], f"{r['device']}/{r['dtype']}", r.get("length", length), claim,
+                     fmt_slope(r), r["verdict"], f"{fmt_n(r['used_min'])}–{fmt_n(r['used_max'])}", why])
+    return rows
+
+
+VERDICT_HEADERS = ["variant", "implementation", "device", "in", "claim", "exponent [95% CI]", "verdict",
+                   "fitted over", "not settled: why, and what would settle it"]
+
+
+def _verdicts(result: Analysis) -> list[str]:
+    blocks = ["## Verdicts: the exponent of each claim",
+              "Per variant and implementation, forward, non-causal: the exponent p of time ∝ nᵖ fitted to each "
+              "case's fastest call, with its 95% interval, beside the claim; **confirmed** within ± 0.15, "
+              "**refuted** wholly outside, else **inconclusive** (how to read one: "
+              "[the report](../report.md#how-to-read-a-verdict)).",
+              md.table(VERDICT_HEADERS, _verdict_rows(result.claims)) if not result.claims.empty
+              else "No exponent could be fitted (a series needs 3 lengths)."]
+    for title, table in (("Decode: one query against a cache of n", result.decode),
+                         ("Cross attention: in n_q and in n_k", result.cross),
+                         ("Padded batches: in valid tokens", result.padding)):
+        if not table.empty:
+            blocks += [f"### {title}", md.table(VERDICT_HEADERS, _verdict_rows(table))]
+    return blocks
+
+
+def _efficiency(result: Analysis) -> list[str]:
+    eff = efficiency_rows(result.efficiency)
+    if eff.empty:
+        return []
+    rows = []
+    for _, r in eff.iterrows():
+        share = lambda x: f"{100 * x:.1f}%" if pd.notna(x) else ""  # noqa: E731
+        rows.append([r["variant"], r["series"], f"{r['device']}/{r['dtype']}", int(r["seq_len"]), fmt_si(r["time_s"], "s"),
+                     fmt_si(r["useful_flops_per_s"], "FLOP/s"), share(r["peak_share"]), share(r["all_terms_share"]),
+                     f"{r['memory_ratio']:.2f}" if pd.notna(r["memory_ratio"]) else "", fmt_shares(r.get("op_shares"))])
+    return ["## Efficiency against the run's matmul peak",
+            "Each series' largest n at the main shape: the median time, the algorithm's FLOPs over it, their share of "
+            "the probe's peak (and with every named term), the call's peak memory above its inputs in outputs, and "
+            "where one warm call's time went ([the report](../report.md#efficiency)).",
+            md.table(["variant", "implementation", "device", "n", "time", "useful FLOP/s", "share of peak",
+                      "with every term", "memory / output", "where one call's time went"], rows)]
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "…")) else text + "."
+
+
+def card(run: RunDir, files: str | None = None) -> str:
+    """The card's Markdown. `files`: the folder the links to the run's files go to, relative to the card
+    (None: no links, for a run that stays in results/)."""
+    frame = run.read_table()
+    result = analysis_of(run)
+    plan = run.plan()
+    kept = [name for name in FILES if (run.path / name).is_file()]
+    source = (", ".join(f"[`{name}`]({files}/{name})" for name in kept) if files is not None
+              else ", ".join(md.code(name) for name in kept))
+    return md.page(
+        f"# Run `{run.name}`: grid {plan.get('grid', '?')} on {', '.join(run.env().get('devices', [])) or '?'}",
+        md.GENERATED.format(command="card"),
+        (plan.get("description") or "").strip(),
+        _facts(run, frame),
+        f"**Noise.** {_sentence(result.noise.line())}",
+        *_verdicts(result),
+        *_efficiency(result),
+        "## Files",
+        f"Everything on this page is computed from the run's own files: {source}. `python -m suite card FOLDER` "
+        "prints it again from them; `python -m suite docs` rewrites every card under `docs/runs/`.",
+    )
+
+
+def figure(run: RunDir, only: list[str] | None = None) -> bytes:
+    """The verdict figure: time against n, a panel per variant (of `only`, where given), the fitted law
+    dashed, the claim dotted."""
+    result = analysis_of(run)
+    if only:
+        missing = sorted(set(only) - set(result.frame["variant"]))
+        if missing:
+            raise UsageError(f"--variant {','.join(missing)}: not in run {run.name} (it has: "
+                             f"{', '.join(sorted(result.frame['variant'].unique()))})")
+        result = dataclasses.replace(result, frame=result.frame[result.frame["variant"].isin(only)],
+                                     fits=result.fits[result.fits["variant"].isin(only)])
+    image = figures.scaling(result, "time_min_s")
+    if image is None:
+        raise UsageError(f"run {run.name}: no series with 2 lengths or more to draw")
+    return image
+
+
+def publish(run: RunDir, target: Path) -> Path:
+    """Copy the run's files into target/NAME/ and write target/NAME.md from the copies."""
+    from suite.store import whole
+
+    folder = Path(target) / run.name
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in COPIED:
+        if (run.path / name).is_file():
+            whole.write_bytes(folder / name, (run.path / name).read_bytes())
+    lines, _ = Journal(run.path / RunDir.JOURNAL).lines()
+    if lines:
+        whole.write_text(folder / FINISHED, "".join(json.dumps({k: d.get(k) for k in FINISHED_FIELDS}) + "\n"
+                                                    for _, d in lines))
+    return whole.write_text(Path(target) / f"{run.name}.md", card(RunDir(folder), files=run.name))
