@@ -199,6 +199,40 @@ def test_efficiency_is_useful_flops_over_time_against_the_probe_peak_with_the_wo
     assert np.isnan(analysis.efficiency(table(), None)["peak_share"]).all()
 
 
+def test_the_roofline_is_the_larger_of_the_compute_and_the_memory_time_for_each_byte_count():
+    """A gather-bound row (1 GB of traffic at 10 GB/s: 0.1 s, against 0.01 s of FLOPs at the peak)
+    is memory-bound with its traffic and compute-bound with its compulsory bytes; a row without a
+    traffic model, and a run without a bandwidth probe, have no bound (NaN), not a crash."""
+    peaks, bandwidth = {"cpu": {"float32": {"flops_per_s": 1e11}}}, {"cpu": {"bytes_per_s": 1e10}}
+    row = _rows("random", "native", {4096: 0.2}, claimed=1.0)[0]
+    frame = pd.DataFrame([{**row, "flops": 1e9, "traffic_bytes": 1e9, "compulsory_bytes": 1e7},
+                          {**row, "variant": "additive", "flops": 1e9, "traffic_bytes": None, "compulsory_bytes": 1e7}])
+    eff = analysis.efficiency(frame, peaks, bandwidth).set_index("variant")
+    gather = eff.loc["random"]
+    assert gather["intensity_traffic"] == pytest.approx(1.0) and gather["intensity_compulsory"] == pytest.approx(100)
+    assert gather["roofline_traffic_s"] == pytest.approx(0.1) and gather["roofline_traffic_binds"] == "memory"
+    assert gather["roofline_traffic_share"] == pytest.approx(0.5)  # 0.1 s of 0.2 s measured
+    assert gather["roofline_compulsory_s"] == pytest.approx(0.01) and gather["roofline_compulsory_binds"] == "compute"
+    assert gather["roofline_compulsory_share"] == pytest.approx(0.05) and gather["bandwidth_bytes_per_s"] == 1e10
+    unmodelled = eff.loc["additive"]
+    assert np.isnan(unmodelled["roofline_traffic_share"]) and pd.isna(unmodelled["roofline_traffic_binds"])
+    assert unmodelled["roofline_compulsory_share"] == pytest.approx(0.05)
+    old = analysis.efficiency(pd.DataFrame([row]), peaks, {})  # an older run: no byte columns, no bandwidth
+    assert old["roofline_traffic_share"].isna().all() and old["roofline_compulsory_binds"].isna().all()
+
+
+def test_the_speedup_its_flops_allow_beside_the_speedup_measured():
+    """The window's FLOPs are n/257 times under full's at each n: that is its bound; measured, full's
+    time over its own."""
+    result = analysis.speedups(table())
+    native = result[(result["impl"] == "native") & (result["reference"] == "full/sdpa")].set_index("seq_len")
+    n = 4096.0
+    assert native.at[n, "flops_bound"] == pytest.approx(n)  # synthetic FLOPs: n² against n
+    assert native.at[n, "speedup"] == pytest.approx(1e-9 * n**2 / (2e-5 * n))
+    assert set(native.index) == {256, 512, 1024, 2048, 4096, 8192, 16384}
+    assert set(result[result["reference"] == "full/dense"]["seq_len"]) == {256, 512, 1024, 2048, 4096}
+
+
 def test_the_share_with_every_term_adds_the_named_terms_and_their_backward_in_fwd_bwd():
     """linformer's projections are as many FLOPs as its attention: with them its share doubles, plus
     the softmax's operations; a fwd_bwd row counts the terms 3x, as its flops; no terms, no change."""

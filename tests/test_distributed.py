@@ -125,6 +125,7 @@ def test_smoke_grid_on_a_local_ray_cluster_matches_the_local_executor(tmp_path):
             if "pid" in row}
     assert len(pids) == 2, "two Ray actors measured the cases"
     assert json.loads((results / "ray" / "probe.json").read_text())["cpu"]["float32"]["flops_per_s"] > 0
+    assert json.loads((results / "ray" / "bandwidth.json").read_text())["cpu"]["bytes_per_s"] > 0
 
 
 def test_a_ray_worker_killed_mid_run_loses_no_finished_case(tmp_path):

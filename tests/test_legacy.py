@@ -38,6 +38,8 @@ def test_legacy_report_gives_the_verdicts_that_version_printed(results, tmp_path
     printed = capsys.readouterr().out.splitlines()
     assert [line.split()[-1] for line in printed[1:5]] == [line.split()[-1] for line in old[1:5]]
     assert printed[1:5] != old[1:5] and (tmp_path / "r" / "legacy-a" / "index.html").is_file()
+    page = (tmp_path / "r" / "legacy-a" / "index.html").read_text()  # no bandwidth probe, no bytes: blank, not a crash
+    assert "not measured in this run (a run before the bandwidth probe)" in page and 'id="roofline"' not in page
     monkeypatch.setitem(exponents.METRICS, "time", "time_s")
     monkeypatch.setattr(fits, "FLOOR_LEVEL", 1.0)  # and every fitted floor taken, as then
     assert cli.main(["report", "legacy-a", "--results-dir", str(results), "--reports-dir", str(tmp_path / "m")]) == 0

@@ -39,6 +39,8 @@ def built(tmp_path_factory) -> Path:
     native = (frame["variant"] == "sliding_window") & (frame["impl"] == "native")
     frame["op_seconds"] = [{"bmm": 6e-3, "_softmax": 3e-3, "mul": 1e-3, "fill_": 5e-4} if is_native else None
                            for is_native in native]
+    frame["traffic_bytes"] = frame["flops"] / 2  # 2 FLOP/B: under the ridge of 100 GFLOP/s over 10 GB/s
+    frame["compulsory_bytes"] = frame["flops"] / 200
     RunDir(run).write_table(frame[COLUMNS])
     (run / "env.json").write_text(json.dumps({"torch": "2.13.0", "cpu_model": "test CPU", "fingerprint_id": "x"}))
     (run / "plan.json").write_text(json.dumps({"grid": "synthetic", "settings": {"threads": 1}}))
@@ -46,6 +48,13 @@ def built(tmp_path_factory) -> Path:
               "8×1024×64×1024": {"what": "scores q·kᵀ", "flops_per_s": 0.8e11, "rounds": [0.8e11] * 3, "spread": 0.0}}
     (run / "probe.json").write_text(json.dumps({"cpu": {"float32": {
         "flops_per_s": 1e11, "threads": 1, "spread": 0.2, "shape": "1×512×512×512", "by_shape": shapes}}}))
+    kernels = {"triad memory 128 MiB": {"kernel": "triad", "level": "memory", "buffer_bytes": 128 << 20,
+                                        "bytes_per_s": 1e10, "rounds": [0.95e10, 1e10, 1.05e10], "spread": 0.1},
+               "copy cache 128 KiB": {"kernel": "copy", "level": "cache", "buffer_bytes": 128 << 10,
+                                      "bytes_per_s": 8e10, "rounds": [8e10] * 3, "spread": 0.0}}
+    (run / "bandwidth.json").write_text(json.dumps({"cpu": {
+        "bytes_per_s": 1e10, "spread": 0.1, "kernel": "triad memory 128 MiB", "cache_bytes_per_s": 8e10,
+        "cache_spread": 0.0, "cache_kernel": "copy cache 128 KiB", "threads": 1, "by_kernel": kernels}}))
     return report.build(RunDir(run), root / "reports" / "synthetic")[0]
 
 
@@ -57,7 +66,7 @@ def test_report_is_self_contained_with_embedded_figures_and_the_raw_data_beside_
         assert src.startswith("data:image/png;base64,")
         assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
     assert not re.search(r'(src|href)="(https?:)?//', page), "nothing may load from the network"
-    for name in ("results.csv", "results.parquet", "env.json", "probe.json"):
+    for name in ("results.csv", "results.parquet", "env.json", "probe.json", "bandwidth.json"):
         assert (built.parent / name).is_file() and f'href="{name}"' in page
     assert "<script" not in page
 
@@ -78,6 +87,13 @@ def test_report_leads_with_the_verdicts_of_the_data(built):
     assert "memory / output" in efficiency and "<th>share with every term</th>" in efficiency
     assert "<td>bmm 57% · _softmax 29% · mul 10%</td>" in efficiency  # the profiled call's three largest
     assert "out of memory" in page  # the failed case, with its reason
+    assert "10 GB/s ± 5.0% (triad memory 128 MiB), in cache 80 GB/s ± 0.0% (copy cache 128 KiB)" in page
+    assert "<th>% of roofline, traffic (binds)</th>" in efficiency and 'id="roofline"' in efficiency
+    # the window's native path at n = 16384: 16.8 MB of traffic at 10 GB/s over its 0.328 s
+    assert re.search(r"<td>sliding_window</td><td>native</td><td class=\"num\">16384</td>.*?"
+                     r"<td class=\"num\">2</td>\s*<td class=\"num\">0.5% \(memory\)</td>\s*"
+                     r"<td class=\"num\">0.1% \(compute\)</td>", efficiency, flags=re.S)
+    assert "speed-up at the largest n</th>" in page and "allowed, ×" in page  # FLOPs' bound beside the measured
 
 
 def test_summary_prints_one_line_per_claim_fit(built):
@@ -133,7 +149,7 @@ def test_report_renders_in_headless_chromium_with_no_console_errors_and_every_fi
         heading = page.inner_text("h1")
         browser.close()
     assert errors == []
-    assert len(widths) >= 4 and all(w > 100 for w in widths), widths
+    assert len(widths) >= 6 and all(w > 100 for w in widths), widths  # with the roofline and the speed-ups
     assert "synthetic" in heading
 
 

@@ -228,6 +228,11 @@ def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
     assert peak["flops_per_s"] > 1e8 and peak["threads"] == 1  # the run's GEMM probe
     assert {s["what"] for s in peak["by_shape"].values()} == {"square", "scores q·kᵀ", "values p·v"}
     assert peak["flops_per_s"] == max(s["flops_per_s"] for s in peak["by_shape"].values()) and peak["spread"] >= 0
+    memory = json.loads((results / "c" / "bandwidth.json").read_text())["cpu"]  # the run's bandwidth probe
+    assert memory["bytes_per_s"] > 1e8 and memory["cache_bytes_per_s"] > 1e8 and memory["threads"] == 1
+    assert {(k["kernel"], k["level"]) for k in memory["by_kernel"].values()} == {
+        (kernel, level) for kernel in ("copy", "triad") for level in ("memory", "cache")}
+    assert set(env["cpu_caches"]) >= {"L1d", "L2"}  # the host's caches, the probe's sizes
     assert (tmp_path / "reports" / "c" / "index.html").is_file() and "report:" in res.stdout
 
 

@@ -12,7 +12,7 @@ from variants.masks import or_masks
 from variants.band import band_plan
 from variants.global_rows import GlobalRows
 from variants.native import KeySubset, Union, output, row_keys
-from variants.pattern import native_impl, pattern_variant, rows
+from variants.pattern import native_impl, pattern_variant, range_reads, rows, tile_bounds
 from variants.random_keys import KEYS, SEED, draw, random_pattern
 from variants.registry import Param
 from variants.sliding_window import window
@@ -48,6 +48,17 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     return torch.where(i < g, global_row, others)
 
 
+def key_reads(n: int, causal: bool, params: dict) -> int:
+    """The window and the global tokens by tiles: a tile holding a global row (s < g) reads every key
+    (causal: those before e), any other its window [s − w, e + w) (causal [s − w, e)) and the global
+    keys below it; then each row i >= g gathers its drawn keys outside both (a draw is its row's own)."""
+    s, e, w, g = *tile_bounds(n), params["window"], params["tokens"]
+    lo, hi = (s - w).clamp(min=0), e if causal else (e + w).clamp(max=n)
+    tiled = torch.where(s < g, e if causal else torch.full_like(e, n), hi - lo + lo.clamp(max=g))
+    _, _, random_valid = extra_sets(n, causal, params)
+    return int(tiled.sum()) + int(random_valid[g:].sum())
+
+
 def plan(n: int, causal: bool, params: dict, like):
     global_valid, idx, random_valid = extra_sets(n, causal, params)
     g = params["tokens"]
@@ -64,6 +75,8 @@ SPEC = pattern_variant(
     params=(WINDOW, TOKENS, KEYS, SEED),
     predicate=bigbird,
     row_counts=row_counts,
+    key_reads=key_reads,
+    index=lambda params: params["keys"],  # the (n, r) draw
     exponent=lambda explicit: 1.0,
     native=native_impl(plan=plan, run=output, cost="O(n·(w + g + r)·d): a band, global keys, sampled random keys"),
 )

@@ -21,7 +21,7 @@ from torch import nn
 
 from variants.impls import dense_attention
 from variants.registry import Impl, Param, Prepared, VariantSpec, register
-from variants.theory import SOFTMAX_OPS_PER_PAIR, Theory, score_flops
+from variants.theory import SOFTMAX_OPS_PER_PAIR, Theory, io_bytes, score_flops
 
 SEED = Param("seed", 0, "seed of the weights", minimum=0)
 ATTN_DIM = Param("attn_dim", 64, "width d_a of the additive scoring layer", minimum=1)
@@ -148,6 +148,15 @@ def pairs(n: int, causal: bool, kv_len: int | None = None) -> int:
 CROSS = {"exponent_q": 1.0, "exponent_k": 1.0}  # every form here is linear in n_q and in n_k apart
 
 
+def once(*, batch, num_heads, seq_len, kv_len, head_dim, dtype_bytes, weights: int) -> dict:
+    """Compulsory bytes (docs/CLAIMS.md, "Bytes"): q, k, v and the output once, and the `weights`
+    (elements). No traffic model: these forms are the references, not paths the roofline follows."""
+    moved = weights * dtype_bytes + io_bytes(batch=batch, num_heads=num_heads, num_kv_heads=num_heads,
+                                             query_rows=seq_len, key_rows=kv_len or seq_len, head_dim=head_dim,
+                                             dtype_bytes=dtype_bytes)
+    return {"compulsory_bytes": moved, "fixed_bytes": weights * dtype_bytes}
+
+
 def mha_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec,
                kv_len=None):
     p, dim, n_k = pairs(seq_len, causal, kv_len), num_heads * head_dim, kv_len or seq_len
@@ -156,6 +165,8 @@ def mha_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dty
         extra_flops={"projections": 2 * batch * (2 * seq_len + 2 * n_k) * dim * dim,  # q and out; k and v
                      "softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * p},
         note="same FLOPs fused or per head; the claim is that fused is faster", **CROSS,
+        **once(batch=batch, num_heads=num_heads, seq_len=seq_len, kv_len=kv_len, head_dim=head_dim,
+               dtype_bytes=dtype_bytes, weights=4 * dim * dim),  # W_q, W_k, W_v, W_o
     )
 
 
@@ -190,6 +201,8 @@ def additive_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal
         extra_flops={"projections": 2 * bh * rows * head_dim * da, "tanh": bh * p * da,
                      "softmax": SOFTMAX_OPS_PER_PAIR * bh * p},
         note="per pair: d_a adds and a d_a dot product with v; memory O(n²·d_a) when broadcast", **CROSS,
+        **once(batch=batch, num_heads=num_heads, seq_len=seq_len, kv_len=kv_len, head_dim=head_dim,
+               dtype_bytes=dtype_bytes, weights=2 * head_dim * da + da),  # W_q, W_k (d, d_a), v (d_a)
     )
 
 
@@ -220,7 +233,8 @@ def multiplicative_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, 
     return Theory(
         flops=score_flops(batch, num_heads, p, head_dim), claimed_exponent_n=2.0, claimed_exponent_d=1.0, pairs=p,
         extra_flops={"projections": 2 * bh * seq_len * head_dim * head_dim, "softmax": SOFTMAX_OPS_PER_PAIR * bh * p},
-        **CROSS,
+        **CROSS, **once(batch=batch, num_heads=num_heads, seq_len=seq_len, kv_len=kv_len, head_dim=head_dim,
+                        dtype_bytes=dtype_bytes, weights=head_dim * head_dim),  # W (d, d)
     )
 
 

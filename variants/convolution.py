@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from variants.classic import to_heads, to_streams, weights_like
 from variants.registry import Impl, Param, Prepared, VariantSpec, register
-from variants.theory import Theory
+from variants.theory import Theory, tiles
 
 KERNEL = Param("kernel", 3, "kernel width k", minimum=1, maximum=lambda n: 64)
 SEPARABLE = Param("separable", 0, "1: depthwise-separable (k·n·D + n·D²); 0: full (k·n·D²)", minimum=0,
@@ -67,11 +67,16 @@ def make(name: str, run, cost: str, library: str | None = None) -> Impl:
 
 def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
     dim, k, bn = num_heads * head_dim, params["kernel"], batch * seq_len
+    weights = (k * dim + dim * dim if params["separable"] else k * dim * dim) * dtype_bytes
+    rows = 2 * bn * dim * dtype_bytes  # x read, the output written
+    # traffic: each tile of a sequence's rows reads the weights again
+    moved = {"compulsory_bytes": rows + weights, "fixed_bytes": weights,
+             "traffic_bytes": rows + batch * len(tiles(seq_len)[0]) * weights}
     if params["separable"]:
         return Theory(flops=2 * bn * k * dim, claimed_exponent_n=1.0, claimed_exponent_d=2.0,
                       extra_flops={"pointwise": 2 * bn * dim * dim},
-                      note="depthwise k·n·D, pointwise n·D² (the D² term leads once D > k)")
-    return Theory(flops=2 * bn * k * dim * dim, claimed_exponent_n=1.0, claimed_exponent_d=2.0)
+                      note="depthwise k·n·D, pointwise n·D² (the D² term leads once D > k)", **moved)
+    return Theory(flops=2 * bn * k * dim * dim, claimed_exponent_n=1.0, claimed_exponent_d=2.0, **moved)
 
 
 SPEC = register(VariantSpec(

@@ -11,7 +11,7 @@ import torch
 from variants.masks import named
 from variants.band import BandPlan, band_bias
 from variants.native import KeySubset, union
-from variants.pattern import native_impl, pattern_variant, rows
+from variants.pattern import native_impl, pattern_variant, range_reads, rows, tile_bounds
 from variants.registry import Param, sqrt_n
 
 BLOCK = Param("block", None, "block l; default ⌈√n⌉", minimum=1, derive=sqrt_n)
@@ -47,6 +47,18 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     return (end - start) + total - own
 
 
+def key_reads(n: int, causal: bool, params: dict) -> int:
+    """A tile [s, e) reads its rows' blocks [a, b), a = ⌊s/l⌋·l, b the end of the block of e − 1
+    (causal: [a, e)), and the summary keys outside them (causal: those before a)."""
+    s, e, l, c = *tile_bounds(n), params["block"], params["summary"]
+    a = (s // l) * l
+    if causal:
+        return int((e - a + summaries_before(a, l, c)).sum())
+    b = (((e - 1) // l + 1) * l).clamp(max=n)
+    outside = summaries_before(a, l, c) + summaries_before(torch.tensor(n), l, c) - summaries_before(b, l, c)
+    return int((b - a + outside).sum())
+
+
 def plan(n: int, causal: bool, params: dict, like):
     l, c = params["block"], params["summary"]
     allowed = (lambda i, j: j <= i) if causal else (lambda i, j: j >= 0)
@@ -73,6 +85,7 @@ SPEC = pattern_variant(
     params=(BLOCK, SUMMARY),
     predicate=fixed,
     row_counts=row_counts,
+    key_reads=key_reads,
     exponent=lambda explicit: 2.0 if "block" in explicit else 1.5,
     native=native_impl(plan=plan, run=run, cost="O(n·l·d + n·(c·n/l)·d): blocks plus the summary keys"),
     check=check,

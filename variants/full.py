@@ -6,7 +6,7 @@ import torch
 
 from variants.impls import dense_impl, flex_impl, nested_impl, sdpa_impl, xformers_bias, xformers_impl
 from variants.masks import named, with_causal
-from variants.pattern import pattern_theory, rows
+from variants.pattern import pattern_theory, range_reads, rows, tile_bounds
 from variants.registry import VariantSpec, register
 
 
@@ -16,6 +16,12 @@ def everything(n: int, params: dict):
 
 def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     return rows(n) + 1 if causal else torch.full((n,), n, dtype=torch.long)
+
+
+def key_reads(n: int, causal: bool, params: dict) -> int:
+    """Each tile of queries reads every key (causal: every key up to its last row)."""
+    s, e = tile_bounds(n)
+    return range_reads(torch.zeros_like(s), e if causal else torch.full_like(e, n))
 
 
 SPEC = register(
@@ -35,6 +41,7 @@ SPEC = register(
         },
         mask_fn=lambda n, causal, p, device="cpu": with_causal(everything(n, p), causal),
         row_counts_fn=row_counts,
+        key_reads_fn=key_reads,
         decode=True,
         cross=True,
         padding=True,  # a prefix of full attention is full attention

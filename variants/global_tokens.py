@@ -10,7 +10,7 @@ import torch
 from variants.masks import named
 from variants.global_rows import GlobalRows, OwnKey, full_rows
 from variants.native import KeySubset, Union, grad_of, output, step_elements
-from variants.pattern import native_impl, pattern_variant, rows
+from variants.pattern import native_impl, pattern_variant, range_reads, rows, tile_bounds
 from variants.steps import cache_elements
 from variants.registry import Param
 
@@ -26,6 +26,13 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     i, g = rows(n), params["tokens"]
     global_row = i + 1 if causal else torch.full_like(i, n)
     return torch.where(i < g, global_row, torch.full_like(i, g + 1))
+
+
+def key_reads(n: int, causal: bool, params: dict) -> int:
+    """A tile [s, e) holding a global row (s < g) reads every key (causal: those before e); any other
+    the g global keys and its own rows' keys."""
+    s, e, g = *tile_bounds(n), params["tokens"]
+    return int(torch.where(s < g, e if causal else torch.full_like(e, n), g + e - s).sum())
 
 
 def run(q, k, v, plan, budget: int = 1 << 18):
@@ -82,6 +89,7 @@ SPEC = pattern_variant(
     params=(TOKENS,),
     predicate=global_tokens,
     row_counts=row_counts,
+    key_reads=key_reads,
     exponent=lambda explicit: 1.0,
     padding_note="is its own pattern on a prefix, but padding is not built for it: its native path needs every "
                  "sequence to hold its g global tokens",

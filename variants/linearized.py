@@ -15,7 +15,7 @@ import torch
 from variants.native import step_elements
 from variants.steps import cache_elements, cache_rows
 from variants.registry import Impl, Prepared, VariantSpec, register
-from variants.theory import Theory
+from variants.theory import Theory, io_bytes
 
 class FeatureMap:
     """φ for queries and keys. A key map may return its features divided by exp(s), with a log-scale
@@ -252,10 +252,15 @@ def linearized_variant(*, name: str, summary: str, source: str, params, features
 
 
 def linear_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes,
-                  params, explicit, spec, features: int | None = None, kv_len: int | None = None) -> Theory:
+                  params, explicit, spec, features: int | None = None, kv_len: int | None = None,
+                  parameters: int = 0) -> Theory:
     """docs/CLAIMS.md: ≈ 2·B·H·(n_q + n_k)·m·d for K′ᵀV and Q′S (4·B·H·n·m·d when n_q = n_k = n;
-    m = d for elu+1); feature map and normalizer apart."""
+    m = d for elu+1); feature map and normalizer apart. Bytes: q, k, v and the output once, and the
+    feature map's `parameters` (elements), both counts (the state, m·d + m a head, stays in the cache)."""
     m = head_dim if features is None else features
+    moved = parameters * dtype_bytes + io_bytes(
+        batch=batch, num_heads=num_heads, num_kv_heads=num_kv_heads, query_rows=seq_len,
+        key_rows=kv_len or seq_len, head_dim=head_dim, dtype_bytes=dtype_bytes)
     rows = batch * num_heads * (seq_len + (kv_len or seq_len))  # query rows and key rows
     extra = {"normalizer": 2 * rows * m}  # φ(k) sums and φ(q)ᵀz
     if features is not None:
@@ -267,4 +272,6 @@ def linear_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, 
         extra_flops=extra,
         kv_bytes=2 * batch * num_kv_heads * (kv_len or seq_len) * head_dim * dtype_bytes,
         exponent_q=1.0, exponent_k=1.0,
+        compulsory_bytes=moved, traffic_bytes=moved, fixed_bytes=parameters * dtype_bytes,
+        state_bytes=batch * num_heads * (m * head_dim + m) * dtype_bytes,
     )

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from variants.peers import peer
 from variants.registry import Differs, Impl, Param, Prepared, VariantSpec, register
-from variants.theory import SOFTMAX_OPS_PER_PAIR, Theory
+from variants.theory import SOFTMAX_OPS_PER_PAIR, Theory, io_bytes
 
 PROJ_LEN = Param("proj_len", 256, "projected length k; at most n", minimum=1, maximum=lambda n: n)
 SEED = Param("seed", 0, "seed of the projections E, F", minimum=0)
@@ -77,11 +77,16 @@ def library_call(q, k, v, causal, params):
 def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
     k, bh = params["proj_len"], batch * num_heads
     pairs = seq_len * k
+    projections = 2 * k * seq_len * dtype_bytes  # E and F, one pair for all heads
+    moved = projections + io_bytes(batch=batch, num_heads=num_heads, num_kv_heads=num_kv_heads, query_rows=seq_len,
+                                   key_rows=seq_len, head_dim=head_dim, dtype_bytes=dtype_bytes)
     return Theory(
         flops=4 * bh * pairs * head_dim, claimed_exponent_n=1.0, claimed_exponent_d=1.0, pairs=pairs,
         extra_flops={"projections": 2 * 2 * bh * k * seq_len * head_dim, "softmax": SOFTMAX_OPS_PER_PAIR * bh * pairs},
         kv_bytes=2 * batch * num_kv_heads * seq_len * head_dim * dtype_bytes,
         note="E K and F V are 2·k·n·d each per head: linear in n like the attention itself",
+        # NB: traffic = compulsory: the projected K′ and V′ (2·k·d a head) are what the queries read, and stay in the cache
+        compulsory_bytes=moved, traffic_bytes=moved, fixed_bytes=projections,
     )
 
 

@@ -18,7 +18,7 @@ from variants.band import FUSED_BLOCK, run_windows
 from variants.fused import additive, fused
 from variants.native import KeySet, Partial, grad_of, output, softmax_part, step_elements
 from variants.part_grad import tile_grads
-from variants.pattern import native_impl, pattern_variant, rows
+from variants.pattern import native_impl, pattern_variant, range_reads, rows, tile_bounds
 from variants.peers import peer
 from variants.registry import Differs, Param
 from variants.steps import cache_sized
@@ -57,6 +57,14 @@ def bounds(n: int, kernel: int, causal: bool) -> tuple[torch.Tensor, torch.Tenso
 def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     lo, hi = bounds(n, params["kernel"], causal)
     return hi - lo
+
+
+def key_reads(n: int, causal: bool, params: dict) -> int:
+    """A tile [s, e) reads its rows' windows: [lo_s, hi_(e−1)), no gap (both ends non-decreasing, each
+    row's window holding its own key)."""
+    lo, hi = bounds(n, params["kernel"], causal)
+    s, e = tile_bounds(n)
+    return range_reads(lo[s], hi[e - 1])
 
 
 def plan(n: int, causal: bool, params: dict, like: torch.Tensor, block: int = 128) -> "KeyRanges":
@@ -172,6 +180,7 @@ SPEC = pattern_variant(
     params=(KERNEL,),
     predicate=window,
     row_counts=row_counts,
+    key_reads=key_reads,
     exponent=lambda explicit: 1.0,
     native=native_impl(plan=plan, run=output, cost="O(n·(K + 128)·d): blocks of 128 queries against their key range"),
     extra_impls=(peer("natten", "natten", natten_call, supports_causal=False, dtypes=REDUCED,

@@ -79,8 +79,10 @@ def check_theory(spec, lengths, batch: int, seq_len: int, *, cross: bool, mode: 
 
 
 def summed(padded: Theory, parts: list[Theory]) -> Theory:
-    """A padded batch's theory: its sequences' work summed (each at its valid length); K/V bytes and
-    the claims those of the padded batch."""
+    """A padded batch's theory: its sequences' work and bytes summed (each at its valid length); K/V
+    bytes and the claims those of the padded batch."""
     extra = {name: sum(p.extra_flops.get(name, 0) for p in parts) for name in padded.extra_flops}
     pairs = None if padded.pairs is None else sum(p.pairs for p in parts)
-    return dataclasses.replace(padded, flops=sum(p.flops for p in parts), pairs=pairs, extra_flops=extra)
+    moved = {name: None if getattr(padded, name) is None else sum(getattr(p, name) for p in parts)
+             for name in ("compulsory_bytes", "traffic_bytes", "fixed_bytes")}
+    return dataclasses.replace(padded, flops=sum(p.flops for p in parts), pairs=pairs, extra_flops=extra, **moved)

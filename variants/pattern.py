@@ -18,25 +18,40 @@ from variants.impls import dense_attention, dense_impl, flex_impl, sdpa_impl
 from variants.masks import MaskMod, dense_mask, with_causal
 from variants.registry import Impl, Param, Prepared, VariantSpec, register
 from variants.shapes import NOT_PREFIX
-from variants.theory import Theory, score_theory
+from variants.theory import Theory, score_theory, tiles
 
 
 def pattern_theory(exponent: Callable[[frozenset[str]], float], note: str = "") -> Callable[..., Theory]:
-    """Theory of a pattern: P summed from its row counts, 4·B·H·P·d FLOPs, its claimed exponent."""
+    """Theory of a pattern: P summed from its row counts, 4·B·H·P·d FLOPs, its claimed exponent;
+    bytes from its key reads and index entries (docs/CLAIMS.md, "Bytes")."""
 
     def theory_fn(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes,
                   params, explicit, spec, kv_len=None):
         if kv_len is None:
             pairs, exponents_qk = int(spec.row_counts_fn(seq_len, causal, params).sum()), None
+            reads = None if spec.key_reads_fn is None else spec.key_reads_fn(seq_len, causal, params)
         else:  # cross attention (full, mqa, gqa): every query against every key of the other sequence
             pairs, exponents_qk = seq_len * kv_len, (1.0, 1.0)
+            reads = len(tiles(seq_len)[0]) * kv_len
         return score_theory(
             pairs=pairs, batch=batch, num_heads=num_heads, num_kv_heads=num_kv_heads,
             seq_len=kv_len or seq_len, head_dim=head_dim, dtype_bytes=dtype_bytes,
-            exponent_n=exponent(explicit), note=note, exponents_qk=exponents_qk,
+            exponent_n=exponent(explicit), note=note, exponents_qk=exponents_qk, query_len=seq_len,
+            key_reads=reads, index_entries=seq_len * spec.index_fn(params) if spec.index_fn else 0,
         )
 
     return theory_fn
+
+
+def tile_bounds(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The traffic model's query tiles (variants.theory.tiles) as int64 tensors: starts s, ends e."""
+    starts, ends = tiles(n)
+    return torch.tensor(starts, dtype=torch.long), torch.tensor(ends, dtype=torch.long)
+
+
+def range_reads(lo: torch.Tensor, hi: torch.Tensor) -> int:
+    """Σ (hi − lo) over the tiles: each tile reads the keys [lo, hi)."""
+    return int((hi - lo).sum())
 
 
 def native_impl(plan: Callable, run: Callable, cost: str) -> Impl:
@@ -78,13 +93,16 @@ def pattern_variant(
     row_counts: Callable[[int, bool, dict], torch.Tensor],
     exponent: Callable[[frozenset[str]], float],
     native: Impl | None,
+    key_reads: Callable[[int, bool, dict], int] | None = None,
+    index: Callable[[dict], int] | None = None,
     extra_impls: tuple[Impl, ...] = (),
     note: str = "",
     check: Callable[[int, dict], None] | None = None,
     padding: bool = False,
     padding_note: str = NOT_PREFIX,
 ) -> VariantSpec:
-    """Register a score-based pattern with dense, sdpa, flex, native and any extra impls."""
+    """Register a score-based pattern with dense, sdpa, flex, native and any extra impls; `key_reads`
+    and `index` give its bytes (docs/CLAIMS.md, "Bytes")."""
 
     takes_device = "device" in inspect.signature(predicate).parameters  # a predicate holding a table
 
@@ -98,7 +116,7 @@ def pattern_variant(
         VariantSpec(
             name=name, family="sparse", summary=doc.strip().splitlines()[0], source=source,
             params=params, theory_fn=pattern_theory(exponent, note), impls={i.name: i for i in impls}, decode=True,
-            mask_fn=mask_for, row_counts_fn=row_counts, check_fn=check, padding=padding,
+            mask_fn=mask_for, row_counts_fn=row_counts, key_reads_fn=key_reads, index_fn=index, check_fn=check, padding=padding,
             padding_note=padding_note,
         )
     )

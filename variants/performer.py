@@ -77,7 +77,8 @@ def favor_features(params: dict, q: torch.Tensor) -> FeatureMap:
 
 
 def performer_theory(**kw):
-    return linear_theory(**kw, features=kw["params"]["features"])
+    m = kw["params"]["features"]
+    return linear_theory(**kw, features=m, parameters=m * kw["head_dim"])  # ω: (m, d)
 
 
 def library_call(q, k, v, causal, params):

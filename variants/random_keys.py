@@ -57,6 +57,11 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     return random_valid(n, idx, causal).sum(dim=1) + 1
 
 
+def key_reads(n: int, causal: bool, params: dict) -> int:
+    """Each row gathers its own keys (no two rows share a draw, so nothing is read for two): the pairs."""
+    return int(row_counts(n, causal, params).sum())
+
+
 def plan(n: int, causal: bool, params: dict, like):
     idx = draw(n, params["keys"], params["seed"])
     diag = rows(n)[:, None]
@@ -72,6 +77,8 @@ SPEC = pattern_variant(
     params=(KEYS, SEED),
     predicate=random_pattern,
     row_counts=row_counts,
+    key_reads=key_reads,
+    index=lambda params: params["keys"],  # the (n, r) draw
     exponent=lambda explicit: 1.0,
     native=native_impl(
         plan=plan,

@@ -92,10 +92,17 @@ def native_impl() -> Impl:
 
 def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
     dim, gates = num_heads * head_dim, GATES[params["cell"]]
+    weights = 2 * gates * dim * (dim + 1) * dtype_bytes  # W_ih, W_hh (gates·D, D) and their biases
+    once = 2 * batch * seq_len * dim * dtype_bytes + weights  # x read, the output written
     return Theory(
         flops=4 * gates * batch * seq_len * dim * dim, claimed_exponent_n=1.0, claimed_exponent_d=2.0,
         extra_flops={"gate_nonlinearities": 3 * gates * batch * seq_len * dim},
         note=f"n sequential steps of a (B, D)×(D, {gates}D) product: the path length is O(n)",
+        # traffic: every step after the first reads W_hh and b_hh again; the input products of all steps are one
+        # product, written once and read by their steps
+        compulsory_bytes=once, fixed_bytes=weights,
+        traffic_bytes=once + (seq_len - 1) * gates * dim * (dim + 1) * dtype_bytes
+        + 2 * batch * seq_len * gates * dim * dtype_bytes,
     )
 
 

@@ -22,7 +22,7 @@ import torch
 from variants.lsh_steps import SELF_SCORE, Rounds, rounds_forward, with_previous
 from variants.peers import peer
 from variants.registry import Differs, Impl, Param, Prepared, VariantSpec, register
-from variants.theory import SOFTMAX_OPS_PER_PAIR, Theory
+from variants.theory import INDEX_BYTES, SOFTMAX_OPS_PER_PAIR, Theory
 
 BUCKETS = Param("buckets", 32, "hash buckets b (even)", minimum=2)
 ROUNDS = Param("rounds", 4, "hash rounds", minimum=1, maximum=lambda n: 64)
@@ -181,13 +181,27 @@ def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_b
     n, r, c, bh = seq_len, params["rounds"], params["chunk"], batch * num_heads
     keys = n if -(-n // c) == 1 else 2 * c  # keys per query: its chunk and the one before
     pairs = r * n * min(keys, n)
+    rotations = r * head_dim * (params["buckets"] // 2) * dtype_bytes
+    once = bh * 3 * n * head_dim * dtype_bytes  # q and v read, the output written (k is not read)
     return Theory(
         flops=4 * bh * pairs * head_dim, claimed_exponent_n=1.0, claimed_exponent_d=1.0, pairs=pairs,
         extra_flops={"hashing": bh * r * n * head_dim * params["buckets"],
                      "softmax": SOFTMAX_OPS_PER_PAIR * bh * pairs},
         kv_bytes=2 * batch * num_kv_heads * n * head_dim * dtype_bytes,
         note=f"plus rounds·n·log₂n ≈ {r * n * math.log2(max(n, 2)):.3g} sort comparisons per head (not FLOPs)",
+        compulsory_bytes=once + rotations, fixed_bytes=rotations,
+        traffic_bytes=rotations + bh * traffic_rows(n, r, c, head_dim, dtype_bytes),
     )
+
+
+def traffic_rows(n: int, rounds: int, chunk: int, d: int, dtype_bytes: int) -> int:
+    """Bytes per batch and head (docs/CLAIMS.md, "Bytes"): each round reads q to hash it, sorts (its
+    permutation written and read), and its chunks read their queries, the keys of their chunk and the
+    one before (k̂ from q's rows) and their values, and write the round's output and log-sum-exp; the
+    merge reads every round's and writes the output."""
+    key_rows = n if -(-n // chunk) == 1 else 2 * n  # each chunk reads 2c keys: 2n a round
+    per_round = (n + n + 2 * key_rows + n) * d * dtype_bytes + n * dtype_bytes + 2 * n * INDEX_BYTES
+    return rounds * per_round + rounds * (n * d + n) * dtype_bytes + n * d * dtype_bytes
 
 
 SPEC = register(VariantSpec(

@@ -160,6 +160,9 @@ class VariantSpec:
     kv_heads: str = "equal"  # "equal" (H_kv == H), "one" (MQA), "divides" (GQA)
     mask_fn: Callable[..., Callable] | None = None  # (n, causal, params) -> mask_mod predicate
     row_counts_fn: Callable[..., torch.Tensor] | None = None  # allowed keys per query row
+    # (n, causal, params) -> K and V rows the algorithm reads per batch and K/V head (docs/CLAIMS.md, "Bytes")
+    key_reads_fn: Callable[..., int] | None = None
+    index_fn: Callable[[dict], int] | None = None  # params -> index entries a query row stores (drawn keys)
     decode: bool = False  # a decode step: the last position's query against n keys (its pattern's last row)
     # Cross attention (queries and keys from two sequences, n_q ≠ n_k): defined for the variant, or
     # `cross_note` says why not (docs/CLAIMS.md, "Cross attention")
@@ -347,7 +350,8 @@ class VariantSpec:
         last = None if self.row_counts_fn is None else int(self.row_counts_fn(seq_len, False, params)[-1])
         step = None if last is not None else self.theory_fn(seq_len=1, causal=False, params=params, spec=self, **shape)
         return decode_step(forward, last_row=last, step=step, batch=shape["batch"], num_heads=shape["num_heads"],
-                           head_dim=shape["head_dim"])
+                           head_dim=shape["head_dim"], num_kv_heads=shape["num_kv_heads"],
+                           dtype_bytes=shape["dtype_bytes"], index_entries=self.index_fn(params) if self.index_fn else 0)
 
 
 def device_reasons(device: str) -> list[str]:

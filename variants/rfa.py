@@ -175,7 +175,8 @@ def gate_reasons(problem) -> list[str]:
 
 def rfa_theory(**kw):
     m = kw["params"]["features"]
-    theory = linear_theory(**kw, features=2 * m)
+    theory = linear_theory(**kw, features=2 * m,  # ω (m, d), and the gate's w (d)
+                           parameters=(m + kw["params"]["gate"]) * kw["head_dim"])
     bh = kw["batch"] * kw["num_heads"]
     rows = bh * (kw["seq_len"] + (kw.get("kv_len") or kw["seq_len"]))  # query rows and key rows
     theory.extra_flops["feature_map"] = 2 * rows * kw["head_dim"] * m  # ωx̂ for q and k (m frequencies)

@@ -110,7 +110,7 @@ def shared_kv_variant(name: str, kv_heads: str, params: tuple[Param, ...], summa
             name=name, family="shared_kv", summary=summary, source=source, params=params,
             theory_fn=pattern_theory(lambda explicit: 2.0), kv_heads=kv_heads,
             impls={i.name: with_group_check(i) for i in impls},
-            mask_fn=full.SPEC.mask_fn, row_counts_fn=full.row_counts, decode=True, cross=True,
+            mask_fn=full.SPEC.mask_fn, row_counts_fn=full.row_counts, key_reads_fn=full.key_reads, decode=True, cross=True,
             padding=True,
         )
     )

@@ -11,7 +11,7 @@ from variants.impls import xformers_bias, xformers_impl
 from variants.masks import causal_clip, named
 from variants.band import band_plan
 from variants.native import output
-from variants.pattern import native_impl, pattern_variant, rows
+from variants.pattern import native_impl, pattern_variant, range_reads, rows, tile_bounds
 from variants.peers import peer
 from variants.registry import Differs, Param
 
@@ -51,6 +51,12 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     return causal_clip((i - w).clamp(min=0), (i + w).clamp(max=n - 1), i, causal)
 
 
+def key_reads(n: int, causal: bool, params: dict) -> int:
+    """A tile [s, e) reads the keys [s − w, e + w) (causal: [s − w, e)), clipped to the sequence."""
+    s, e, w = *tile_bounds(n), params["window"]
+    return range_reads((s - w).clamp(min=0), e if causal else (e + w).clamp(max=n))
+
+
 SPEC = pattern_variant(
     name="sliding_window",
     doc=__doc__,
@@ -58,6 +64,7 @@ SPEC = pattern_variant(
     params=(WINDOW,),
     predicate=window,
     row_counts=row_counts,
+    key_reads=key_reads,
     exponent=lambda explicit: 1.0,
     native=native_impl(
         plan=lambda n, causal, p, like: band_plan(n, p["window"], causal, like),

@@ -15,7 +15,7 @@ from variants.fused import additive, empty_rows, fused, fused_attention
 from variants.native import NEG_INF, KeySet, Partial, fold, grad_of, softmax_part, step_elements, union
 from variants.part_grad import tile_grads
 from variants.steps import cache_elements, cache_sized
-from variants.pattern import native_impl, pattern_variant, rows
+from variants.pattern import native_impl, pattern_variant, range_reads, rows, tile_bounds
 from variants.registry import Param, sqrt_n
 
 STRIDE = Param("stride", None, "stride l; default ⌈√n⌉", minimum=1, derive=sqrt_n)
@@ -35,6 +35,13 @@ def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
     before = i // l  # j = i − m·l >= 0, m >= 1
     after = torch.zeros_like(i) if causal else (n - 1 - i) // l
     return local + before + after
+
+
+def key_reads(n: int, causal: bool, params: dict) -> int:
+    """The Sparse Transformer's two parts: the band |i − j| < l by tiles ([s − l + 1, e + l − 1),
+    causal [s − l + 1, e)), and the classes (i − j) mod l = 0, each reading its own members once: n."""
+    s, e, l = *tile_bounds(n), params["stride"]
+    return range_reads((s - l + 1).clamp(min=0), e if causal else (e + l - 1).clamp(max=n)) + n
 
 
 def plan(n: int, causal: bool, params: dict, like):
@@ -190,6 +197,7 @@ SPEC = pattern_variant(
     params=(STRIDE,),
     predicate=strided,
     row_counts=row_counts,
+    key_reads=key_reads,
     exponent=lambda explicit: 2.0 if "stride" in explicit else 1.5,
     native=native_impl(plan=plan, run=run, cost="O(n·l·d + n²/l·d): a band plus attention within residue classes"),
 )

@@ -12,17 +12,18 @@ import pandas as pd
 from suite.analyse.exponents import all_exponents, claims, cross, decode, padding, prepare, with_ladders
 from suite.analyse.layers import layer_table
 from suite.analyse.noise import Noise, noise
-from suite.analyse.tables import crossovers, efficiency, status_matrix
+from suite.analyse.tables import crossovers, efficiency, speedups, status_matrix
 
 
 @dataclass
 class Analysis:
-    """Everything the report shows, computed once from the table (and the run's GEMM probe)."""
+    """Everything the report shows, computed once from the table (and the run's GEMM and bandwidth probes)."""
 
     frame: pd.DataFrame
     fits: pd.DataFrame
     claims: pd.DataFrame
     crossovers: pd.DataFrame
+    speedups: pd.DataFrame  # per sub-quadratic series and n: the speed-up over full its FLOPs allow, and measured
     efficiency: pd.DataFrame
     status: pd.DataFrame
     noise: Noise
@@ -33,12 +34,13 @@ class Analysis:
 
 
 def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 0.5,
-            ladders: list[dict] = ()) -> Analysis:
-    """`ladders`: ladders.json's records (adaptive lengths), shown beside the fits in n they chose."""
+            ladders: list[dict] = (), bandwidth: dict | None = None) -> Analysis:
+    """`ladders`: ladders.json's records (adaptive lengths), shown beside the fits in n they chose;
+    `peaks` and `bandwidth`: the run's GEMM and bandwidth probes (probe.json, bandwidth.json)."""
     data = prepare(frame)  # NB: params are parsed here, once for the whole report
     fits = with_ladders(all_exponents(data), list(ladders))
     crossing = crossovers(data)
-    return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossing,
-                    efficiency=efficiency(data, peaks), status=status_matrix(data),
+    return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossing, speedups=speedups(data),
+                    efficiency=efficiency(data, peaks, bandwidth), status=status_matrix(data),
                     noise=noise(data, busy_limit), layers=layer_table(fits, crossing), cross=cross(fits),
                     padding=padding(fits), decode=decode(fits))

@@ -1,4 +1,5 @@
-"""Crossovers against full attention, efficiency against the device's matmul peak, and the status matrix."""
+"""Crossovers and speed-ups against full attention, efficiency against the device's measured
+ceilings, and the status matrix."""
 
 from __future__ import annotations
 
@@ -9,37 +10,55 @@ import numpy as np
 import pandas as pd
 
 from suite.analyse.exponents import prepare
+from suite.analyse.roofline import roofline
 from variants.theory import FWD_BWD_FLOP_FACTOR
 
 # ------------------------------------------------------------------------------ crossover
+SAME_SHAPE = ["device", "dtype", "mode", "batch", "num_heads", "head_dim", "causal"]
+
+
+def against_full(frame: pd.DataFrame, references: tuple[str, ...]):
+    """Yield (series info, reference, its medians, full's) per sub-quadratic series and reference
+    implementation of `full` at the same shape: time_s and flops per seq_len, at the n both have."""
+    data = prepare(frame)
+    ok = data[(data["status"] == "ok") & data["time_s"].notna()]
+    ok = ok[ok["kv_len"].isna() & ok["valid_fraction"].isna()]  # self-attention over full sequences
+    full = ok[ok["variant"] == "full"]
+    candidates = ok[(ok["variant"] != "full") & (ok["claimed_exponent_n"] < 2) & (ok["mode"] != "decode")]
+    for keys, group in candidates.groupby(["variant", "impl", "params"] + SAME_SHAPE, sort=False):
+        info = {**dict(zip(["variant", "impl", "params"] + SAME_SHAPE, keys)), "series": group.iloc[0]["series"]}
+        for ref in references:
+            base = full[(full["impl"] == ref)]
+            for col in SAME_SHAPE:
+                base = base[base[col] == info[col]]
+            mine = group.groupby("seq_len")[["time_s", "flops"]].median()
+            theirs = base.groupby("seq_len")[["time_s", "flops"]].median()
+            common = mine.index.intersection(theirs.index)
+            yield info, f"full/{ref}", mine.loc[common], theirs.loc[common]
+
+
 def crossovers(frame: pd.DataFrame, references=("dense", "sdpa")) -> pd.DataFrame:
     """Per sub-quadratic series, the n above which it beats `full` (each reference implementation).
 
     From the measured times at the n both have, interpolated linearly in log(time ratio) against
     log(n) between the last two points where the sign changes; never extrapolated.
     """
-    data = prepare(frame)
-    ok = data[(data["status"] == "ok") & data["time_s"].notna()]
-    ok = ok[ok["kv_len"].isna() & ok["valid_fraction"].isna()]  # self-attention over full sequences
-    same = ["device", "dtype", "mode", "batch", "num_heads", "head_dim", "causal"]
-    full = ok[ok["variant"] == "full"]
-    candidates = ok[(ok["variant"] != "full") & (ok["claimed_exponent_n"] < 2) & (ok["mode"] != "decode")]
     records = []
-    for keys, group in candidates.groupby(["variant", "impl", "params"] + same, sort=False):
-        info = dict(zip(["variant", "impl", "params"] + same, keys))
-        for ref in references:
-            base = full[(full["impl"] == ref)]
-            for col in same:
-                base = base[base[col] == info[col]]
-            mine = group.groupby("seq_len")["time_s"].median()
-            theirs = base.groupby("seq_len")["time_s"].median()
-            common = mine.index.intersection(theirs.index)
-            if len(common) < 2:
-                continue
-            ratio = np.log(mine[common].to_numpy() / theirs[common].to_numpy())  # < 0: faster
-            n = common.to_numpy(float)
-            records.append({**info, "series": group.iloc[0]["series"], "reference": f"full/{ref}",
-                            **_crossing(n, ratio)})
+    for info, ref, mine, theirs in against_full(frame, references):
+        if len(mine) < 2:
+            continue
+        ratio = np.log(mine["time_s"].to_numpy() / theirs["time_s"].to_numpy())  # < 0: faster
+        records.append({**info, "reference": ref, **_crossing(mine.index.to_numpy(float), ratio)})
+    return pd.DataFrame.from_records(records)
+
+
+def speedups(frame: pd.DataFrame, references=("dense", "sdpa")) -> pd.DataFrame:
+    """Per sub-quadratic series and n it shares with a reference implementation of `full`: the
+    speed-up its FLOPs allow (full's FLOPs over its own: what it would gain at full's rate) and the
+    speed-up measured (full's median time over its own). NATTEN states a pattern's speed this way."""
+    records = [{**info, "reference": ref, "seq_len": n, "flops_bound": theirs.at[n, "flops"] / mine.at[n, "flops"],
+                "speedup": theirs.at[n, "time_s"] / mine.at[n, "time_s"]}
+               for info, ref, mine, theirs in against_full(frame, references) for n in mine.index]
     return pd.DataFrame.from_records(records)
 
 
@@ -59,9 +78,10 @@ def _crossing(n: np.ndarray, log_ratio: np.ndarray) -> dict:
 
 
 # ------------------------------------------------------------------------------ efficiency
-def efficiency(frame: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
+def efficiency(frame: pd.DataFrame, peaks: dict | None, bandwidth: dict | None = None) -> pd.DataFrame:
     """Per ok case: useful FLOP/s (the algorithm's FLOPs over the time), its share of the device's
-    measured matmul peak, and counted-vs-theory work."""
+    measured matmul peak, counted-vs-theory work, and its roofline against the measured peak and
+    bandwidth (suite.analyse.roofline)."""
     data = prepare(frame)
     ok = data[(data["status"] == "ok") & data["time_s"].notna()].copy()
     ok["useful_flops_per_s"] = ok["flops"] / ok["time_s"]
@@ -75,7 +95,7 @@ def efficiency(frame: pd.DataFrame, peaks: dict | None) -> pd.DataFrame:
     ok["output_bytes"] = output_bytes(ok)
     ok["memory_ratio"] = ok["peak_bytes"] / ok["output_bytes"]  # the call's own memory, in outputs
     ok["op_shares"] = ok["op_seconds"].map(op_shares) if "op_seconds" in ok else None
-    return ok
+    return pd.concat([ok, roofline(ok, bandwidth)], axis=1)
 
 
 def op_shares(spent) -> dict[str, float] | None:

@@ -148,6 +148,90 @@ def efficiency(analysis: Analysis) -> bytes | None:
     return png(grid.figure)
 
 
+def largest_n(eff: pd.DataFrame) -> pd.DataFrame:
+    """Per series of the n sweeps, forward and forward+backward, its largest-n row."""
+    if eff.empty:
+        return eff
+    main = main_shape(eff, modes=("fwd", "fwd_bwd"))
+    return main.sort_values("seq_len").groupby(["variant", "series"], sort=True).tail(1)
+
+
+MODE_COLOURS = {"fwd": "tab:blue", "fwd_bwd": "tab:orange"}
+
+
+def roofline(analysis: Analysis) -> bytes | None:
+    """A roofline per device and dtype: the algorithm's arithmetic intensity (FLOPs per byte of its
+    traffic) across, useful FLOP/s up, the measured peak and bandwidth as the ceilings (the cache
+    level's bandwidth dotted); one point per implementation at its series' largest n."""
+    data = largest_n(analysis.efficiency)
+    if data.empty:
+        return None
+    data = data.dropna(subset=["intensity_traffic", "useful_flops_per_s", "peak_flops_per_s", "bandwidth_bytes_per_s"])
+    data = data[data["intensity_traffic"] > 0]
+    if data.empty:
+        return None
+    groups = list(data.groupby(["device", "dtype"]))
+    fig, axes = plt.subplots(1, len(groups), figsize=(9.5 * len(groups), 7), squeeze=False)
+    for ax, ((device, dtype), rows) in zip(axes[0], groups):
+        peak, bw = rows["peak_flops_per_s"].iloc[0], rows["bandwidth_bytes_per_s"].iloc[0]
+        cache = rows["cache_bandwidth_bytes_per_s"].iloc[0]
+        lo = min(rows["intensity_traffic"].min(), peak / bw) / 4
+        hi = max(rows["intensity_traffic"].max(), peak / bw) * 4
+        x = np.geomspace(lo, hi, 200)
+        ax.plot(x, np.minimum(peak, bw * x), color="0.15", lw=2,
+                label=f"ceiling: min({peak / 1e9:.3g} GFLOP/s, {bw / 1e9:.3g} GB/s × intensity)")
+        if cache == cache:
+            ax.plot(x, np.minimum(peak, cache * x), color="0.55", lw=1.2, ls=":",
+                    label=f"in-cache bandwidth {cache / 1e9:.3g} GB/s")
+        for mode, colour in MODE_COLOURS.items():
+            mine = rows[rows["mode"] == mode]
+            if mine.empty:
+                continue
+            ax.scatter(mine["intensity_traffic"], mine["useful_flops_per_s"], color=colour, s=28, zorder=3,
+                       label=f"{mode} (largest n)")
+            for _, r in mine.iterrows():
+                ax.annotate(f"{r['variant']}/{r['impl']}", (r["intensity_traffic"], r["useful_flops_per_s"]),
+                            fontsize=6.5, xytext=(3, 2), textcoords="offset points", color=colour)
+        ax.set(xscale="log", yscale="log", title=f"{device}/{dtype}",
+               xlabel="arithmetic intensity: FLOPs / byte of the algorithm's traffic",
+               ylabel="useful FLOP/s (algorithm's FLOPs / time)")
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle("Roofline: each implementation at its largest n against the measured ceilings")
+    return png(fig)
+
+
+def speedup(analysis: Analysis, reference: str = "full/sdpa") -> bytes | None:
+    """Speed-up over full attention against n, a panel per variant: measured (solid) and what the
+    series' FLOPs allow (dashed); the crossover is where the solid line crosses 1."""
+    data = analysis.speedups
+    if data.empty:
+        return None
+    data = data[(data["reference"] == reference) & data["mode"].isin(["fwd", "fwd_bwd"])]
+    counts = data.groupby(["variant", "series"])["seq_len"].transform("nunique")
+    data = data[counts >= 2].sort_values(["variant", "series", "seq_len"])
+    if data.empty:
+        return None
+    palette = colours(data["series"])
+    variants = sorted(data["variant"].unique())
+    cols = min(4, len(variants))
+    rows = -(-len(variants) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False)
+    for ax, variant in zip(axes.flat, variants):
+        for series, line in data[data["variant"] == variant].groupby("series"):
+            ax.plot(line["seq_len"], line["speedup"], marker="o", ms=3, color=palette[series], label=series)
+            ax.plot(line["seq_len"], line["flops_bound"], ls="--", lw=1, color=palette[series])
+        ax.axhline(1, color="0.3", lw=1, ls=":")
+        ax.set(xscale="log", yscale="log", title=variant, xlabel=XLABEL["seq_len"])
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(variants):]:
+        ax.set_visible(False)
+    axes[0][0].set_ylabel(f"speed-up over {reference}")
+    fig.suptitle(f"Speed-up over {reference}: measured (solid) and what the FLOPs allow (dashed); "
+                 "crossover where solid passes 1", y=1.01)
+    fig.tight_layout()
+    return png(fig)
+
+
 def all_figures(analysis: Analysis) -> dict[str, tuple[str, bytes]]:
     """name -> (caption, PNG) for every figure the data allows."""
     made = {
@@ -157,6 +241,12 @@ def all_figures(analysis: Analysis) -> dict[str, tuple[str, bytes]]:
         "flops": ("FLOPs counted by FlopCounterMode (the implementation's work) against n; flex and "
                   "CSR paths cannot be counted.", scaling(analysis, "flops_counted")),
         "efficiency": ("Useful FLOP/s (the algorithm's FLOPs over the time) against n.", efficiency(analysis)),
+        "roofline": ("Roofline: each implementation at its series' largest n (forward blue, forward+backward "
+                     "orange), its arithmetic intensity the algorithm's FLOPs over its traffic (docs/CLAIMS.md, "
+                     "\"Bytes\"); the ceilings are this run's GEMM and bandwidth probes. Rows without a traffic "
+                     "model (the classic forms) are not drawn.", roofline(analysis)),
+        "speedup": ("Speed-up over full attention (sdpa, same device and shape) against n: measured, solid; the "
+                    "speed-up the series' FLOPs allow (full's FLOPs over its own), dashed.", speedup(analysis)),
         "heads": ("Time against heads H (claim: H¹).",
                   sweep(analysis, "num_heads", "time_min_s", lambda d: d["mode"] != "decode")),
         "head_dim": ("Time against head dim d (claims: linear d², performer and softmax d¹).",

@@ -65,21 +65,28 @@ def other_fits(fits: pd.DataFrame) -> pd.DataFrame:
 
 def efficiency_rows(eff: pd.DataFrame) -> pd.DataFrame:
     """Per series of the n sweeps, forward and forward+backward, its largest-n case: FLOP/s, share of
-    peak, work ratio, memory over the output."""
-    if eff.empty:
-        return eff
-    main = figures.main_shape(eff, modes=("fwd", "fwd_bwd"))
-    last = main.sort_values("seq_len").groupby(["variant", "series"], sort=True).tail(1)
-    return last.sort_values(["variant", "series"])
+    peak, work ratio, memory over the output, its roofline."""
+    last = figures.largest_n(eff)
+    return last if last.empty else last.sort_values(["variant", "series"])
 
 
-def crossover_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per series, a column per reference implementation of full attention."""
-    if table.empty:
-        return table
-    keys = ["variant", "series", "device", "dtype", "num_heads", "head_dim"]
-    wide = table.pivot_table(index=keys, columns="reference", values="crossover", aggfunc="first")
-    return wide.reset_index().fillna("")
+CROSS_KEYS = ["variant", "series", "device", "dtype", "num_heads", "head_dim"]
+SPEEDUP = "speed-up at the largest n"  # a column per reference: "<ref> speed-up at the largest n"
+
+
+def crossover_rows(table: pd.DataFrame, speedups: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per series: a column per reference implementation of full attention (the crossover),
+    and one per reference with the speed-up at the largest n both measured (FLOPs allow / measured)."""
+    wide = table.pivot_table(index=CROSS_KEYS, columns="reference", values="crossover", aggfunc="first") \
+        if not table.empty else pd.DataFrame()
+    if speedups is not None and not speedups.empty:
+        last = speedups.sort_values("seq_len").groupby(CROSS_KEYS + ["reference"]).tail(1)
+        text = last.assign(text=[f"×{b:.3g} allowed, ×{s:.3g} measured (n = {n:g})" for b, s, n
+                                 in zip(last["flops_bound"], last["speedup"], last["seq_len"])])
+        speed = text.pivot_table(index=CROSS_KEYS, columns="reference", values="text", aggfunc="first")
+        speed.columns = [f"{ref} {SPEEDUP}" for ref in speed.columns]
+        wide = speed if wide.empty else wide.join(speed, how="outer")
+    return wide if wide.empty else wide.reset_index().fillna("")
 
 
 def failures(frame: pd.DataFrame) -> pd.DataFrame:
@@ -94,18 +101,19 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     report_dir = Path(report_dir)
     frame = run.read_table()
     peaks, env, plan = run.probe(), run.env(), run.plan()
+    bandwidth = run.bandwidth()
     result = analyse(frame, peaks, Settings.from_plan(plan.get("settings", {})).busy_limit_cores,
-                     run.read_json(RunDir.LADDERS).get("ladders", []))
+                     run.read_json(RunDir.LADDERS).get("ladders", []), bandwidth)
     images = {name: (caption, base64.b64encode(data).decode()) for name, (caption, data)
               in figures.all_figures(result).items()}
     report_dir.mkdir(parents=True, exist_ok=True)
-    run.copy_to(report_dir, (RunDir.CSV, RunDir.PARQUET, RunDir.ENV, RunDir.PROBE, RunDir.LADDERS))
+    run.copy_to(report_dir, (RunDir.CSV, RunDir.PARQUET, RunDir.ENV, RunDir.PROBE, RunDir.BANDWIDTH, RunDir.LADDERS))
     env_loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                     undefined=jinja2.StrictUndefined)
     env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded, shares=fmt_shares)
     page = env_loader.get_template("report.html.j2").render(
-        name=run.name, plan=plan, env=env, peaks=peaks, claims=result.claims,
-        others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers),
+        name=run.name, plan=plan, env=env, peaks=peaks, bandwidth=bandwidth, claims=result.claims,
+        others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers, result.speedups), speedup=SPEEDUP,
         efficiency=efficiency_rows(result.efficiency), status=result.status,
         failures=failures(frame), images=images, counts=frame["status"].value_counts().to_dict(),
         tolerance=fits.TOLERANCE, min_span=fits.MIN_SPAN, max_width=fits.MAX_WIDTH,

@@ -2,7 +2,8 @@
 
 Each entry names how to time a call (raw per-call samples), how to read a call's peak memory above
 what existed before it and where a warm call's time went, how to wait for queued work, whether a
-worker may cap its address space, what a Ray actor reserves, and a rough rate for balancing shards.
+worker may cap its address space, what a Ray actor reserves, a rough rate for balancing shards, and
+the GEMM and bandwidth probes' sizes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from suite.errors import UsageError
-from suite.run import timing
+from suite.run import stream, timing
 from suite.run.probe import GemmShape, attention_shapes, square
 
 Timer = Callable[..., list[float]]  # (fn, min_run_time, max_samples, min_samples, threads, warmed=) -> seconds
@@ -31,6 +32,7 @@ class Device:
     assumed_flop_rate: float  # for balancing shards only: ratios between cases matter
     probe_shapes: tuple[GemmShape, ...]  # the GEMM probe's matmuls: squares and attention's own shapes
     timer_name: str  # what `time` uses, for exports
+    stream_sizes: Callable[[], dict[str, int | None]]  # the bandwidth probe's buffer per level (suite.run.stream)
     # the peak-memory call may be the timer's warm-up: measured on CPU (the same peak, warm or cold,
     # in all 415 cases of two full runs); not on CUDA, where a first call may allocate a library's
     # workspace or autotune, so the peak is read after the timing there
@@ -53,12 +55,12 @@ DEVICES: dict[str, Device] = {
     "cpu": Device("cpu", timing.time_cpu, timing.peak_cpu, timing.ops_cpu, _nothing, _nothing, _nothing, True,
                   lambda threads: {"num_cpus": threads}, 2e10,
                   (square(512), square(1024), *attention_shapes(8, 1024, 64, 1024), *attention_shapes(8, 256, 64, 768)),
-                  "torch.utils.benchmark",
+                  "torch.utils.benchmark", stream.cpu_sizes,
                   peak_warms_up=True),
     "cuda": Device("cuda", timing.time_cuda, timing.peak_cuda, _nothing, timing.cuda_synchronize, timing.cuda_release,
                    timing.cuda_allocated, False, lambda threads: {"num_gpus": 1, "num_cpus": 1}, 2e13,
                    (square(4096), square(8192), *attention_shapes(32, 4096, 64, 4096), *attention_shapes(32, 1024, 128, 1024)),
-                   "CUDA events, do_bench's semantics: L2 flushed before each call, calls queued"),
+                   "CUDA events, do_bench's semantics: L2 flushed before each call, calls queued", stream.cuda_sizes),
 }
 
 

@@ -1,4 +1,4 @@
-"""The environment a run measured in: versions, device, CPU, threads, allocator, git commit."""
+"""The environment a run measured in: versions, device, CPU and its caches, threads, allocator, git commit."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 
 import torch
+
+from suite.run.caches import caches
 
 
 def _cpu_model() -> str:
@@ -52,6 +54,7 @@ def fingerprint(settings, devices: list[str]) -> dict:
         "platform": platform.platform(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_caches": caches(),  # bytes per level (L1d, L2, L3) and the CPUs sharing each
         "threads": settings.threads,
         "allocator": settings.allocator,
         "devices": devices,

@@ -72,14 +72,20 @@ class Worker:
         return Row.lost(case, *_death(self.process.exitcode, before, oom_kills()))
 
     def gemm_peak(self, dtype: str, timeout_s: float) -> dict:
-        self.conn.send(("gemm_peak", dtype))
+        return self._probe(("gemm_peak", dtype), "the matmul probe", timeout_s)
+
+    def bandwidth(self, timeout_s: float) -> dict:
+        return self._probe(("bandwidth",), "the bandwidth probe", timeout_s)
+
+    def _probe(self, message: tuple, what: str, timeout_s: float) -> dict:
+        self.conn.send(message)
         if self.conn.poll(timeout_s):
             try:
                 return self.conn.recv()[1]
             except EOFError:
                 pass
         self.kill()
-        return {"error": f"the matmul probe did not finish within {timeout_s:g}s or killed its worker"}
+        return {"error": f"{what} did not finish within {timeout_s:g}s or killed its worker"}
 
     def alive(self) -> bool:
         return self.process.is_alive()
@@ -155,6 +161,9 @@ class LocalPool:
 
     def gemm_peak(self, device: str, dtype: str) -> dict:
         return self._worker(device, 0).gemm_peak(dtype, self.settings.case_timeout_s)
+
+    def bandwidth(self, device: str) -> dict:
+        return self._worker(device, 0).bandwidth(self.settings.case_timeout_s)
 
     def start(self, slots) -> None:
         """Start the workers of these (device, replicate) slots side by side, and wait for them all.

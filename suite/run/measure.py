@@ -21,7 +21,7 @@ from variants._checks import against_reference
 from suite.plan.case import DTYPES, Case, reasons_of, theory_of
 from suite.plan.settings import Settings
 from suite.run import device as devices
-from suite.run import load, probe
+from suite.run import load, probe, stream
 from suite.store.row import Row
 
 MIN_SAMPLES = 3  # per case, over all its replicates: each of R processes takes ceil(3 / R), 2 at least
@@ -122,6 +122,12 @@ def gemm_peak(device: str, dtype: str, threads: int, min_run_time: float) -> dic
     """The device's matmul rate over its probe shapes, timed like the cases (suite.run.probe)."""
     dev = devices.get(device)
     return probe.measure(dev.time, dev.probe_shapes, device, DTYPES[dtype], threads, min_run_time, MIN_SAMPLES)
+
+
+def bandwidth(device: str, threads: int, min_run_time: float) -> dict:
+    """The device's memory bandwidth, STREAM's copy and triad timed like the cases (suite.run.stream)."""
+    dev = devices.get(device)
+    return stream.measure(dev.time, stream.kernels(dev.stream_sizes()), device, threads, min_run_time, MIN_SAMPLES)
 
 
 def in_place_gemms() -> dict:

@@ -55,6 +55,11 @@ def make_actor_class(ray, device: str, settings: Settings):
 
             return gemm_peak(device, dtype, self.settings.threads, self.settings.min_run_time_s)
 
+        def bandwidth(self) -> dict:
+            from suite.run.measure import bandwidth
+
+            return bandwidth(device, self.settings.threads, self.settings.min_run_time_s)
+
     return CaseActor
 
 
@@ -106,6 +111,12 @@ class RayPool:
                                 timeout=self.settings.case_timeout_s)
         except Exception as err:  # noqa: BLE001
             return {"error": f"the matmul probe failed under Ray: {type(err).__name__}: {err}"[:300]}
+
+    def bandwidth(self, device: str) -> dict:
+        try:
+            return self.ray.get(self.actors_for(device)[0].bandwidth.remote(), timeout=self.settings.case_timeout_s)
+        except Exception as err:  # noqa: BLE001
+            return {"error": f"the bandwidth probe failed under Ray: {type(err).__name__}: {err}"[:300]}
 
     def close(self) -> None:
         self.ray.shutdown()

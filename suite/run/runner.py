@@ -108,6 +108,7 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
     try:  # NB: the pool starts inside: a cluster that fails to start still leaves the table written
         pool = _pool(executor, settings, plugins, run, address, slots)
         _probe(run, cases, pool.gemm_peak, out)
+        _bandwidth(run, cases, pool.bandwidth, out)
         _record(pool.run(tasks, failed), journal, todo, tasks, out)
         while ladders and (more := climb.next_cases(run, cases, ladders, settings, journal.read().rows, out)):
             cases = cases + more
@@ -181,6 +182,17 @@ def _probe(run: RunDir, cases: list[Case], measure_peak, out) -> None:
         if "flops_per_s" in result:
             print(f"matmul peak {device}/{dtype}: {result['flops_per_s'] / 1e9:.1f} GFLOP/s", file=out)
         run.write_json(RunDir.PROBE, peaks)
+
+
+def _bandwidth(run: RunDir, cases: list[Case], measure_bandwidth, out) -> None:
+    """The memory bandwidth of each device of the run, once, in a worker like the cases'."""
+    found = run.bandwidth()
+    for device in sorted({case.device for case in cases} - set(found)):
+        found[device] = result = measure_bandwidth(device)
+        if "bytes_per_s" in result:
+            print(f"memory bandwidth {device}: {result['bytes_per_s'] / 1e9:.1f} GB/s ± {50 * result['spread']:.1f}%"
+                  f" ({result['kernel']})", file=out)
+        run.write_json(RunDir.BANDWIDTH, found)
 
 
 def _progress(todo: list[Case], out):

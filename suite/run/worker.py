@@ -73,7 +73,7 @@ def main(conn, settings: Settings, plugins: list[str], device: str, log_path: st
         os.dup2(fd, 1)
         os.dup2(fd, 2)
     setup(settings, plugins, device)
-    from suite.run.measure import gemm_peak
+    from suite.run.measure import bandwidth, gemm_peak
 
     conn.send(("ready", os.getpid()))
     while True:
@@ -85,6 +85,9 @@ def main(conn, settings: Settings, plugins: list[str], device: str, log_path: st
             return
         if message[0] == "gemm_peak":  # the device's matmul rate, for the report's efficiency
             conn.send(("peak", gemm_peak(device, message[1], settings.threads, settings.min_run_time_s)))
+            continue
+        if message[0] == "bandwidth":  # the device's memory bandwidth, the roofline's other ceiling
+            conn.send(("bandwidth", bandwidth(device, settings.threads, settings.min_run_time_s)))
             continue
         case, replicate = message
         conn.send(("row", measure_case(case, replicate, settings)))

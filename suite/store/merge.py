@@ -90,7 +90,7 @@ def merge(shards: list[RunDir], target: RunDir) -> Merged:
     target.path.mkdir(parents=True)
     target.write_json(RunDir.PLAN, plan)
     target.write_json(RunDir.ENV, {**envs[0], "merged_from": {s.name: e.get("git_commit") for s, e in zip(shards, envs)}})
-    shards[0].copy_to(target.path, (RunDir.PROBE,))
+    shards[0].copy_to(target.path, (RunDir.PROBE, RunDir.BANDWIDTH))
     if climbed:
         target.write_json(RunDir.LADDERS, {"ladders": climbed})
     journal = target.journal

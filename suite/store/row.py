@@ -40,6 +40,8 @@ class Row:
     claimed_exponent_k: float | None = None
     valid_tokens: int | None = None  # a padded batch: its sequences' valid tokens, summed
     kv_bytes: int | None = None
+    compulsory_bytes: int | None = None  # each input read once, each output written once (docs/CLAIMS.md, "Bytes")
+    traffic_bytes: int | None = None  # the algorithm's reads and writes when its working set leaves the cache
     check_error: float | None = None  # max |impl − dense float64| / scale at a small n
     check_tol: float | None = None
     flops_counted_note: str | None = None

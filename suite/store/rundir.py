@@ -3,6 +3,7 @@
     results/NAME/plan.json      the cases and settings (written before any case runs)
                  env.json       the environment and its fingerprint
                  probe.json     the device's measured matmul peak
+                 bandwidth.json the device's measured memory bandwidth (STREAM copy and triad)
                  journal.jsonl  one Row per finished (case, process), fsynced
                  worker.log     what the workers printed
                  ab.jsonl       `suite ab`: one line per timed block (side, pair, position, row)
@@ -41,7 +42,8 @@ class RunDir:
     PARQUET, CSV, BASELINE = "results.parquet", "results.csv", "baseline.json"
     AB_JOURNAL, AB_PARQUET, AB_CSV = "ab.jsonl", "ab.parquet", "ab.csv"
     LADDERS = "ladders.json"  # adaptive lengths: where each series stopped, and why (suite.run.climb)
-    SAVED = (PARQUET, CSV, ENV, PLAN, PROBE, LADDERS)  # what a baseline keeps and a report copies
+    BANDWIDTH = "bandwidth.json"  # per device: the bandwidth probe (suite.run.stream); absent in older runs
+    SAVED = (PARQUET, CSV, ENV, PLAN, PROBE, BANDWIDTH, LADDERS)  # what a baseline keeps and a report copies
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -133,6 +135,9 @@ class RunDir:
 
     def probe(self) -> dict:
         return self.read_json(self.PROBE)
+
+    def bandwidth(self) -> dict:
+        return self.read_json(self.BANDWIDTH)
 
     @property
     def journal(self) -> Journal:
