@@ -379,6 +379,16 @@ def register(spec: VariantSpec) -> VariantSpec:
     return spec
 
 
+def attach(name: str, impl: Impl) -> None:
+    """Add `impl` to the registered variant `name`: an implementation kept apart from its variant's
+    module (a kernel family serving many variants: variants.kernel_paths) is attached at import, before
+    any lookup. A name already taken is an error, not an override."""
+    spec = get(name)
+    if impl.name in spec.impls:
+        raise ValueError(f"{name}: impl {impl.name!r} is already declared")
+    spec.impls[impl.name] = impl
+
+
 def names() -> list[str]:
     """Registered variant names, in registration order."""
     return list(_REGISTRY)
