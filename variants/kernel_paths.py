@@ -1,0 +1,81 @@
+"""The `triton` implementation of each variant whose claim needs structure, attached to the variant
+(`registry.attach`): its plan, the pattern as the kernel families' parts (variants.kernels), built in
+setup from the variant's own definitions. The claim belongs to the algorithm, the cost to this
+implementation: each states its own.
+
+Families not built here have no `triton` row (strided and fixed wait for the residue kernels; rfa's
+gated recurrence has a reason)."""
+
+from __future__ import annotations
+
+import torch
+
+from variants import bigbird, random_keys
+from variants.kernels.impl import triton_impl
+from variants.registry import attach
+
+
+def _union():
+    from variants.kernels import union  # NB: imports triton: only inside a plan (setup)
+
+    return union
+
+
+def sliding_window(n, causal, params, like):
+    return (_union().Band("window", params["window"]),)
+
+
+def neighborhood(n, causal, params, like):
+    return (_union().Band("neighborhood", params["kernel"]),)
+
+
+def global_rows(n: int, g: int, gap: int) -> tuple:
+    """Rows i < g against every key; rows i >= g against the g global keys j with i − j > gap."""
+    u = _union()
+    return (u.Band("rect", n, -n, rows=(0, g)), u.Band("rect", g, gap, rows=(g, n)))
+
+
+def global_tokens(n, causal, params, like):
+    g = min(params["tokens"], n)
+    own = _union().Band("window", 0, rows=(g, n) if g else None)  # rows i >= g: their own key
+    return (own, *global_rows(n, g, -n)) if g else (own,)
+
+
+def random(n, causal, params, like):
+    i = torch.arange(n)[:, None]
+    draw = random_keys.draw(n, params["keys"], params["seed"])
+    keys = torch.cat([i, draw], dim=1)  # itself, then the draw
+    valid = torch.cat([torch.ones_like(i, dtype=torch.bool), random_keys.random_valid(n, draw, causal)], dim=1)
+    return (_union().KeyList.of(keys, valid, like),)
+
+
+def big_bird(n, causal, params, like):
+    g, w = min(params["tokens"], n), params["window"]
+    _, idx, valid = bigbird.extra_sets(n, causal, params)
+    valid = valid & (torch.arange(n)[:, None] >= g)  # rows i < g are global rows: every key, apart
+    u = _union()
+    return (u.Band("window", w, rows=(g, n) if g else None), u.KeyList.of(idx, valid, like), *global_rows(n, g, w))
+
+
+def fixed(n, causal, params, like):
+    l, c = params["block"], params["summary"]
+    u = _union()
+    return (u.Band("blocks", l),) + ((u.Band("summary", l, c),) if c else ())
+
+
+SOFTMAX_PATHS = {
+    "sliding_window": (sliding_window, "O(n·(2w + 128)·d): blocks of 128 queries against the key blocks of 64 "
+                       "their window reaches, one kernel, online softmax in registers"),
+    "neighborhood": (neighborhood, "O(n·(K + 128)·d): blocks of 128 queries against the key blocks of 64 their "
+                     "K keys span, one kernel"),
+    "global": (global_tokens, "O(n·g·d): g full rows, g global keys per row and its own, as three band kernels "
+               "merged by log-sum-exp"),
+    "random": (random, "O(n·r·d): each row's r + 1 keys gathered by index, online softmax; dK, dV by key "
+               "over the lists transposed in setup"),
+    "bigbird": (big_bird, "O(n·(w + g + r)·d): a band, the global keys and rows, the random keys gathered, "
+                "merged by log-sum-exp"),
+    "fixed": (fixed, "O(n·l·d + n·(c·n/l)·d): own blocks as a band, summary keys by index arithmetic"),
+}
+
+for _name, (_plan, _cost) in SOFTMAX_PATHS.items():
+    attach(_name, triton_impl(_plan, cost=_cost))
