@@ -1,10 +1,7 @@
 """The `triton` implementation of each variant whose claim needs structure, attached to the variant
 (`registry.attach`): its plan, the pattern as the kernel families' parts (variants.kernels), built in
 setup from the variant's own definitions. The claim belongs to the algorithm, the cost to this
-implementation: each states its own.
-
-Families not built here have no `triton` row (strided and fixed wait for the residue kernels; rfa's
-gated recurrence has a reason)."""
+implementation: each states its own."""
 
 from __future__ import annotations
 
@@ -63,6 +60,12 @@ def fixed(n, causal, params, like):
     return (u.Band("blocks", l),) + ((u.Band("summary", l, c),) if c else ())
 
 
+def strided(n, causal, params, like):
+    l = params["stride"]
+    u = _union()
+    return (u.Band("window", l - 1), u.Residues(l))  # |i − j| < l, then j ≡ i (mod l), j ≠ i
+
+
 SOFTMAX_PATHS = {
     "sliding_window": (sliding_window, "O(n·(2w + 128)·d): blocks of 128 queries against the key blocks of 64 "
                        "their window reaches, one kernel, online softmax in registers"),
@@ -74,6 +77,8 @@ SOFTMAX_PATHS = {
                "over the lists transposed in setup"),
     "bigbird": (big_bird, "O(n·(w + g + r)·d): a band, the global keys and rows, the random keys gathered, "
                 "merged by log-sum-exp"),
+    "strided": (strided, "O(n·l·d + n²/l·d): a band of reach l − 1, then attention within each residue class, "
+                "rows and keys m·l + r addressed by index arithmetic (no copies)"),
     "fixed": (fixed, "O(n·l·d + n·(c·n/l)·d): own blocks as a band, summary keys by index arithmetic"),
 }
 

@@ -12,6 +12,7 @@ import torch
 
 from variants.kernels.band import KINDS, band_bwd, band_fwd
 from variants.kernels.gather import gather_bwd, gather_fwd, transpose
+from variants.kernels.residue import residue_bwd, residue_fwd
 from variants.kernels.tiles import Tiles, accumulator
 
 
@@ -57,6 +58,21 @@ class KeyList:
 
     def backward(self, q, k, v, do, lse, delta, dq, dk, dv, *, causal: bool) -> None:
         gather_bwd(q, k, v, do, lse, delta, dq, dk, dv, self.idx, self.by_key)
+
+
+@dataclass(frozen=True)
+class Residues:
+    """Strided's residue classes of stride l: keys j ≡ i (mod l), j ≠ i."""
+
+    stride: int
+
+    every_row = True  # every position is in one class: a class of one leaves out = 0, lse = −inf
+
+    def forward(self, q, k, v, out, lse, *, causal: bool, first: bool) -> None:
+        residue_fwd(q, k, v, out, lse, stride=self.stride, causal=causal, first=first)
+
+    def backward(self, q, k, v, do, lse, delta, dq, dk, dv, *, causal: bool) -> None:
+        residue_bwd(q, k, v, do, lse, delta, dq, dk, dv, stride=self.stride, causal=causal)
 
 
 def forward(q, k, v, parts: tuple, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
