@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from variants import bigbird, random_keys
+from variants import bigbird, linear, performer, random_keys, rfa
 from variants.kernels.impl import triton_impl
-from variants.registry import attach
+from variants.registry import Problem, attach
 
 
 def _union():
@@ -84,3 +84,55 @@ SOFTMAX_PATHS = {
 
 for _name, (_plan, _cost) in SOFTMAX_PATHS.items():
     attach(_name, triton_impl(_plan, cost=_cost))
+
+
+# ------------------------------------------------------------------------------- linearized
+MAX_FEATURES = 256  # variants.kernels.chunk: a row's features in one tile
+FEATURE_KINDS = {"linear": "elu", "performer": "favor", "rfa": "fourier"}
+
+
+def linearized(name: str, features_fn):
+    """The plan of a linearized variant: its feature map (drawn in setup, as the native path's) for the
+    chunk kernels, which compute it in their registers, and in torch for the backward."""
+
+    def plan(n, causal, params, like):
+        from variants.kernels import chunk  # NB: imports triton
+
+        phi = features_fn(params, like)
+        kind = {"elu": chunk.ELU, "favor": chunk.FAVOR, "fourier": chunk.FOURIER}[FEATURE_KINDS[name]]
+        w = None if kind == chunk.ELU else phi.omega if kind == chunk.FAVOR else torch.cat([phi.omega, phi.omega])
+        return chunk.Features(kind, w, getattr(phi, "features", None), phi.query, lambda x: phi.key(x)[0])
+
+    return plan
+
+
+def run_linearized(q, k, v, phi, causal):
+    from variants.kernels.chunk import linear_attention
+
+    return linear_attention(q, k, v, phi, causal)
+
+
+def feature_reasons(problem: Problem) -> list[str]:
+    params = dict(problem.params)
+    m = params.get("features")
+    m = problem.head_dim if m is None else (2 * m if "sigma" in params else m)  # rfa: sin and cos of m frequencies
+    out = []
+    if max(m, problem.head_dim) > MAX_FEATURES:
+        out.append(f"features={m}, head_dim={problem.head_dim}: the triton chunk kernels hold a row's features in "
+                   f"one tile (at most {MAX_FEATURES})")
+    if params.get("gate"):
+        out.append("gate=1: the gated recurrence has no triton kernel here (rfa's gate=0 form has)")
+    return out
+
+
+LINEARIZED_PATHS = {
+    "linear": (linear.elu_features, "O(n·d²): chunks of 64 rows, elu+1 in the kernels; causal by a state per "
+               "chunk (d × d) and the masked 64 × 64 form within it"),
+    "performer": (performer.favor_features, "O(n·m·d): FAVOR+ features in the kernels (a pass for the keys' "
+                  "stabilizer), chunks of 32 rows, a state per chunk (m × d) when causal"),
+    "rfa": (rfa.fourier_features, "O(n·m·d): sin/cos features in the kernels, chunks of 32 rows, a state per "
+            "chunk (2m × d) when causal"),
+}
+
+for _name, (_features, _cost) in LINEARIZED_PATHS.items():
+    attach(_name, triton_impl(linearized(_name, _features), run_linearized, cost=_cost, extra_reasons=feature_reasons))
