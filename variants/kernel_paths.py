@@ -9,7 +9,8 @@ import torch
 
 from variants import bigbird, linear, performer, random_keys, rfa
 from variants.kernels.impl import triton_impl
-from variants.registry import Problem, attach
+from variants.peers import peer
+from variants.registry import Differs, Problem, attach
 
 
 def _union():
@@ -136,3 +137,31 @@ LINEARIZED_PATHS = {
 
 for _name, (_features, _cost) in LINEARIZED_PATHS.items():
     attach(_name, triton_impl(linearized(_name, _features), run_linearized, cost=_cost, extra_reasons=feature_reasons))
+
+
+# ------------------------------------------------------------------------------- the yardstick
+def fla_call(q, k, v, causal, params):
+    """flash-linear-attention's chunk kernel (fla-core's `chunk_linear_attn`) on φ = elu + 1 applied in
+    the call, heads-second tensors handed over as views; scale 1: φ(q)ᵀφ(k) as `linear` scores."""
+    import torch.nn.functional as F
+    from fla.ops.linear_attn import chunk_linear_attn
+
+    def run():
+        qf, kf = (F.elu(x).add_(1).transpose(1, 2) for x in (q, k))  # (B, n, H, d)
+        out, _ = chunk_linear_attn(qf, kf, v.transpose(1, 2), scale=1.0, normalize=True)
+        return out.transpose(1, 2)
+
+    return run
+
+
+def fla_reasons(problem: Problem) -> list[str]:
+    return [] if problem.causal else ["causal=False: chunk_linear_attn is causal only"]
+
+
+attach("linear", peer(
+    "fla-core", "fla", fla_call, reasons=fla_reasons, devices=("cuda",),
+    install="pip install fla-core (flash-linear-attention's kernels: pure Python and Triton)",
+    cost="O(n·d²): flash-linear-attention's chunk form (chunk_simple_gla without gates), the normalizer by a "
+         "cumulative sum of φ(k); elu + 1 as two ops in the call",
+    differs=Differs("adds 1e-10 to every normalizer and takes (B, n, H, d) tensors (views of ours); its kernels "
+                    "need a GPU; causal only", tol=1e-4)))
