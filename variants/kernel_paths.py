@@ -121,6 +121,10 @@ def feature_reasons(problem: Problem) -> list[str]:
     if max(m, problem.head_dim) > MAX_FEATURES:
         out.append(f"features={m}, head_dim={problem.head_dim}: the triton chunk kernels hold a row's features in "
                    f"one tile (at most {MAX_FEATURES})")
+    bf = max(16, 1 << (max(m, problem.head_dim) - 1).bit_length())  # the kernels' feature tile
+    states = -(-problem.key_len // (64 if bf <= 128 else 32)) * problem.batch * problem.num_heads * bf * problem.head_dim
+    if problem.causal and states >= 2**31:
+        out.append(f"causal states of {states} entries >= 2^31: the triton chunk kernels' offsets are 32-bit")
     if params.get("gate"):
         out.append("gate=1: the gated recurrence has no triton kernel here (rfa's gate=0 form has)")
     return out

@@ -11,8 +11,15 @@ from variants.kernels.capability import reasons
 from variants.registry import FLOAT_DTYPES, Impl, Prepared, Problem
 
 
+INT32 = 2**31  # the kernels' offsets are 32-bit integers
+
+
 def kernel_reasons(problem: Problem) -> list[str]:
-    return reasons(problem.device, problem.dtype)
+    why = reasons(problem.device, problem.dtype)
+    size = problem.batch * problem.num_heads * max(problem.seq_len, problem.key_len) * problem.head_dim
+    if size >= INT32:
+        why.append(f"B·H·n·d = {size} >= 2^31: the triton kernels' offsets are 32-bit")
+    return why
 
 
 def triton_impl(plan: Callable, run: Callable | None = None, *, cost: str,
