@@ -99,7 +99,10 @@ def linearized(name: str, features_fn):
     def plan(n, causal, params, like):
         from variants.kernels import chunk  # NB: imports triton
 
-        phi = features_fn(params, like)
+        # NB: float16 computes the map in float32 (its range: FAVOR+'s key features reach 1e-8), here and in
+        # the kernels (variants.kernels.chunk.fwd.chunk_dtypes)
+        half = like.dtype == torch.float16
+        phi = features_fn(params, like.new_empty((1, 1, 1, like.shape[-1]), dtype=torch.float32) if half else like)
         kind = {"elu": chunk.ELU, "favor": chunk.FAVOR, "fourier": chunk.FOURIER}[FEATURE_KINDS[name]]
         w = None if kind == chunk.ELU else phi.omega if kind == chunk.FAVOR else torch.cat([phi.omega, phi.omega])
         return chunk.Features(kind, w, getattr(phi, "features", None), phi.query, lambda x: phi.key(x)[0])

@@ -47,9 +47,14 @@ class Tiles:
 
 def launch_dtypes(q: torch.Tensor):
     """(accumulator dtype, tl.dot's input precision): float64 in float64 (the interpreter), else
-    float32; IEEE products for float32 inputs (TF32's 10-bit mantissa misses the float32 checks)."""
+    float32; IEEE products for float32 inputs (TF32's 10-bit mantissa misses the float32 checks);
+    for bf16/fp16 operands Triton's default, which their products ignore."""
     acc = tl.float64 if q.dtype == torch.float64 else tl.float32
-    return acc, "ieee"
+    return acc, precision(q.dtype)
+
+
+def precision(dtype: torch.dtype) -> str:
+    return "ieee" if dtype in (torch.float32, torch.float64) else "tf32"
 
 
 def accumulator(q: torch.Tensor) -> torch.dtype:

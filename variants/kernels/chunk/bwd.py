@@ -29,16 +29,17 @@ def product(a, b, c, causal: bool, reverse: bool = False) -> torch.Tensor:
 def chunk_backward(query_map: Callable, key_map: Callable, q, k, v, out, den, dout, causal: bool):
     """dq, dk, dv of out = mask(φ(q)φ(k)ᵀ)v / mask(φ(q)φ(k)ᵀ)1, given the forward's out and D (the
     accumulator's dtype). `query_map`, `key_map`: φ in torch (autograd records them)."""
-    with torch.enable_grad():
-        qg, kg = q.detach().requires_grad_(), k.detach().requires_grad_()
+    dt = torch.float32 if q.dtype == torch.float16 else q.dtype  # NB: 1/D passes float16's range (FAVOR+: D can be ~1e-6)
+    with torch.enable_grad():  # float16: the maps in float32 too (the plan builds them so: variants.kernel_paths)
+        qg, kg = q.detach().to(dt).requires_grad_(), k.detach().to(dt).requires_grad_()
         fq, fk = query_map(qg), key_map(kg)
-    dt = q.dtype
     g = dout.to(out.dtype) / den[..., None]
     gd = -(dout.to(out.dtype) * out).sum(dim=-1, keepdim=True) / den[..., None]
     big_g = torch.cat([g, gd], dim=-1).to(dt)
     v1 = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)
-    dfq = product(big_g, v1, fk.detach(), causal)
-    dfk = product(v1, big_g, fq.detach(), causal, reverse=True)
-    dv = product(fk.detach(), fq.detach(), g.to(dt), causal, reverse=True)
+    v1, fq_, fk_ = v1.to(dt), fq.detach().to(dt), fk.detach().to(dt)
+    dfq = product(big_g, v1, fk_, causal)
+    dfk = product(v1, big_g, fq_, causal, reverse=True)
+    dv = product(fk_, fq_, g.to(dt), causal, reverse=True)
     dq, dk = torch.autograd.grad((fq, fk), (qg, kg), (dfq.to(fq.dtype), dfk.to(fk.dtype)))
-    return dq, dk, dv.to(v.dtype)
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)

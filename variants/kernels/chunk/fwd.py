@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from variants.kernels.chunk.features import FAVOR, favor_logits, feature_map, load_w
+from variants.kernels.tiles import precision
 
 MAX_FEATURES = 256  # one tile holds a row's features (the query stabilizer is a row's maximum)
 
@@ -114,10 +115,13 @@ def chunk_output_kernel(A, B, C, W, STAB, HS, ZS, O, DEN, sa_b, sa_h, sa_n, sb_b
 
 def chunk_dtypes(x: torch.Tensor):
     """(accumulator, dot operands, dot precision): float64 throughout in float64; float32 with IEEE
-    products in float32; bf16/fp16 operands into float32 sums, as flash-linear-attention's kernels."""
+    products in float32 and float16 (NB: FAVOR+'s key features reach 1e-8, under float16's normal
+    range: its products lost 4% of the output); bf16 operands (float32's range) into float32 sums, as
+    flash-linear-attention's kernels."""
     dot = {torch.float64: tl.float64, torch.float32: tl.float32, torch.bfloat16: tl.bfloat16,
-           torch.float16: tl.float16}[x.dtype]
-    return (tl.float64 if x.dtype == torch.float64 else tl.float32), dot, "ieee"
+           torch.float16: tl.float32}[x.dtype]
+    acc = tl.float64 if x.dtype == torch.float64 else tl.float32
+    return acc, dot, precision(torch.float32 if x.dtype == torch.float16 else x.dtype)
 
 
 def chunk_forward(a, b, c, *, kind: int, causal: bool, normalize: bool, w: torch.Tensor | None = None,
