@@ -38,7 +38,7 @@ def interpreting() -> bool:
 def loaded_mode() -> bool | None:
     """Whether the kernels of this process were defined under the interpreter (None: none defined yet).
     NB: @triton.jit decides when a kernel module is imported; flipping the variable later changes nothing."""
-    module = sys.modules.get("variants.kernels.band.fwd")
+    module = sys.modules.get("variants.kernels.tiles")
     return None if module is None else module.INTERPRETED
 
 

@@ -9,6 +9,11 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
+from triton import knobs
+
+# Whether this process's kernels were defined under the interpreter (variants.kernels.capability):
+# @triton.jit decides when a kernel module is imported, and every family imports this module.
+INTERPRETED = bool(knobs.runtime.interpret)
 
 
 @dataclass(frozen=True)

@@ -97,10 +97,10 @@ def band_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, kind: int, p1: int, p2: int
     (B, H, n, d) in the inputs' dtype; lse and delta (B, H, n) of the whole pattern."""
     b, h, n, d = q.shape
     r0, r1 = rows or (0, n)
-    if r1 <= r0:
+    keys = key_count(kind, n, p1, p2)
+    if r1 <= r0 or keys == 0:
         return
     acc, prec = launch_dtypes(q)
-    keys = key_count(kind, n, p1, p2)
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
     common = dict(KIND=kind, CAUSAL=causal, ACC=acc, PREC=prec)
     t = Tiles.band_dq(q)

@@ -7,14 +7,10 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton import knobs
 
 from variants.kernels.band.ranges import allowed, key_count, key_position, key_range
 from variants.kernels.online import finish, head_scale, rescale, resume
 from variants.kernels.tiles import Tiles, launch_dtypes
-
-INTERPRETED = bool(knobs.runtime.interpret)  # how this process's kernels were defined (variants.kernels.capability)
-
 
 @triton.jit
 def band_fwd_kernel(Q, K, V, O, L, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
@@ -56,12 +52,13 @@ def band_fwd(q, k, v, out, lse, *, kind: int, p1: int, p2: int = 0, rows: tuple[
     (`first`: every row of the part's) or merged into what earlier parts left there."""
     b, h, n, d = q.shape
     r0, r1 = rows or (0, n)
-    if r1 <= r0:
+    keys = key_count(kind, n, p1, p2)
+    if r1 <= r0 or (keys == 0 and not first):  # no row or no key: nothing to merge (bigbird with g = 0)
         return
     tiles = tiles or Tiles.band_fwd(q)
     acc, prec = launch_dtypes(q)
     grid = (triton.cdiv(r1 - r0, tiles.bm), b * h)
     band_fwd_kernel[grid](q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
-                          h, n, d, key_count(kind, n, p1, p2), r0, r1, p1, p2,
+                          h, n, d, keys, r0, r1, p1, p2,
                           KIND=kind, CAUSAL=causal, FIRST=first, ACC=acc, PREC=prec,
                           BM=tiles.bm, BN=tiles.bn, BD=tiles.bd, num_warps=tiles.warps, num_stages=tiles.stages)
