@@ -96,3 +96,75 @@ def test_without_the_interpreter_a_cpu_is_refused_with_the_reason(monkeypatch):
     assert why and "TRITON_INTERPRET=1" in why[0]
     monkeypatch.setattr(capability, "import_error", lambda: "triton not installed (pip install triton)")
     assert variants.get("random").reasons("triton") == ["triton not installed (pip install triton)"]
+
+
+# ------------------------------------------------------------------------------- the families
+def _kernels():
+    from variants.kernels import capability
+
+    why = capability.reasons("cpu" if not torch.cuda.is_available() else "cuda", torch.float64
+                             if not torch.cuda.is_available() else torch.float32)
+    if why:
+        pytest.skip("; ".join(why))
+    dtype = torch.float64 if not torch.cuda.is_available() else torch.float32
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 61, 16, generator=gen, dtype=dtype).to(device) for _ in range(3))
+    return q, k, v, (1e-12 if dtype == torch.float64 else 1e-5)
+
+
+BANDS = [("window", 5, 0, None), ("neighborhood", 9, 0, None), ("blocks", 7, 0, None), ("rect", 4, 2, (4, 61)),
+         ("rect", 61, -61, (0, 4)), ("summary", 8, 2, None)]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("kind,p1,p2,rows", BANDS)
+def test_a_band_part_resumed_after_a_key_list_gives_the_union_and_its_lse(kind, p1, p2, rows, causal):
+    """A key list first (every row), then the band part resumed from its (out, lse): the softmax over
+    the union of the two (disjoint) key sets, and its log-sum-exp, as the naive references give them."""
+    from variants.kernels.band import KINDS, band_fwd, band_mask
+    from variants.kernels.band.naive import masked_softmax
+    from variants.kernels.gather import gather_fwd, list_mask
+
+    q, k, v, tol = _kernels()
+    n = q.shape[2]
+    band = band_mask(KINDS[kind], n, p1, p2, rows, causal).to(q.device)
+    others = torch.rand(n, n, generator=torch.Generator().manual_seed(4)).to(q.device) < 0.1
+    others = others & ~band & (torch.ones_like(band).tril() if causal else torch.ones_like(band))
+    idx = torch.where(others, torch.arange(n, device=q.device), -1).sort(dim=1, descending=True).values[:, :12]
+    idx = idx.sort(dim=1).values.int().contiguous()
+    out, lse = torch.empty_like(q), q.new_empty(q.shape[:-1])
+    gather_fwd(q, k, v, out, lse, idx, first=True)
+    band_fwd(q, k, v, out, lse, kind=KINDS[kind], p1=p1, p2=p2, rows=rows, causal=causal, first=False)
+    ref, ref_lse = masked_softmax(q, k, v, band | list_mask(idx, n))
+    assert (out - ref).abs().max().item() <= tol
+    finite = ref_lse > float("-inf")
+    assert torch.equal(lse > float("-inf"), finite)
+    assert (lse[finite] - ref_lse[finite]).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("stride", [1, 7, 61])
+def test_residue_classes_and_their_lse_equal_the_naive_form(stride, causal):
+    from variants.kernels.residue import residue_fwd, residue_reference
+
+    q, k, v, tol = _kernels()
+    out, lse = torch.empty_like(q), q.new_empty(q.shape[:-1])
+    residue_fwd(q, k, v, out, lse, stride=stride, causal=causal, first=True)
+    ref, ref_lse = residue_reference(q, k, v, stride=stride, causal=causal)
+    assert (out - ref).abs().max().item() <= tol
+    assert torch.equal(lse > float("-inf"), ref_lse > float("-inf"))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_the_unnormalized_chunk_product_the_backward_uses_equals_the_naive_form(causal):
+    from variants.kernels.chunk import chunk_reference, product
+
+    q, k, v, tol = _kernels()
+    c = torch.cat([v, v[..., :3]], dim=-1)  # another width than the keys'
+    got = product(q, k, c, causal)
+    ref = chunk_reference(q, k, c, causal=causal, normalize=False)
+    assert ((got - ref).abs().max() / ref.abs().max()).item() <= tol
+    back = product(q, k, c, causal, reverse=True)  # s >= t
+    ref = chunk_reference(q.flip(2), k.flip(2), c.flip(2), causal=causal, normalize=False).flip(2)
+    assert ((back - ref).abs().max() / ref.abs().max()).item() <= tol
