@@ -1,6 +1,10 @@
 """Tile sizes and launch settings of the kernels, chosen per head size (not autotuned: a tuning
 run would take a GPU lease's minutes). The interpreter runs the same tiles as a GPU, so the CPU
-checks check the code the GPU times, boundary masks included."""
+checks check the code the GPU times, boundary masks included.
+
+The kernels' pattern parameters (reach, rows, key counts, heads) are `do_not_specialize`: Triton would
+compile a kernel again for every value of 1 and every change of divisibility by 16 (minutes of a
+lease); n and d stay specialized, their divisibility lets the (B, H, n, d) buffers' accesses vectorize."""
 
 from __future__ import annotations
 

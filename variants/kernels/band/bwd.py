@@ -14,7 +14,7 @@ from variants.kernels.online import head_scale
 from variants.kernels.tiles import Tiles, launch_dtypes
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["H", "keys", "r0", "r1", "p1", "p2"])  # the parameters: one compile for all (variants.kernels.tiles)
 def band_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
                    H, n, d, keys, r0, r1, p1, p2,
                    KIND: tl.constexpr, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr,
@@ -50,7 +50,7 @@ def band_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n
     tl.store(dq_ptrs, tl.load(dq_ptrs, mask=tile, other=0.0) + dq * scale, mask=tile)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["H", "keys", "r0", "r1", "p1", "p2"])  # the parameters: one compile for all (variants.kernels.tiles)
 def band_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
                      H, n, d, keys, r0, r1, p1, p2,
                      KIND: tl.constexpr, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr,

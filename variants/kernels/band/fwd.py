@@ -12,7 +12,7 @@ from variants.kernels.band.ranges import allowed, key_count, key_position, key_r
 from variants.kernels.online import finish, head_scale, rescale, resume
 from variants.kernels.tiles import Tiles, launch_dtypes
 
-@triton.jit
+@triton.jit(do_not_specialize=["H", "keys", "r0", "r1", "p1", "p2"])  # the parameters: one compile for all (variants.kernels.tiles)
 def band_fwd_kernel(Q, K, V, O, L, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
                     H, n, d, keys, r0, r1, p1, p2,
                     KIND: tl.constexpr, CAUSAL: tl.constexpr, FIRST: tl.constexpr, ACC: tl.constexpr,

@@ -21,7 +21,7 @@ from variants.kernels.tiles import precision
 MAX_FEATURES = 256  # one tile holds a row's features (the query stabilizer is a row's maximum)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["H", "m", "chunks"])  # the parameters: one compile for all (variants.kernels.tiles)
 def favor_key_max_kernel(B, W, OUT, sb_b, sb_h, sb_n, H, n, d, m, chunks,
                          ACC: tl.constexpr, DOT: tl.constexpr, PREC: tl.constexpr,
                          BT: tl.constexpr, BF: tl.constexpr, BD: tl.constexpr):
@@ -38,7 +38,7 @@ def favor_key_max_kernel(B, W, OUT, sb_b, sb_h, sb_n, H, n, d, m, chunks,
     tl.store(OUT + bh * chunks + ch, tl.max(tl.max(tl.where(keep, logits, float("-inf")), 1), 0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["H", "m", "cw", "chunks", "per_split"])  # the parameters: one compile for all (variants.kernels.tiles)
 def chunk_states_kernel(B, C, W, STAB, HS, ZS, sb_b, sb_h, sb_n, sc_b, sc_h, sc_n,
                         H, n, d, m, cw, chunks, per_split,
                         KIND: tl.constexpr, CAUSAL: tl.constexpr, ACC: tl.constexpr, DOT: tl.constexpr,
@@ -74,7 +74,7 @@ def chunk_states_kernel(B, C, W, STAB, HS, ZS, sb_b, sb_h, sb_n, sc_b, sc_h, sc_
             tl.store(ZS + at + f, z)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["H", "m", "cw"])  # the parameters: one compile for all (variants.kernels.tiles)
 def chunk_output_kernel(A, B, C, W, STAB, HS, ZS, O, DEN, sa_b, sa_h, sa_n, sb_b, sb_h, sb_n, sc_b, sc_h, sc_n,
                         H, n, d, m, cw, KIND: tl.constexpr, CAUSAL: tl.constexpr, NORMALIZE: tl.constexpr,
                         ACC: tl.constexpr, DOT: tl.constexpr, PREC: tl.constexpr,

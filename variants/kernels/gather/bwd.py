@@ -13,7 +13,7 @@ from variants.kernels.online import head_scale
 from variants.kernels.tiles import Tiles, launch_dtypes
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["H", "R"])  # the parameters: one compile for all (variants.kernels.tiles)
 def gather_dq_kernel(Q, K, V, DO, L, DELTA, DQ, IDX, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
                      H, n, d, R, ACC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
     bh = tl.program_id(1)
@@ -42,7 +42,7 @@ def gather_dq_kernel(Q, K, V, DO, L, DELTA, DQ, IDX, sq_b, sq_h, sq_n, sk_b, sk_
     tl.store(DQ + own, tl.load(DQ + own, mask=tile, other=0.0) + dq * scale, mask=tile)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["H"])  # the parameters: one compile for all (variants.kernels.tiles)
 def gather_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, CROW, QROW, LONGEST,
                        sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
                        H, n, d, ACC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):

@@ -12,7 +12,7 @@ from variants.kernels.online import finish, head_scale, rescale, resume
 from variants.kernels.tiles import Tiles, launch_dtypes
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["H", "R"])  # the parameters: one compile for all (variants.kernels.tiles)
 def gather_fwd_kernel(Q, K, V, O, L, IDX, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
                       H, n, d, R, FIRST: tl.constexpr, ACC: tl.constexpr,
                       BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):

@@ -10,7 +10,7 @@ from variants.kernels.online import head_scale
 from variants.kernels.tiles import Tiles, launch_dtypes
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["H", "l", "blocks"])  # the parameters: one compile for all (variants.kernels.tiles)
 def residue_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
                       H, n, d, l, blocks, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr,
                       BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
@@ -45,7 +45,7 @@ def residue_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, s
     tl.store(DQ + own, tl.load(DQ + own, mask=tile, other=0.0) + dq * scale, mask=tile)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["H", "l", "blocks"])  # the parameters: one compile for all (variants.kernels.tiles)
 def residue_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
                         H, n, d, l, blocks, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr,
                         BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):

@@ -12,7 +12,7 @@ from variants.kernels.online import finish, head_scale, rescale, resume
 from variants.kernels.tiles import Tiles, launch_dtypes
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["H", "l", "blocks"])  # the parameters: one compile for all (variants.kernels.tiles)
 def residue_fwd_kernel(Q, K, V, O, L, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
                        H, n, d, l, blocks, CAUSAL: tl.constexpr, FIRST: tl.constexpr, ACC: tl.constexpr,
                        PREC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
