@@ -380,13 +380,10 @@ def register(spec: VariantSpec) -> VariantSpec:
 
 
 def attach(name: str, impl: Impl) -> None:
-    """Add `impl` to the registered variant `name`: an implementation kept apart from its variant's
-    module (a kernel family serving many variants: variants.kernel_paths) is attached at import, before
-    any lookup. A name already taken is an error, not an override."""
-    spec = get(name)
-    if impl.name in spec.impls:
+    """Add `impl` to variant `name` at import, before any lookup (variants.kernel_paths); no override."""
+    if impl.name in get(name).impls:
         raise ValueError(f"{name}: impl {impl.name!r} is already declared")
-    spec.impls[impl.name] = impl
+    get(name).impls[impl.name] = impl
 
 
 def names() -> list[str]:
