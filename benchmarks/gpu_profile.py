@@ -1,6 +1,9 @@
 """Where a native path's time goes on a CUDA device: launches or kernels.
 
     python benchmarks/gpu_profile.py OUT.json [--n 16384] [--heads 16] [--dtype bfloat16] [--modes fwd,fwd_bwd]
+    python benchmarks/gpu_profile.py OUT.json --set triton --n 16384,65536 --series 8192,32768 \
+        --check 4096 --check-impls triton --criteria      # the `triton` paths beside their yardsticks
+    python benchmarks/gpu_profile.py OUT.json --set triton --dry-run   # the rows and their reasons here
 
 For each native path (and SDPA / FlexAttention on full attention as yardsticks), B = 1, d = 64: the
 median of `triton.testing.do_bench` (CUDA events), then one profiled call (torch.profiler): how many
@@ -28,6 +31,17 @@ from variants._checks import against_reference
 PATHS = [("full", "sdpa")] + [
     (name, "native") for name in ("sliding_window", "neighborhood", "global", "random", "strided", "fixed",
                                   "bigbird", "linear", "performer", "rfa", "reformer", "linformer", "mqa", "gqa")]
+# The `triton` paths (variants.kernels), each beside the yardstick its criterion names (benchmarks/
+# triton_criteria.py): FlexAttention on the patterns, flash-linear-attention on causal linear, SDPA on
+# full attention; rows are (variant, impl, causal). `--series` adds lengths to the rows whose
+# exponent is checked.
+TRITON = ("sliding_window", "neighborhood", "global", "random", "strided", "fixed", "bigbird", "linear",
+          "performer", "rfa")
+TRITON_PATHS = ([("full", "sdpa", False)] + [(name, "triton", False) for name in TRITON]
+                + [(name, "flex", False) for name in ("sliding_window", "neighborhood", "random", "bigbird")]
+                + [("linear", "triton", True), ("linear", "fla-core", True)])
+SERIES = {("random", "triton", False), ("bigbird", "triton", False)}
+NATIVE_BESIDE = [(name, "native", False) for name in TRITON]  # --with-native
 KV_HEADS = {"equal": lambda h: h, "one": lambda h: 1, "divides": lambda h: max(1, h // 4)}
 
 
@@ -84,23 +98,23 @@ def kernels(fn) -> dict:
             "top": [[name[:80], count, round(ms, 4)] for name, (count, ms) in top]}
 
 
-def one(variant: str, impl: str, mode: str, args) -> dict:
+def one(variant: str, impl: str, mode: str, args, n: int | None = None, causal: bool = False) -> dict:
     spec = variants.get(variant)
-    heads = args.heads
-    case = Case(variant, impl, args.device, args.dtype, mode, 1, args.n, heads, KV_HEADS[spec.kv_heads](heads), 64, False)
-    row = {"variant": variant, "impl": impl, "mode": mode, "n": args.n, "heads": heads,
-           "kv_heads": case.num_kv_heads, "dtype": args.dtype}
+    heads, n = args.heads, n or args.n
+    case = Case(variant, impl, args.device, args.dtype, mode, 1, n, heads, KV_HEADS[spec.kv_heads](heads), 64, causal)
+    row = {"variant": variant, "impl": impl, "mode": mode, "n": n, "heads": heads,
+           "kv_heads": case.num_kv_heads, "dtype": args.dtype, "causal": causal}
     try:
         q, k, v = inputs(case, requires_grad=mode == "fwd_bwd")
         fn, _ = build(case, q, k, v)
         for _ in range(2):
             fn()
         row["aten_ops"] = aten_ops(fn)
-        if args.check:
+        if args.check and (not args.check_impls or impl in args.check_impls.split(",")):
             small = Case(variant, impl, args.device, "float32", mode, 1, args.check, case.num_heads,
-                         case.num_kv_heads, 64, False)
+                         case.num_kv_heads, 64, causal)
             row["check_n"] = args.check
-            row["check_error"] = against_reference(spec, impl, lambda m: inputs(small), args.check, {}, False,
+            row["check_error"] = against_reference(spec, impl, lambda m: inputs(small), args.check, {}, causal,
                                                    grads=mode == "fwd_bwd")[0]
         row["median_ms"] = median_ms(fn, args.device, args.rep)
         if args.device == "cuda":
@@ -113,35 +127,75 @@ def one(variant: str, impl: str, mode: str, args) -> dict:
     return row
 
 
+def planned(args) -> list[tuple[str, str, bool, int]]:
+    """(variant, impl, causal, n) of every row the arguments ask for, in order."""
+    lengths = [int(x) for x in str(args.n).split(",")]
+    if args.set == "native":
+        paths = [(v, i, False) for v, i in PATHS]
+    else:
+        paths = TRITON_PATHS + (NATIVE_BESIDE if args.with_native else [])
+    only = set(filter(None, args.only.split(",")))
+    series = sorted({*lengths, *(int(x) for x in args.series.split(",") if x)})
+    return [(v, i, c, n) for v, i, c in paths if not only or v in only
+            for n in (series if (v, i, c) in SERIES else lengths)]
+
+
+def dry_run(args) -> None:
+    """The rows, and why each cannot run on this device in this dtype (nothing is run)."""
+    from suite.run.measure import DTYPES
+
+    for variant, impl, causal, n in planned(args):
+        spec = variants.get(variant)
+        for mode in args.modes.split(","):
+            why = spec.reasons(impl, device=args.device, dtype=DTYPES[args.dtype], seq_len=n, causal=causal,
+                               num_heads=args.heads, head_dim=64)
+            print(f"{variant + '/' + impl:28s} {mode:8s} n={n:<7d} causal={causal!s:5s} "
+                  f"{'runs' if not why else 'cannot: ' + '; '.join(why)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
-    parser.add_argument("--n", type=int, default=16384)
+    parser.add_argument("--n", default="16384", help="lengths, comma-separated")
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--modes", default="fwd,fwd_bwd")
     parser.add_argument("--rep", type=int, default=200, help="do_bench's timed milliseconds")
     parser.add_argument("--only", default="", help="comma-separated variant names")
+    parser.add_argument("--set", choices=("native", "triton"), default="native", help="the rows: native paths, "
+                        "or the triton paths beside their yardsticks")
+    parser.add_argument("--series", default="", help="more lengths for the rows whose exponent is checked (--set triton)")
+    parser.add_argument("--with-native", action="store_true", help="--set triton: the native paths too")
     parser.add_argument("--check", type=int, default=0, help="also check the output (fwd) or the output and "
                         "gradients (fwd_bwd) against dense float64 at this n (float32 inputs, the profiled heads)")
+    parser.add_argument("--check-impls", default="", help="check only these impls (comma-separated; default all)")
+    parser.add_argument("--criteria", action="store_true", help="then the triton criteria, pass/fail "
+                        "(benchmarks/triton_criteria.py); exit 1 when one fails")
+    parser.add_argument("--dry-run", action="store_true", help="print the rows and their reasons; run nothing")
     args = parser.parse_args()
-    only = set(filter(None, args.only.split(",")))
+    if args.dry_run:
+        return dry_run(args)
     rows = []
-    print(f"{'path':28s} {'mode':8s} {'ms':>9s} {'kern ms':>9s} {'kernels':>8s} {'ops':>7s}  top kernel")
-    for variant, impl in PATHS:
-        if only and variant not in only:
-            continue
+    print(f"{'path':28s} {'mode':8s} {'n':>6s} {'ms':>9s} {'kern ms':>9s} {'kernels':>8s} {'ops':>7s}  top kernel")
+    for variant, impl, causal, n in planned(args):
         for mode in args.modes.split(","):
-            row = one(variant, impl, mode, args)
+            row = one(variant, impl, mode, args, n, causal)
             rows.append(row)
             top = row.get("top", [[""]])[0][0][:40] if row.get("top") else ""
-            print(f"{variant + '/' + impl:28s} {mode:8s} {row.get('median_ms', float('nan')):9.3f} "
+            path = variant + "/" + impl + (" causal" if causal else "")
+            print(f"{path:28s} {mode:8s} {n:6d} {row.get('median_ms', float('nan')):9.3f} "
                   f"{row.get('kernel_ms', float('nan')):9.3f} {row.get('kernels', 0):8d} {row.get('aten_ops') or -1:7d}  "
                   f"{row.get('error', top)}" + (f"  check {row['check_error']:.1e}" if "check_error" in row else ""),
                   flush=True)
             with open(args.out, "w") as fh:
                 json.dump(rows, fh, indent=1)
+    if args.criteria:
+        import sys
+
+        from triton_criteria import report  # benchmarks/, beside this script
+
+        sys.exit(0 if report(rows) else 1)
 
 
 if __name__ == "__main__":

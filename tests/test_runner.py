@@ -209,7 +209,7 @@ def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
     assert res.returncode == 0, res.stderr
     table = pd.read_parquet(results / "c" / "results.parquet")
     plan = json.loads((results / "c" / "plan.json").read_text())
-    assert len(table) == len(plan["cases"]) == 12  # 6 impls (local-attention among them) × 2 n
+    assert len(table) == len(plan["cases"]) == 14  # 7 impls (local-attention and triton among them) × 2 n
     assert all(col in table.columns for col in REQUIRED_COLUMNS)
     assert set(pd.read_csv(results / "c" / "results.csv").columns) == set(table.columns)
     ok = table[table.status == "ok"]

@@ -383,6 +383,13 @@ def register(spec: VariantSpec) -> VariantSpec:
     return spec
 
 
+def attach(name: str, impl: Impl) -> None:
+    """Add `impl` to variant `name` at import, before any lookup (variants.kernel_paths); no override."""
+    if impl.name in get(name).impls:
+        raise ValueError(f"{name}: impl {impl.name!r} is already declared")
+    get(name).impls[impl.name] = impl
+
+
 def names() -> list[str]:
     """Registered variant names, in registration order."""
     return list(_REGISTRY)
