@@ -25,6 +25,8 @@ def add_parser(sub, commands: dict, csv_list) -> None:
     b.add_argument("--grid", required=True, help="a preset or a TOML/YAML file (read by each commit's checkout)")
     b.add_argument("--device", type=csv_list, help="override the grid's devices")
     b.add_argument("--variant", type=csv_list, help="only these variants (comma-separated)")
+    b.add_argument("--paths", nargs="+", metavar="PATH", help="only the commits that changed these paths "
+                                                              "(e.g. variants suite)")
     _common(b)
     c = actions.add_parser("check", help="exit 1 when the newest points of a case or an exponent form a slowdown "
                                          "change point, 0 when none does, 2 when it cannot judge")

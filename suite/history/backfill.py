@@ -5,7 +5,8 @@ Each commit is checked out into a temporary worktree (suite.run.sides, as `suite
 suite and the variants measured are that commit's. Runs are named `backfill-COMMIT-GRID` under
 --results-dir; a commit whose run is there and finished is not measured again (a stopped backfill
 goes on where it stopped). A commit whose run fails or stops is reported and skipped; the others are
-added. The grid, where it is a file, is read by each checkout: give one those commits understand.
+added. `--paths variants suite` takes only the commits that changed those paths (a commit that changed
+neither the suite nor the variants cannot change a time). The grid, where it is a file, is read by each checkout: give one those commits understand.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from suite.run import sides
 from suite.store.rundir import RunDir
 
 
-def commits(spec: str, repo: Path) -> list[str]:
-    """The commits of `A..B`, oldest first (`git rev-list --reverse A..B`); UsageError naming the field."""
+def commits(spec: str, repo: Path, paths: list[str] = ()) -> list[str]:
+    """The commits of `A..B`, oldest first (`git rev-list --reverse A..B [-- PATHS]`: with paths, those
+    that changed them); UsageError naming the field."""
     parts = spec.split("..")
     if len(parts) != 2 or not all(parts):
         raise UsageError(f"history backfill: range {spec!r} (allowed: A..B, two commit-ishes of {repo})")
@@ -35,8 +37,11 @@ def commits(spec: str, repo: Path) -> list[str]:
                              f"`git rev-parse` resolves in {repo}: letters, digits and ._/@^~{{}}- , not starting "
                              "with '-')")
         ends.append(found.stdout.strip())
-    out = subprocess.run(["git", "rev-list", "--reverse", f"{ends[0]}..{ends[1]}"], cwd=repo, capture_output=True,
-                         text=True)
+    for path in paths:
+        if path.startswith("-") or ".." in Path(path).parts:
+            raise UsageError(f"history backfill: --paths {path!r} (allowed: paths inside the repository)")
+    out = subprocess.run(["git", "rev-list", "--reverse", f"{ends[0]}..{ends[1]}", "--", *paths], cwd=repo,
+                         capture_output=True, text=True)
     found = out.stdout.split()
     if out.returncode != 0 or not found:
         raise UsageError(f"history backfill: range {spec!r} holds no commit in {repo} (A must be an ancestor of B)")
@@ -80,7 +85,7 @@ def backfill(args) -> list[tuple[str, str]]:
     repo = Path(args.repo).resolve()
     results_dir = Path(args.results_dir).resolve()
     grid_name = check_name("--grid", Path(args.grid).stem)
-    chosen = commits(args.range, repo)
+    chosen = commits(args.range, repo, args.paths or [])
     print(f"history backfill: {len(chosen)} commits of {args.range}, grid {args.grid}, into {args.db}", file=sys.stderr)
     failed = []
     for i, commit in enumerate(chosen, 1):
