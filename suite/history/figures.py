@@ -61,8 +61,9 @@ def _times(ax, points: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFrame) 
 
 def _exponent(ax, points: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFrame) -> None:
     if points.empty:
-        ax.text(0.5, 0.5, "no exponent fitted (3 lengths needed)", ha="center", transform=ax.transAxes)
-        _ticks(ax, runs)
+        ax.text(0.5, 0.5, "no exponent fitted (a series needs 3 lengths)", ha="center", transform=ax.transAxes,
+                color="#555")
+        ax.set_axis_off()
         return
     rows = points.sort_values("run")
     ax.plot(rows["run"], rows["value"], marker="o", ms=3, lw=1, color="#333")
