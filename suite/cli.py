@@ -1,4 +1,4 @@
-"""Command line: `python -m suite list | run | report | compare | ab | merge | baseline | export | doctor | card | docs`.
+"""Command line: `python -m suite list | run | report | compare | ab | merge | baseline | export | doctor | card | docs | history`.
 
 Thin: it parses, delegates to the stages, prints, and maps bad input (UsageError) to exit code 2.
 """
@@ -347,6 +347,13 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    """A history of runs over commits (suite.history.commands): add, backfill, check, report."""
+    from suite.history.commands import history
+
+    return history(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     from suite.parser import build_parser
     from suite.run.device import get as device
@@ -389,4 +396,5 @@ def _stop_on_signals():
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report, "compare": cmd_compare, "ab": cmd_ab, "merge": cmd_merge,
-            "baseline": cmd_baseline, "export": cmd_export, "doctor": cmd_doctor, "card": cmd_card, "docs": cmd_docs}
+            "baseline": cmd_baseline, "export": cmd_export, "doctor": cmd_doctor, "card": cmd_card, "docs": cmd_docs,
+            "history": cmd_history}

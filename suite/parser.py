@@ -27,6 +27,10 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     _compare(sub, commands, rule)
     _ab(sub, commands, rule)
     _store(sub, commands)
+    if "history" in commands:
+        from suite.history.args import add_parser as history
+
+        history(sub, commands, csv_list)
     d = sub.add_parser("doctor", help="what the suite would use here: versions, devices, SDPA backends, flex, "
                                       "xformers, do_bench; exit 1 when a requested --device cannot be measured")
     d.add_argument("--device", type=csv_list, help="devices that must be measurable (default: report all, require none)")

@@ -74,3 +74,19 @@ def checked_out(base: str, new: str, repo: Path):
                 _git("worktree", "remove", "--force", str(directory), cwd=repo)
             if made:
                 _git("worktree", "prune", cwd=repo)
+
+
+@contextmanager
+def worktree(commit: str, repo: Path):
+    """One commit (a full hash `resolve` gave) checked out into a temporary worktree, removed afterwards
+    whatever happens (`history backfill` measures each commit of a range in one)."""
+    with tempfile.TemporaryDirectory(prefix="suite-commit-") as tmp:
+        directory = Path(tmp) / commit[:12]
+        res = _git("worktree", "add", "--detach", str(directory), commit, cwd=repo)
+        if res.returncode != 0:
+            raise UsageError(f"cannot check out {commit[:12]}: {res.stderr.strip()}")
+        try:
+            yield directory
+        finally:
+            _git("worktree", "remove", "--force", str(directory), cwd=repo)
+            _git("worktree", "prune", cwd=repo)

@@ -36,3 +36,22 @@ def held(folder: Path):
         yield
     finally:
         os.close(fd)
+
+
+def holder(folder: Path) -> str | None:
+    """Who is measuring the run in `folder` now (its lock's text), or None where nobody is. Reads only:
+    the lock file is not made, and not written."""
+    path = Path(folder) / NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 512, 0).decode(errors="replace").strip() or "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

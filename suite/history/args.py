@@ -1,0 +1,47 @@
+"""`python -m suite history add|backfill|check|report`: the command line's arguments (suite.history.commands runs them).
+
+Imports nothing heavy: the parser is built on every command's start.
+"""
+
+from __future__ import annotations
+
+DB = "results/history.duckdb"
+
+
+def add_parser(sub, commands: dict, csv_list) -> None:
+    h = sub.add_parser("history", help="a history of runs over commits: add a run, backfill commits, check the "
+                                       "newest points for a slowdown (exit 0/1/2), the trend page")
+    actions = h.add_subparsers(dest="action", required=True)
+    a = actions.add_parser("add", help="append a finished run (adding it again adds nothing)")
+    a.add_argument("run", help="a run name under --results-dir, or a run folder")
+    a.add_argument("--commit-time", help="the commit's time (ISO 8601) where --repo does not have the commit")
+    a.add_argument("--another-fingerprint", action="store_true",
+                   help="accept a run of another machine or settings (check and report then need --fingerprint)")
+    _common(a)
+    b = actions.add_parser("backfill", help="check out each commit of A..B, run --grid with that commit's own "
+                                            "code, add the run (exit 1 when a commit could not be measured)")
+    b.add_argument("range", metavar="A..B", help="the commits after A up to B, as `git rev-list A..B` lists them "
+                                                 "(A^..B includes A)")
+    b.add_argument("--grid", required=True, help="a preset or a TOML/YAML file (read by each commit's checkout)")
+    b.add_argument("--device", type=csv_list, help="override the grid's devices")
+    b.add_argument("--variant", type=csv_list, help="only these variants (comma-separated)")
+    b.add_argument("--paths", nargs="+", metavar="PATH", help="only the commits that changed these paths "
+                                                              "(e.g. variants suite)")
+    _common(b)
+    c = actions.add_parser("check", help="exit 1 when the newest points of a case or an exponent form a slowdown "
+                                         "change point, 0 when none does, 2 when it cannot judge")
+    c.add_argument("--fingerprint", help="the machine to judge, where the database holds several")
+    c.add_argument("--markdown", help="write the verdict as Markdown here (also appended to $GITHUB_STEP_SUMMARY)")
+    _common(c)
+    r = actions.add_parser("report", help="the trend page: each series' time and exponent over the commits, "
+                                          "its change points, a summary first")
+    r.add_argument("--fingerprint", help="the machine to show, where the database holds several")
+    r.add_argument("-o", "--output", default="reports/history/index.html", help="the page's path")
+    _common(r)
+    h.set_defaults(func=commands["history"])
+
+
+def _common(p) -> None:
+    p.add_argument("--db", default=DB, help=f"the history database (default {DB})")
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--repo", default=".", help="the git repository of the commits (default: here)")

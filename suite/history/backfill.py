@@ -1,0 +1,100 @@
+"""`history backfill A..B --grid G`: each commit of the range measured by its own code, and added.
+
+Each commit is checked out into a temporary worktree (suite.run.sides, as `suite ab` does) and runs
+`python -m suite run` there, with the worktree as working directory and first on PYTHONPATH, so the
+suite and the variants measured are that commit's. Runs are named `backfill-COMMIT-GRID` under
+--results-dir; a commit whose run is there and finished is not measured again (a stopped backfill
+goes on where it stopped). A commit whose run fails or stops is reported and skipped; the others are
+added. `--paths variants suite` takes only the commits that changed those paths (a commit that changed
+neither the suite nor the variants cannot change a time). The grid, where it is a file, is read by each checkout: give one those commits understand.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from suite.errors import UsageError, check_name
+from suite.history import runs, store
+from suite.run import sides
+from suite.store.rundir import RunDir
+
+
+def commits(spec: str, repo: Path, paths: list[str] = ()) -> list[str]:
+    """The commits of `A..B`, oldest first (`git rev-list --reverse A..B [-- PATHS]`: with paths, those
+    that changed them); UsageError naming the field."""
+    parts = spec.split("..")
+    if len(parts) != 2 or not all(parts):
+        raise UsageError(f"history backfill: range {spec!r} (allowed: A..B, two commit-ishes of {repo})")
+    ends = []
+    for field, given in zip(("A", "B"), parts):
+        found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{given}^{{commit}}"], cwd=repo,
+                               capture_output=True, text=True) if sides.REF_RULE.match(given) else None
+        if found is None or found.returncode != 0:
+            raise UsageError(f"history backfill: {field} = {given!r} in range {spec!r} (allowed: a commit-ish that "
+                             f"`git rev-parse` resolves in {repo}: letters, digits and ._/@^~{{}}- , not starting "
+                             "with '-')")
+        ends.append(found.stdout.strip())
+    for path in paths:
+        if path.startswith("-") or ".." in Path(path).parts:
+            raise UsageError(f"history backfill: --paths {path!r} (allowed: paths inside the repository)")
+    out = subprocess.run(["git", "rev-list", "--reverse", f"{ends[0]}..{ends[1]}", "--", *paths], cwd=repo,
+                         capture_output=True, text=True)
+    found = out.stdout.split()
+    if out.returncode != 0 or not found:
+        raise UsageError(f"history backfill: range {spec!r} holds no commit in {repo} (A must be an ancestor of B)")
+    return found
+
+
+def _grid_argument(grid: str) -> str:
+    """A grid file as an absolute path (each checkout runs in its own folder); a preset's name as it is."""
+    return str(Path(grid).resolve()) if Path(grid).is_file() else grid
+
+
+def _finished(folder: Path) -> bool:
+    if not (folder / RunDir.PARQUET).is_file():
+        return False
+    try:
+        return not (RunDir(folder).read_table()["status"] == "not_run").any()
+    except UsageError:
+        return False
+
+
+def measure(commit: str, args, results_dir: Path, name: str) -> Path:
+    """Run the grid with `commit`'s own code; the run's folder (UsageError when it did not finish)."""
+    folder = results_dir / name
+    if _finished(folder):
+        return folder
+    resume = ["--resume", name] if (folder / RunDir.PLAN).is_file() else \
+        ["--grid", _grid_argument(args.grid), "--run-id", name]
+    extra = [*(["--device", ",".join(args.device)] if args.device and not resume[0] == "--resume" else []),
+             *(["--variant", ",".join(args.variant)] if args.variant and not resume[0] == "--resume" else [])]
+    with sides.worktree(commit, Path(args.repo)) as root:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+        done = subprocess.run([sys.executable, "-m", "suite", "run", *resume, *extra, "--results-dir", str(results_dir),
+                               "--no-report"], cwd=root, env=env)
+    if done.returncode != 0:
+        raise UsageError(f"its run exited {done.returncode} (see {folder}/worker.log)")
+    return folder
+
+
+def backfill(args) -> list[tuple[str, str]]:
+    """Measure and add every commit of the range; (commit, why) of each one that could not be added."""
+    repo = Path(args.repo).resolve()
+    results_dir = Path(args.results_dir).resolve()
+    grid_name = check_name("--grid", Path(args.grid).stem)
+    chosen = commits(args.range, repo, args.paths or [])
+    print(f"history backfill: {len(chosen)} commits of {args.range}, grid {args.grid}, into {args.db}", file=sys.stderr)
+    failed = []
+    for i, commit in enumerate(chosen, 1):
+        name = f"backfill-{commit[:12]}-{grid_name}"
+        print(f"[{i}/{len(chosen)}] {commit[:12]}: {name}", file=sys.stderr)
+        try:
+            folder = measure(commit, args, results_dir, name)
+            added = store.add(Path(args.db), runs.load(str(folder), results_dir, repo))
+            print(f"[{i}/{len(chosen)}] {commit[:12]}: {'added' if added else 'already in the history'}", file=sys.stderr)
+        except UsageError as err:
+            failed.append((commit, str(err)))
+    return failed

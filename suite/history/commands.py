@@ -1,0 +1,117 @@
+"""The `history` command's actions: add, backfill, check, report (suite.cli maps UsageError to exit 2).
+
+check's exit codes: 0 no series' newest points form a slowdown change point; 1 some do (each named,
+with its size, interval and commit range); 2 it cannot judge (no database, no series with enough
+points, several fingerprints and none chosen, a damaged file).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from suite.errors import UsageError, check_name
+from suite.history import changes, store
+from suite.store import atomic
+
+
+def history(args) -> int:
+    return {"add": add, "backfill": backfill, "check": check, "report": report}[args.action](args)
+
+
+def add(args) -> int:
+    from suite.history import runs
+
+    run = runs.load(args.run, Path(args.results_dir), Path(args.repo), args.commit_time)
+    added = store.add(Path(args.db), run, args.another_fingerprint)
+    what = "added" if added else "already there, nothing added"
+    print(f"history {args.db}: run {run.run_name} (commit {run.git_commit[:12]}, fingerprint {run.fingerprint_id}, "
+          f"{len(run.cases)} cases, {len(run.exponents)} exponents): {what}")
+    return 0
+
+
+def backfill(args) -> int:
+    from suite.history import backfill as filling
+
+    failed = filling.backfill(args)
+    for commit, why in failed:
+        print(f"warning: commit {commit[:12]} not added: {why}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _load(args):
+    """The database's runs, cases and exponents of one fingerprint (--fingerprint, or the only one)."""
+    runs, cases, exponents = store.read(Path(args.db))
+    prints = sorted(runs["fingerprint_id"].unique())
+    if args.fingerprint is not None:
+        check_name("--fingerprint", args.fingerprint)
+        if args.fingerprint not in prints:
+            raise UsageError(f"--fingerprint {args.fingerprint} (allowed: {', '.join(prints) or 'none: it is empty'})")
+        chosen = args.fingerprint
+    elif len(prints) > 1:
+        raise UsageError(f"history {args.db} holds runs of {len(prints)} fingerprints ({', '.join(prints)}): their "
+                         "times are not one series; choose one with --fingerprint")
+    elif not prints:
+        raise UsageError(f"history {args.db} holds no run (add one: python -m suite history add RUN)")
+    else:
+        chosen = prints[0]
+
+    def mine(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[frame["fingerprint_id"] == chosen]
+
+    return chosen, mine(runs), mine(cases), mine(exponents)
+
+
+def _line(row) -> str:
+    from suite.history.page import fmt_size
+
+    what = f"time n={int(row['seq_len'])}" if row["kind"] == "time" else "exponent in n"
+    return f"{row['series']}: {what} {fmt_size(row)} in {row['commits']}"
+
+
+def check(args) -> int:
+    from suite.history.series import judge
+
+    fingerprint, runs, cases, exponents = _load(args)
+    judged = judge(runs, cases, exponents)
+    verdicts, found = judged.verdicts, judged.changes
+    counts = verdicts["class"].value_counts().to_dict()
+    tally = ", ".join(f"{n} {name}" for name, n in counts.items())
+    if verdicts.empty or (verdicts["class"] == "insufficient data").all():
+        print(f"cannot judge: {len(runs)} runs of fingerprint {fingerprint} in {args.db}; a series needs "
+              f"{changes.MIN_POINTS} points ({tally or 'no series'})", file=sys.stderr)
+        return 2
+    bad = found[(found["class"] == "regression") & found["newest"]]
+    lines = [f"history check {args.db} (fingerprint {fingerprint}, {len(runs)} runs): {tally}"]
+    lines += [f"REGRESSION {_line(row)}" for _, row in bad.iterrows()]
+    lines += [f"suspicious {_line(row)}" for _, row in found[(found["class"] == "suspicious") & found["slower"]].iterrows()]
+    text = "\n".join(lines)
+    print(text)
+    _markdown(args, text)
+    return 1 if len(bad) else 0
+
+
+def _markdown(args, text: str) -> None:
+    body = "```\n" + text + "\n```\n"
+    if args.markdown:
+        atomic.write_text(Path(args.markdown), body)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as summary:
+            summary.write(body)
+
+
+def report(args) -> int:
+    from suite.history.page import render
+    from suite.history.series import judge
+
+    fingerprint, runs, cases, exponents = _load(args)
+    judged = judge(runs, cases, exponents)
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(output, render(judged, {"fingerprint": fingerprint, "db": str(args.db)}))
+    print(f"history report: {output} ({len(runs)} runs, {len(judged.verdicts)} series, "
+          f"{len(judged.changes)} change points)")
+    return 0

@@ -1,0 +1,76 @@
+"""The trend page: one self-contained HTML file (figures embedded, styles inline, no scripts), in the
+run report's style. Built from suite.history.series' tables alone: it knows nothing of the database.
+
+A summary table first (one row per series: the worst class of its cases and of its exponent, and its
+newest change point), then per series its figure (suite.history.figures) and its change points.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+from suite.history import changes as rules
+from suite.history import figures
+from suite.history.series import SEVERITY, Judged
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def fmt_size(row) -> str:
+    """A change's size and interval: time as percent, an exponent as a difference."""
+    if row["kind"] == "time":
+        return f"{row['size']:+.1%} [{row['lo']:+.1%}, {row['hi']:+.1%}]"
+    return f"{row['size']:+.2f} [{row['lo']:+.2f}, {row['hi']:+.2f}]"
+
+
+def summary(judged: Judged) -> pd.DataFrame:
+    """One row per series: its worst class, its classes of time and exponent, its newest change point."""
+    rows = []
+    for key, verdicts in judged.verdicts.groupby("series_key", sort=False):
+        mine = judged.changes[judged.changes["series_key"] == key]
+        exponent = verdicts[verdicts["kind"] == "exponent"]
+        time = verdicts[verdicts["kind"] == "time"]
+        worst = min(verdicts["class"], key=SEVERITY.get)
+        newest = mine.sort_values("after_run").iloc[-1] if not mine.empty else None
+        rows.append({"series_key": key, "series": verdicts["series"].iloc[0], "class": worst,
+                     "time": ", ".join(f"{n} {c}" for c, n in time["class"].value_counts().items()),
+                     "exponent_class": exponent["class"].iloc[0] if not exponent.empty else "no fit",
+                     "exponent": exponent["newest"].iloc[0] if not exponent.empty else float("nan"),
+                     "claimed": exponent["claimed"].iloc[0] if not exponent.empty else float("nan"),
+                     "points": int(verdicts["points"].max()),
+                     "newest_change": "" if newest is None else
+                     f"{'n=' + str(int(newest['seq_len'])) if newest['kind'] == 'time' else 'exponent'} "
+                     f"{fmt_size(newest)} in {newest['commits']}"})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    return table.assign(order=table["class"].map(SEVERITY)).sort_values(["order", "series"]).drop(columns="order")
+
+
+def _figures(judged: Judged, keys: list[str]) -> dict[str, str]:
+    points, out = judged.points, {}
+    for key in keys:
+        mine = points[points["series_key"] == key]
+        out[key] = base64.b64encode(figures.series_figure(
+            mine[mine["kind"] == "time"], mine[mine["kind"] == "exponent"],
+            judged.changes[judged.changes["series_key"] == key], judged.runs)).decode()
+    return out
+
+
+def render(judged: Judged, title: dict) -> str:
+    """The page. `title`: what the header says (database, fingerprint)."""
+    table = summary(judged)
+    keys = list(table["series_key"]) if not table.empty else []
+    loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                                undefined=jinja2.StrictUndefined)
+    loader.filters.update(size=fmt_size, short=lambda c: str(c)[:10])
+    runs = judged.runs
+    return loader.get_template("history.html.j2").render(
+        title=title, summary=table, images=_figures(judged, keys), changes=judged.changes, verdicts=judged.verdicts,
+        runs=runs, first=runs.iloc[0] if len(runs) else None, last=runs.iloc[-1] if len(runs) else None,
+        rules=rules, time_pct=100 * math.expm1(rules.THRESHOLD["time"]), counts=judged.verdicts["class"].value_counts().to_dict() if not judged.verdicts.empty else {})

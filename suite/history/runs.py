@@ -1,0 +1,88 @@
+"""A run folder as a point of history: its identity and its points, or a UsageError saying why not.
+
+Refused, before anything is written: a run being measured now (its folder's lock is held), a run that
+is not finished (cases `not_run`: `run --resume` finishes it), a run measured with uncommitted changes
+(its commit does not say what was measured), a run without a fingerprint or commit, a commit the
+repository does not know (unless its time is given). The run's time is when its last case finished
+(the journal's `finished_at`; a folder without a journal: its table's time). Nothing in the folder is
+written or executed, except a stale table rebuilt from the journal as `report` does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+
+from suite.errors import UsageError, check_name
+from suite.history.points import case_points, exponent_points
+from suite.history.store import Run
+from suite.store import lock
+from suite.store.journal import Journal
+from suite.store.rundir import RunDir
+
+COMMIT = re.compile(r"[0-9a-f]{7,64}")
+
+
+def folder_of(ref: str, results_dir: Path) -> Path:
+    """The folder `ref` names (a folder, or a run name under results_dir); UsageError naming the runs there."""
+    if Path(ref).is_dir():
+        return Path(ref).resolve()
+    folder = Path(results_dir) / check_name("run", ref)
+    if not folder.is_dir():
+        known = sorted(p.parent.name for p in Path(results_dir).glob(f"*/{RunDir.PLAN}"))
+        raise UsageError(f"run {ref!r}: no folder {folder} (runs in {results_dir}/: {', '.join(known) or 'none'})")
+    return folder
+
+
+def load(ref: str, results_dir: Path, repo: Path, commit_time: str | None = None) -> Run:
+    folder = folder_of(ref, results_dir)
+    holder = lock.holder(folder)
+    if holder:
+        raise UsageError(f"history add {ref}: the run is being measured by {holder} (add it once it has finished)")
+    run = RunDir.resolve(str(folder), Path(results_dir))
+    frame = run.read_table()
+    missing = int((frame["status"] == "not_run").sum())
+    if missing:
+        raise UsageError(f"history add {ref}: the run is not finished: {missing} of {len(frame)} cases not run "
+                         f"(python -m suite run --resume {run.name} finishes it)")
+    env = run.env()
+    fingerprint = check_name(f"{run.path / RunDir.ENV} fingerprint_id", env.get("fingerprint_id"))
+    commit = env.get("git_commit")
+    if not isinstance(commit, str) or commit.endswith("-dirty") or not COMMIT.fullmatch(commit):
+        raise UsageError(f"history add {ref}: {run.path / RunDir.ENV} git_commit = {commit!r} (allowed: a clean "
+                         "commit's hash; a run with uncommitted changes does not say what was measured)")
+    when = _commit_time(commit, repo) if commit_time is None else _timestamp("--commit-time", commit_time)
+    finished = _run_time(run)
+    key = hashlib.sha1(f"{fingerprint}\n{commit}\n{run.name}\n{finished.isoformat()}".encode()).hexdigest()[:16]
+    return Run(run_key=key, fingerprint_id=fingerprint, git_commit=commit, commit_time=when, run_time=finished,
+               run_name=run.name, grid=str(run.plan().get("grid", "")), env=run.file(RunDir.ENV).read_text(),
+               cases=case_points(frame), exponents=exponent_points(frame))
+
+
+def _timestamp(field: str, text: str) -> pd.Timestamp:
+    try:
+        stamp = pd.Timestamp(text)
+    except ValueError:
+        stamp = None
+    if stamp is None or pd.isna(stamp):
+        raise UsageError(f"{field} {text!r} (allowed: an ISO 8601 time, e.g. 2026-11-27T04:00:00+00:00)")
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+
+
+def _commit_time(commit: str, repo: Path) -> pd.Timestamp:
+    out = subprocess.run(["git", "show", "-s", "--format=%cI", commit], cwd=repo, capture_output=True, text=True)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise UsageError(f"commit {commit[:12]}: not in the repository {repo} (allowed: a commit `git show` finds "
+                         "there: fetch it, give --repo, or give its time with --commit-time)")
+    return _timestamp("commit time", out.stdout.strip())
+
+
+def _run_time(run: RunDir) -> pd.Timestamp:
+    lines, _ = Journal(run.file(RunDir.JOURNAL)).lines() if run.file(RunDir.JOURNAL).is_file() else ([], [])
+    times = [data["finished_at"] for _, data in lines if isinstance(data.get("finished_at"), (int, float))]
+    seconds = max(times) if times else run.file(RunDir.PARQUET).stat().st_mtime
+    return pd.Timestamp(seconds, unit="s", tz="UTC").floor("us")

@@ -1,0 +1,188 @@
+"""The history database: one DuckDB file (default results/history.duckdb) of many runs' points.
+
+    meta       key, value: the schema's version
+    runs       one row per run added: run_key, fingerprint_id, git_commit, commit_time, run_time, run_name,
+               grid, added_at, env (env.json as text)
+    cases      run_key, fingerprint_id, git_commit, commit_time, run_time + suite.history.points.CASE_COLUMNS
+    exponents  the same keys + suite.history.points.EXPONENT_COLUMNS
+
+A run is added in one transaction: its runs row, its cases and its exponents, all or none (a kill, a
+full disk or an error half-way leaves the database as it was; DuckDB's write-ahead log replays only
+committed transactions). A new database is made beside its path and renamed into place once its first
+run is in, so a failed first add leaves no file. Adding a run already there adds nothing. A database
+holds one machine's fingerprint unless told otherwise (`another_fingerprint`): runs of another machine
+are not comparable points of one series. Any DuckDB error becomes a UsageError naming the file and
+what to do (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from suite.errors import UsageError
+from suite.history.points import CASE_COLUMNS, EXPONENT_COLUMNS
+from suite.store import atomic
+
+SCHEMA = "1"
+KEYS = ["run_key", "fingerprint_id", "git_commit", "commit_time", "run_time"]
+TYPES = {"case_id": "VARCHAR", "series_key": "VARCHAR", "series": "VARCHAR", "label": "VARCHAR", "variant": "VARCHAR",
+         "impl": "VARCHAR", "device": "VARCHAR", "dtype": "VARCHAR", "mode": "VARCHAR", "batch": "INTEGER",
+         "num_heads": "INTEGER", "num_kv_heads": "INTEGER", "head_dim": "INTEGER", "causal": "BOOLEAN",
+         "params": "VARCHAR", "kv_len": "DOUBLE", "valid_fraction": "DOUBLE", "seq_len": "INTEGER",
+         "status": "VARCHAR", "reason": "VARCHAR", "samples_n": "INTEGER", "replicates": "INTEGER",
+         "verdict": "VARCHAR", "points": "INTEGER", "run_key": "VARCHAR", "fingerprint_id": "VARCHAR",
+         "git_commit": "VARCHAR", "commit_time": "TIMESTAMPTZ", "run_time": "TIMESTAMPTZ"}
+RUN_COLUMNS = [*KEYS, "run_name", "grid", "added_at", "env"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's identity and its points, ready to add (suite.history.runs makes it from a folder)."""
+
+    run_key: str
+    fingerprint_id: str
+    git_commit: str
+    commit_time: pd.Timestamp
+    run_time: pd.Timestamp
+    run_name: str
+    grid: str
+    env: str  # env.json's text
+    cases: pd.DataFrame  # suite.history.points.case_points
+    exponents: pd.DataFrame  # suite.history.points.exponent_points
+
+
+def _table(name: str, columns: list[str], key: list[str]) -> str:
+    cols = ", ".join(f"{c} {TYPES.get(c, 'DOUBLE')} NOT NULL" if c in KEYS else f"{c} {TYPES.get(c, 'DOUBLE')}"
+                     for c in columns)
+    return f"CREATE TABLE {name} ({cols}, PRIMARY KEY ({', '.join(key)}))"
+
+
+DDL = [
+    "CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
+    "CREATE TABLE runs (run_key VARCHAR PRIMARY KEY, fingerprint_id VARCHAR NOT NULL, git_commit VARCHAR NOT NULL, "
+    "commit_time TIMESTAMPTZ NOT NULL, run_time TIMESTAMPTZ NOT NULL, run_name VARCHAR NOT NULL, grid VARCHAR, "
+    "added_at TIMESTAMPTZ NOT NULL, env VARCHAR)",
+    _table("cases", [*KEYS, *CASE_COLUMNS], ["run_key", "case_id"]),
+    _table("exponents", [*KEYS, *EXPONENT_COLUMNS], ["run_key", "series_key"]),
+]
+
+
+def _duckdb():
+    try:
+        import duckdb
+    except ImportError:
+        raise UsageError("the history needs DuckDB: pip install -c constraints.txt -e \".[history]\"") from None
+    return duckdb
+
+
+def problem(path: Path, err: Exception) -> UsageError:
+    """The error for a database that cannot be used: which file, what is wrong, what to do."""
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if "lock" in text.lower():
+        return UsageError(f"history database {path} is in use by another process ({text}): wait for it")
+    return UsageError(f"history database {path} cannot be used: {text} (a damaged or foreign file: restore it "
+                      "from its copy, or move it aside and rebuild it with `history add` / `history backfill`)")
+
+
+@contextmanager
+def connected(path: Path, read_only: bool):
+    """A connection to an existing history database, checked to be one; UsageError otherwise."""
+    duckdb = _duckdb()
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"--db {path}: no history database there (make one: python -m suite history add RUN "
+                         f"--db {path})")
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as err:
+        raise problem(path, err) from None
+    try:
+        try:
+            found = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        except duckdb.CatalogException:
+            raise UsageError(f"history database {path}: a DuckDB database without the history's tables (not a "
+                             "history database: give another --db)") from None
+        if found.get("schema") != SCHEMA:
+            raise UsageError(f"history database {path}: schema {found.get('schema')!r} (allowed: {SCHEMA!r}, "
+                             "this version's; rebuild it with `history backfill`)")
+        yield con
+    except duckdb.Error as err:
+        raise problem(path, err) from None
+    finally:
+        con.close()
+
+
+def read(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(runs, cases, exponents) of the whole database, in commit and run order."""
+    with connected(path, read_only=True) as con:
+        order = "ORDER BY commit_time, run_time, run_key"
+        return tuple(con.execute(f"SELECT * FROM {t} {order}").df() for t in ("runs", "cases", "exponents"))
+
+
+def add(path: Path, run: Run, another_fingerprint: bool = False) -> bool:
+    """Add `run` in one transaction; False where it is there already (nothing added)."""
+    path = Path(path)
+    if not path.exists():
+        return _create(path, run)
+    with connected(path, read_only=False) as con:
+        if con.execute("SELECT count(*) FROM runs WHERE run_key = ?", [run.run_key]).fetchone()[0]:
+            return False
+        prints = [r[0] for r in con.execute("SELECT DISTINCT fingerprint_id FROM runs").fetchall()]
+        if prints and run.fingerprint_id not in prints and not another_fingerprint:
+            raise UsageError(
+                f"history add {run.run_name}: fingerprint {run.fingerprint_id} (allowed: {', '.join(prints)}, the "
+                f"machine and settings of {path}): another machine's times are no point of these series (keep them "
+                "in another --db, or add with --another-fingerprint and judge each with --fingerprint)")
+        _insert(con, run)
+    return True
+
+
+def _create(path: Path, run: Run) -> bool:
+    """A new database with `run` in it, made beside `path` and renamed into place when whole."""
+    duckdb = _duckdb()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    fresh = work / path.name
+    try:
+        con = duckdb.connect(str(fresh))
+        try:
+            con.begin()
+            for statement in DDL:
+                con.execute(statement)
+            con.execute("INSERT INTO meta VALUES ('schema', ?)", [SCHEMA])
+            con.commit()
+            _insert(con, run)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(fresh, path)
+        atomic.sync_dir(path.parent)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return True
+
+
+def _insert(con, run: Run) -> None:
+    """The run's rows, in one transaction (rolled back on any error)."""
+    keys = {"run_key": run.run_key, "fingerprint_id": run.fingerprint_id, "git_commit": run.git_commit,
+            "commit_time": run.commit_time, "run_time": run.run_time}
+    con.begin()
+    try:
+        con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, now(), ?)",
+                    [*keys.values(), run.run_name, run.grid, run.env])
+        for name, frame in (("cases", run.cases), ("exponents", run.exponents)):
+            rows = frame.assign(**keys)
+            con.register("incoming", rows)
+            con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM incoming")
+            con.unregister("incoming")
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
