@@ -11,13 +11,13 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import variants
 from suite.errors import UsageError
+from suite.signals import stop_on_signals
 from suite.plan.case import DTYPES, Case
 from suite.plan.settings import Settings
 from suite.store import atomic
@@ -315,15 +315,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_card(args: argparse.Namespace) -> int:
     """A run card from the run's own files; its verdict figure where asked."""
     from suite.present import card
-    from suite.store import whole
+    from suite.store import atomic
 
     run = RunDir.resolve(args.run, Path(args.results_dir))
     if args.figure:
-        print(f"figure: {whole.write_bytes(Path(args.figure), card.figure(run, args.variant))}", file=sys.stderr)
+        figure = atomic.write_bytes(Path(args.figure), card.figure(run, args.variant), follow_links=True)
+        print(f"figure: {figure}", file=sys.stderr)
     if args.into:
         print(f"card: {card.publish(run, Path(args.into))} (then: python -m suite docs)", file=sys.stderr)
     elif args.output:
-        print(f"card: {whole.write_text(Path(args.output), card.card(run))}", file=sys.stderr)
+        print(f"card: {atomic.write_text(Path(args.output), card.card(run), follow_links=True)}", file=sys.stderr)
     elif not args.figure:
         print(card.card(run), end="")
     return 0
@@ -359,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     from suite.run.device import get as device
 
     args = build_parser(COMMANDS).parse_args(argv)
-    restore = _stop_on_signals()
+    restore = stop_on_signals()
     try:
         for name in getattr(args, "variant", None) or []:
             try:
@@ -379,20 +380,6 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + getattr(signal, name, signal.SIGINT)
     finally:
         restore()
-
-
-def _stop_on_signals():
-    """SIGTERM and SIGHUP (a CI job cancelled, a closed terminal) stop a command as Ctrl-C does: its
-    `finally` blocks run (tables written, `ab`'s worktrees removed). Returns the call that restores the
-    previous handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    return lambda: [signal.signal(sig, handler) for sig, handler in previous.items()]
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report, "compare": cmd_compare, "ab": cmd_ab, "merge": cmd_merge,

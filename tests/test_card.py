@@ -97,19 +97,19 @@ def test_files_are_written_whole_and_a_pipe_or_link_is_not_replaced(tmp_path):
     import stat
     import threading
 
-    from suite.store import whole
+    from suite.store import atomic
 
-    whole.write_text(tmp_path / "a.md", "old")
-    whole.write_text(tmp_path / "a.md", "new")
+    atomic.write_text(tmp_path / "a.md", "old", follow_links=True)
+    atomic.write_text(tmp_path / "a.md", "new", follow_links=True)
     assert (tmp_path / "a.md").read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["a.md"]
     (tmp_path / "link.md").symlink_to(tmp_path / "a.md")
-    whole.write_text(tmp_path / "link.md", "through the link")
+    atomic.write_text(tmp_path / "link.md", "through the link", follow_links=True)
     assert (tmp_path / "link.md").is_symlink() and (tmp_path / "a.md").read_text() == "through the link"
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     got = []
     reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
     reader.start()
-    whole.write_text(fifo, "streamed")
+    atomic.write_text(fifo, "streamed", follow_links=True)
     reader.join(timeout=10)
     assert got == ["streamed"] and stat.S_ISFIFO(fifo.stat().st_mode)

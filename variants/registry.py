@@ -160,12 +160,10 @@ class VariantSpec:
     kv_heads: str = "equal"  # "equal" (H_kv == H), "one" (MQA), "divides" (GQA)
     mask_fn: Callable[..., Callable] | None = None  # (n, causal, params) -> mask_mod predicate
     row_counts_fn: Callable[..., torch.Tensor] | None = None  # allowed keys per query row
-    # (n, causal, params) -> K and V rows the algorithm reads per batch and K/V head (docs/CLAIMS.md, "Bytes")
-    key_reads_fn: Callable[..., int] | None = None
-    index_fn: Callable[[dict], int] | None = None  # params -> index entries a query row stores (drawn keys)
+    key_reads_fn: Callable[..., int] | None = None  # (n, causal, params) -> K, V rows read (CLAIMS.md, "Bytes")
+    index_fn: Callable[[dict], int] | None = None  # params -> index entries a row stores (drawn keys)
     decode: bool = False  # a decode step: the last position's query against n keys (its pattern's last row)
-    # Cross attention (queries and keys from two sequences, n_q ≠ n_k): defined for the variant, or
-    # `cross_note` says why not (docs/CLAIMS.md, "Cross attention")
+    # Cross attention (n_q ≠ n_k): defined for the variant, or `cross_note` says why not (CLAIMS.md)
     cross: bool = False
     cross_note: str = POSITIONAL
     # Padding (docs/CLAIMS.md, "Padding"): a padded sequence is the variant at its valid length, with the
@@ -385,9 +383,8 @@ def register(spec: VariantSpec) -> VariantSpec:
 
 def attach(name: str, impl: Impl) -> None:
     """Add `impl` to variant `name` at import, before any lookup (variants.kernel_paths); no override."""
-    if impl.name in get(name).impls:
+    if get(name).impls.setdefault(impl.name, impl) is not impl:
         raise ValueError(f"{name}: impl {impl.name!r} is already declared")
-    get(name).impls[impl.name] = impl
 
 
 def names() -> list[str]:

@@ -195,15 +195,15 @@ def figure(run: RunDir, only: list[str] | None = None) -> bytes:
 
 def publish(run: RunDir, target: Path) -> Path:
     """Copy the run's files into target/NAME/ and write target/NAME.md from the copies."""
-    from suite.store import whole
+    from suite.store import atomic
 
     folder = Path(target) / run.name
     folder.mkdir(parents=True, exist_ok=True)
     for name in COPIED:
         if (run.path / name).is_file():
-            whole.write_bytes(folder / name, (run.path / name).read_bytes())
+            atomic.write_bytes(folder / name, run.file(name).read_bytes(), follow_links=True)
     lines, _ = Journal(run.path / RunDir.JOURNAL).lines()
     if lines:
-        whole.write_text(folder / FINISHED, "".join(json.dumps({k: d.get(k) for k in FINISHED_FIELDS}) + "\n"
-                                                    for _, d in lines))
-    return whole.write_text(Path(target) / f"{run.name}.md", card(RunDir(folder), files=run.name))
+        atomic.write_text(folder / FINISHED, "".join(json.dumps({k: d.get(k) for k in FINISHED_FIELDS}) + "\n"
+                                                     for _, d in lines), follow_links=True)
+    return atomic.write_text(Path(target) / f"{run.name}.md", card(RunDir(folder), files=run.name), follow_links=True)

@@ -48,6 +48,11 @@ def options(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
+            if isinstance(action, argparse._SubParsersAction):  # `history add`: the action and its options
+                found += [(name, f"{name} {inner}") for inner in action.choices]
+                found += [(name, s) for _, _, inner in _subcommands(sub) for a in inner._actions
+                          for s in a.option_strings if not isinstance(a, argparse._HelpAction)]
+                continue
             found += [(name, s) for s in action.option_strings] or [(name, action.metavar or action.dest)]
     return found
 
@@ -63,4 +68,7 @@ def page(parser: argparse.ArgumentParser) -> str:
                            [[f"[`{name}`](#{name})", text] for name, text, _ in _subcommands(parser)]))
     for name, text, sub in _subcommands(parser):
         blocks += [f"## `{name}`", f"`{parser.prog} {name}`: {text}", md.table(headers, _rows(sub))]
+        for inner, inner_text, inner_sub in _subcommands(sub):  # `history add`, `history check`, …
+            blocks += [f"### `{name} {inner}`", f"`{parser.prog} {name} {inner}`: {inner_text}",
+                       md.table(headers, _rows(inner_sub))]
     return md.page(*blocks)

@@ -15,7 +15,7 @@ import variants
 from suite.errors import UsageError
 from suite.present import card, cli_page, variant_pages
 from suite.present import markdown as md
-from suite.store import whole
+from suite.store import atomic
 from suite.store.rundir import RunDir
 
 RUNS = "docs/runs"
@@ -96,7 +96,7 @@ def write(root: Path, parser) -> list[Path]:
     for path, text in wanted.items():
         if not path.is_file() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
-            changed.append(whole.write_text(path, text))
+            changed.append(atomic.write_text(path, text, follow_links=True))
     for path in _leftovers(root, wanted):
         path.unlink()
         changed.append(path)
