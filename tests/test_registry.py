@@ -103,7 +103,7 @@ def test_shared_kv_head_rules():
 def test_unknown_impl_lists_available():
     spec = variants.get("linear")
     q, k, v = inputs(spec, seq_len=8)
-    with pytest.raises(ValueError, match="unknown impl 'sdpa' \\(available: dense, native\\)"):
+    with pytest.raises(ValueError, match="unknown impl 'sdpa' \\(available: dense, native, triton, fla-core\\)"):
         spec.attention(q, k, v, impl="sdpa")
 
 

@@ -148,7 +148,7 @@ def test_truncated_and_corrupt_journal_lines_are_reported_and_rerun(tmp_path):
 
 BAD_CONFIGS = [
     ('[[block]]\nvariant = ["nope"]\n', "field 'variant' = 'nope' (allowed: full, sliding_window"),
-    ('[[block]]\nvariant = ["linear"]\nimpl = ["sdpa"]\n', "field 'impl' = 'sdpa' (allowed: implementations of the chosen variants: dense, native)"),
+    ('[[block]]\nvariant = ["linear"]\nimpl = ["sdpa"]\n', "field 'impl' = 'sdpa' (allowed: implementations of the chosen variants: dense, fla-core, native, triton)"),
     ('[[block]]\nvariant = ["full"]\nseq_len = [0]\n', "field 'seq_len' = 0 (allowed: integers >= 1)"),
     ('[[block]]\nvariant = ["gqa"]\nnum_heads = [8]\nnum_kv_heads = [3]\n', "field 'num_kv_heads' = 3 (allowed: a divisor of num_heads=8)"),
     ('[[block]]\nvariant = ["sliding_window"]\nparams = { window = [-1] }\n', "window=-1 out of range (allowed: >= 0)"),
@@ -191,7 +191,7 @@ def test_malformed_files_and_settings_exit_2(tmp_path, name, text, message):
 def test_yaml_grid_with_the_same_schema(tmp_path):
     (tmp_path / "g.yaml").write_text("name: y\nblock:\n  - variant: [linear]\n    seq_len: [64, 128]\n    head_dim: [8, 16]\n")
     res = suite("run", "--grid", str(tmp_path / "g.yaml"), "--dry-run", cwd=tmp_path)
-    assert res.returncode == 0 and "8 cases planned" in res.stdout  # 2 impls × 2 n × 2 d, res.stdout + res.stderr
+    assert res.returncode == 0 and "16 cases planned" in res.stdout  # 4 impls × 2 n × 2 d, res.stdout + res.stderr
 
 
 def test_dry_run_lists_cases_and_writes_nothing(tmp_path):
