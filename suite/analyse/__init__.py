@@ -12,6 +12,7 @@ import pandas as pd
 from suite.analyse.exponents import all_exponents, claims, cross, decode, padding, prepare, with_ladders
 from suite.analyse.layers import layer_table
 from suite.analyse.noise import Noise, noise
+from suite.analyse.terms import machines
 from suite.analyse.tables import crossovers, efficiency, speedups, status_matrix
 
 
@@ -34,11 +35,12 @@ class Analysis:
 
 
 def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 0.5,
-            ladders: list[dict] = (), bandwidth: dict | None = None) -> Analysis:
+            ladders: list[dict] = (), bandwidth: dict | None = None, env: dict | None = None) -> Analysis:
     """`ladders`: ladders.json's records (adaptive lengths), shown beside the fits in n they chose;
-    `peaks` and `bandwidth`: the run's GEMM and bandwidth probes (probe.json, bandwidth.json)."""
+    `peaks` and `bandwidth`: the run's GEMM and bandwidth probes (probe.json, bandwidth.json);
+    `env`: env.json, whose CPU caches place the cost models' cache steps."""
     data = prepare(frame)  # NB: params are parsed here, once for the whole report
-    fits = with_ladders(all_exponents(data), list(ladders))
+    fits = with_ladders(all_exponents(data, machines(env, bandwidth)), list(ladders))
     crossing = crossovers(data)
     return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossing, speedups=speedups(data),
                     efficiency=efficiency(data, peaks, bandwidth), status=status_matrix(data),

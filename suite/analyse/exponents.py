@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from suite.analyse import terms
 from suite.analyse.fits import MIN_POINTS, MIN_SPAN, TOLERANCE, fit_power, verdict
 from suite.plan.case import series_key
 from suite.store.row import NUMERIC_COLUMNS
@@ -24,6 +25,9 @@ NO_FLOOR = ("valid_tokens",)
 DERIVED = {"valid_tokens": "valid_fraction"}
 # metric name -> column of the results table; time: each case's fastest call, the one least disturbed by
 # the rest of the machine (contention only ever adds time; docs/regression.md, "Noise"); time_s, the median, is the figure shown
+# the verdict of a time fit in a length: "cost", the series' cost model (suite.analyse.cost); "power", the
+# power law's interval against claimed ± 0.15 (the rule before it, kept in `power_verdict`; docs/CLAIMS.md)
+RULE = "cost"
 METRICS = {"time": "time_min_s", "memory": "peak_bytes", "flops": "flops_counted", "error": "approx_error",
            "work": "flops"}  # work: the algorithm's FLOPs (theory), where the counter cannot count
 
@@ -113,11 +117,15 @@ def _cross_label(axis: str, row: pd.Series) -> str:
     return f" [n_k={int(row['kv_len'])}]" if _crossed(row) else ""
 
 
-def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memory", "flops", "work")) -> pd.DataFrame:
+def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memory", "flops", "work"),
+              hosts: dict | None = None) -> pd.DataFrame:
     """One row per series (every shape field held fixed but `axis`) and metric with ≥ 3 values of `axis`.
 
     Columns: the fixed fields, `axis`, `metric`, `slope`, `lo`, `hi`, `claimed`, `verdict`, `why`,
-    `points`, `used_min`, `used_max`, `span`, `excluded`, `floor`.
+    `points`, `used_min`, `used_max`, `span`, `excluded`, `floor`. A time fit in a length with a
+    claim takes its verdict from the series' cost model (suite.analyse.cost, with the cache steps of
+    `hosts`: suite.analyse.terms.machines), and keeps the power law's in `power_verdict`; its slope is
+    the time exponent over the fitted range.
     """
     data = prepare(frame)
     ok = data[data["status"] == "ok"]
@@ -154,6 +162,11 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
                 fit = fit_power(series.index.to_numpy(float), series.to_numpy(float),
                                 exclude_floor=metric in ("time", "memory") and axis not in NO_FLOOR and claimed != 0)
             status, why = verdict(fit, claimed)
+            extra = {}
+            if RULE == "cost" and metric == "time" and axis in terms.AXES and claimed is not None and not pd.isna(claimed):
+                result = terms.judge_series(series, group, axis, claimed, hosts)
+                extra = {"power_verdict": status, "power_why": why, **terms.columns(result, claimed)}
+                status, why = result.verdict, result.why
             records.append({
                 **dict(zip(fixed, keys if isinstance(keys, tuple) else (keys,))),
                 "series": label, "axis": axis, "metric": metric,
@@ -163,14 +176,28 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
                 "claimed": claimed, "verdict": status, "why": why, "points": len(series),
                 "used_min": min(fit.used) if fit else np.nan, "used_max": max(fit.used) if fit else np.nan,
                 "span": fit.span if fit else np.nan, "excluded": list(fit.excluded) if fit else [],
-                "floor": fit.floor if fit else np.nan,
+                "floor": fit.floor if fit else np.nan, **extra,
             })
         slopes = {r["metric"]: r["slope"] for r in records[mine:]}
         for record in records[mine:]:  # the same series' work exponents, beside its time exponent
             record["flops_slope"] = slopes.get("flops", np.nan)
             record["work_slope"] = slopes.get("work", np.nan)
             record["countable"] = bool(group["flops_counted"].notna().any())
+            if "power_verdict" in record:
+                _by_work(record)
     return pd.DataFrame.from_records(records)
+
+
+def _by_work(record: dict) -> None:
+    """An implementation whose counted FLOPs grow faster than its claim does more work than the
+    algorithm (a sparse pattern through a dense mask): its claim is refuted whatever its time's
+    model says over a short span (docs/CLAIMS.md, "Verdicts")."""
+    counted, claimed = record["flops_slope"], record["claimed"]
+    if record["verdict"] != "refuted" and not pd.isna(counted) and counted > claimed + TOLERANCE:
+        record["verdict"] = "refuted"
+        n = "n_k" if record["axis"] == "kv_len" else "n"
+        record["why"] = (f"its counted FLOPs grow as {n}^{_p(counted)}, above the claim's {n}^{claimed:g}; "
+                         f"time: {record['why']}")
 
 
 def _against_work(series: pd.Series, group: pd.DataFrame, axis: str):
@@ -190,14 +217,15 @@ def _against_work(series: pd.Series, group: pd.DataFrame, axis: str):
                                used=tuple(map(float, x)), excluded=()), c
 
 
-def all_exponents(frame: pd.DataFrame) -> pd.DataFrame:
+def all_exponents(frame: pd.DataFrame, hosts: dict | None = None) -> pd.DataFrame:
     """Exponents in every swept axis: n (time, memory, FLOPs), heads, head dim, KV heads, features.
 
     Each time fit carries `flops_slope` (the same series' counted-FLOP exponent, where counted) and
     a `diagnosis` of why it differs from its claim, where it does.
     """
     frame = prepare(frame)
-    parts = [exponents(frame, "seq_len"), exponents(frame, "kv_len"), exponents(frame, "valid_tokens"),
+    parts = [exponents(frame, "seq_len", hosts=hosts), exponents(frame, "kv_len", hosts=hosts),
+             exponents(frame, "valid_tokens"),
              exponents(frame, "num_heads", ("time", "flops")),
              exponents(frame, "head_dim", ("time", "flops")), exponents(frame, "num_kv_heads", ("time",)),
              exponents(frame, "features", ("time", "error"))]
@@ -205,7 +233,9 @@ def all_exponents(frame: pd.DataFrame) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame()
     fits = pd.concat(parts, ignore_index=True)
-    for column in SHAPE:  # NB: a fit in an axis lacks that axis' column; with no other fit, the table would
+    # NB: every column, even where no fit has it: a fit in an axis lacks that axis' field (and with no other
+    # fit, so would the table), a run with no claimed time in a length lacks the cost model's columns
+    for column in (*SHAPE, *terms.COLUMNS):
         if column not in fits:
             fits[column] = np.nan
     fits["diagnosis"] = [diagnose(row) if row["metric"] == "time" else "" for _, row in fits.iterrows()]

@@ -66,9 +66,10 @@ def case_points(frame: pd.DataFrame) -> pd.DataFrame:
     return data[CASE_COLUMNS].reset_index(drop=True)
 
 
-def exponent_points(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per series with a time exponent in n (the report's fit: floor left out, 95% interval)."""
-    fits = all_exponents(prepare(frame))
+def exponent_points(frame: pd.DataFrame, hosts: dict | None = None) -> pd.DataFrame:
+    """One row per series with a time exponent in n (the report's fit: floor left out, 95% interval)
+    and its verdict (the cost model's, with the cache steps of `hosts`: suite.analyse.terms.machines)."""
+    fits = all_exponents(prepare(frame), hosts)
     if fits.empty:
         return pd.DataFrame(columns=EXPONENT_COLUMNS)
     fits = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "time")]

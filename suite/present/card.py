@@ -34,7 +34,7 @@ STATUS_ORDER = ("ok", "skipped", "invalid", "oom", "timeout", "error", "not_run"
 def analysis_of(run: RunDir) -> Analysis:
     plan = run.plan()
     return analyse(run.read_table(), run.probe(), Settings.from_plan(plan.get("settings", {})).busy_limit_cores,
-                   run.read_json(RunDir.LADDERS).get("ladders", []))
+                   run.read_json(RunDir.LADDERS).get("ladders", []), run.bandwidth(), run.env())
 
 
 def _utc(seconds: float) -> str:

@@ -50,6 +50,11 @@ def fmt_shares(shares, top: int = 3) -> str:
     return " · ".join(f"{name} {100 * share:.0f}%" for name, share in list(shares.items())[:top])
 
 
+def fmt_text(value) -> str:
+    """A text column that a fit may lack (NaN, None): blank."""
+    return value if isinstance(value, str) else ""
+
+
 def fmt_excluded(values) -> str:
     values = list(values) if values is not None else []
     return ", ".join(f"{v:g}" for v in values)
@@ -103,14 +108,15 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     peaks, env, plan = run.probe(), run.env(), run.plan()
     bandwidth = run.bandwidth()
     result = analyse(frame, peaks, Settings.from_plan(plan.get("settings", {})).busy_limit_cores,
-                     run.read_json(RunDir.LADDERS).get("ladders", []), bandwidth)
+                     run.read_json(RunDir.LADDERS).get("ladders", []), bandwidth, env)
     images = {name: (caption, base64.b64encode(data).decode()) for name, (caption, data)
               in figures.all_figures(result).items()}
     report_dir.mkdir(parents=True, exist_ok=True)
     run.copy_to(report_dir, (RunDir.CSV, RunDir.PARQUET, RunDir.ENV, RunDir.PROBE, RunDir.BANDWIDTH, RunDir.LADDERS))
     env_loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                     undefined=jinja2.StrictUndefined)
-    env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded, shares=fmt_shares)
+    env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded, shares=fmt_shares,
+                              text=fmt_text)
     page = env_loader.get_template("report.html.j2").render(
         name=run.name, plan=plan, env=env, peaks=peaks, bandwidth=bandwidth, claims=result.claims,
         others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers, result.speedups), speedup=SPEEDUP,

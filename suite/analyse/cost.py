@@ -1,0 +1,332 @@
+"""A series' time as the sum of its own terms, and the verdict on the claim's leading term
+(docs/CLAIMS.md, "Verdicts").
+
+    time(n) ≈ c_call + c_rows·n + c_lead·nᵖ + Σ_L c_L·T(n)/B·ramp_L(n),   0 ≤ c_L ≤ 1
+
+a call's floor, a cost per row or per block (for a claim above n¹), the claim's leading term, and
+for each cache level L that the series' working set passes inside the measured span, the time its
+traffic T(n) (the bytes model's, docs/CLAIMS.md "Bytes") takes at the memory bandwidth B measured
+in the same run, switched on as the working set leaves L: at most the whole of it (c_L ≤ 1). That
+bound is what makes a cache step the machine's and not a free curve: a step can add no more time
+than moving the algorithm's bytes from memory. Every other coefficient is ≥ 0 (a term never saves
+time); the fit is least squares on the relative error, so that a 256 and a 65536 weigh alike.
+
+The verdict judges the leading term, nested models against each other by the F test:
+- **needed**: with the next lower class in its place (n^1 for n^1.5, the floor alone for n^1) the
+  model fits worse at NEED_LEVEL;
+- **a higher term needed**: adding the next higher class, or n², fits better at HIGHER_LEVEL and the
+  term carries at least MIN_HIGHER_SHARE of the largest length's time.
+Confirmed when the leading term is needed and no higher one is; refuted when a higher one is;
+inconclusive otherwise, saying what would settle it. A time that grows slower than the claim is
+never refuted here: its overheads hide the leading term, and a longer span shows it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+CLASSES = (0.0, 1.0, 1.5, 2.0, 3.0)  # the complexity classes a term is drawn from, beside the claim
+NEED_LEVEL = 0.05
+HIGHER_LEVEL = 0.01  # a refutation needs the stronger evidence
+MIN_HIGHER_SHARE = 0.05  # of the largest length's time
+MIN_SPAN = 16.0  # as the power-law rule (suite.analyse.fits)
+# A cache step: a logistic in octaves of working set, 10–90% over 1.5 octaves, centred at the cache's
+# size or up to an octave below it (the tiles, the output and the gathered rows share the cache):
+# the centre is chosen on this grid, and counts as a parameter of the fit
+CENTRES = (-1.0, -0.5, 0.0)
+SCALE = 0.35
+INSIDE = 2  # a level is modelled where this many lengths lie an octave or more inside it
+EDGE = 1.5  # octaves below a level's size where its earliest step may begin to show
+BOOTSTRAP = 200
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What places and bounds the cache steps, per length: the working set (bytes the kernel reuses,
+    of one head), the traffic (the bytes model's), the memory bandwidth, the caches (env.json)."""
+
+    working_set: np.ndarray
+    traffic: np.ndarray
+    bandwidth: float
+    caches: dict
+    with_edge: bool = False  # model the top edge's levels too (the test a refutation must pass)
+
+    def levels(self) -> tuple[dict[str, float], dict[str, float]]:
+        """log2 of the sizes of the levels whose step the span shows whole (INSIDE lengths an octave
+        or more inside, two at least half past it), and of those at its top edge (the step may begin
+        inside the span, but too few lengths lie past it to tell it from a term that keeps growing)."""
+        octaves = np.log2(self.working_set)
+        seen, edge = {}, {}
+        for level, info in self.caches.items():
+            size = float(info.get("bytes") or 0) if isinstance(info, dict) else 0.0
+            if size <= 0 or (octaves <= math.log2(size) - 1).sum() < INSIDE:
+                continue
+            if (octaves >= math.log2(size) - 0.5).sum() >= 2 or (self.with_edge and octaves[-1] > math.log2(size) - EDGE):
+                seen[level] = math.log2(size)
+            elif octaves[-1] > math.log2(size) - EDGE:
+                edge[level] = math.log2(size)
+        return seen, edge
+
+    def step(self, centre: float) -> np.ndarray:
+        """The traffic's time at the memory bandwidth, switched on about `centre` (log2 bytes)."""
+        return self.traffic / self.bandwidth / (1.0 + np.exp(-(np.log2(self.working_set) - centre) / SCALE))
+
+    def subset(self, keep: np.ndarray) -> "Machine":
+        return replace(self, working_set=self.working_set[keep], traffic=self.traffic[keep])
+
+    def without(self, level: str) -> "Machine":
+        return replace(self, caches={k: v for k, v in self.caches.items() if k != level})
+
+
+def machine(working_set, traffic, bandwidth, caches) -> Machine | None:
+    """A Machine where every figure is known and positive, else None (no cache steps)."""
+    if working_set is None or traffic is None or not caches or not bandwidth or not np.isfinite(bandwidth):
+        return None
+    ws, moved = np.asarray(working_set, float), np.asarray(traffic, float)
+    if not (np.all(np.isfinite(ws)) and np.all(ws > 0) and np.all(np.isfinite(moved)) and np.all(moved > 0)):
+        return None
+    return Machine(ws, moved, float(bandwidth), dict(caches))
+
+
+@dataclass(frozen=True)
+class Model:
+    """One fitted model: its terms, coefficients, fit, and its cache steps' centres."""
+
+    names: tuple[str, ...]
+    coef: tuple[float, ...]
+    sse: float
+    shares: dict[str, float]  # each term's share of the modelled time at the largest length
+    centres: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def k(self) -> int:  # a step's centre is a parameter too
+        return len(self.names) + len(self.centres)
+
+
+@dataclass(frozen=True)
+class CostVerdict:
+    verdict: str
+    why: str
+    model: Model | None = None  # the claim's model
+    need_p: float = math.nan  # F test: the model with the next lower class in the leading term's place
+    higher_p: float = math.nan  # the most significant higher term's F test
+    higher: str = ""  # that term's name
+    higher_share: float = math.nan
+    steps: dict[str, float] = field(default_factory=dict)  # cache level -> length its step centres on
+    share_lo: dict[str, float] = field(default_factory=dict)  # bootstrap 95% interval of each share
+    share_hi: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def higher_needed(self) -> bool:
+        """A term above the claim was needed on some model (refuted, or inconclusive for an edge step)."""
+        return self.verdict == "refuted" or "above the claim" in self.why
+
+
+def power_name(p: float) -> str:
+    return "n^0" if p == 0 else f"n^{p:g}"
+
+
+def design(x: np.ndarray, top: float | None, centres: dict[str, float], hw: Machine | None,
+           extra: float | None = None) -> dict[str, np.ndarray]:
+    """The columns of a model whose largest term is n^top (None: no term at all), in seconds at
+    coefficient 1 for the steps and scaled to the largest length for the rest."""
+    if top is None:
+        return {}
+    u = x / x.max()
+    cols = {"call": np.ones_like(u)}
+    if top > 1:
+        cols["rows"] = u
+    if top > 0:
+        cols[power_name(top)] = u**top
+    if extra is not None:
+        cols[power_name(extra)] = u**extra
+    for level, centre in centres.items():
+        cols[f"{level} step"] = hw.step(centre)
+    return cols
+
+
+def fit(cols: dict[str, np.ndarray], y: np.ndarray, centres: dict[str, float] | None = None) -> Model:
+    """Least squares of y on the columns on the relative error, every coefficient ≥ 0 and a step's ≤ 1."""
+    from scipy.optimize import lsq_linear, nnls
+
+    if not cols:
+        return Model((), (), float(len(y)), {})
+    a = np.column_stack(list(cols.values())) / y[:, None]
+    upper = np.array([1.0 if name.endswith(" step") else np.inf for name in cols])
+    coef = nnls(a, np.ones(len(y)))[0]
+    if np.any(coef > upper):  # NB: nnls is 10x faster; the bounded solver only where a step passes its bound
+        coef = lsq_linear(a, np.ones(len(y)), bounds=(np.zeros(len(cols)), upper), method="bvls").x
+    sse = float(((1.0 - a @ coef) ** 2).sum())
+    top = np.array([col[-1] for col in cols.values()]) * coef
+    total = top.sum()
+    shares = {name: float(v / total) if total > 0 else math.nan for name, v in zip(cols, top)}
+    return Model(tuple(cols), tuple(map(float, coef)), sse, shares, dict(centres or {}))
+
+
+def best(x, y, top, hw: Machine | None, extra=None) -> Model:
+    """The model with its steps' centres chosen on CENTRES about each level's size (least SSE)."""
+    sizes = hw.levels()[0] if hw is not None else {}
+    if top is None or not sizes:
+        return fit(design(x, top, {}, hw, extra), y)
+    grid = itertools.product(*[[size + c for c in CENTRES] for size in sizes.values()])
+    return min((fit(design(x, top, dict(zip(sizes, centres)), hw, extra), y, dict(zip(sizes, centres)))
+                for centres in grid), key=lambda m: m.sse)
+
+
+def f_test(reduced: Model, full: Model, points: int) -> float:
+    """The p-value of the full model's better fit (the extra-sum-of-squares F test); NaN where the
+    full model leaves no degree of freedom."""
+    from scipy import stats
+
+    extra, dof = full.k - reduced.k, points - full.k
+    if dof < 1 or extra < 1:
+        return math.nan
+    if reduced.sse <= full.sse:
+        return 1.0
+    f = ((reduced.sse - full.sse) / extra) / max(full.sse / dof, 1e-300)
+    return float(stats.f.sf(f, extra, dof))
+
+
+def lower_class(p: float) -> float | None:
+    return max((c for c in CLASSES if c < p - 1e-9), default=None)
+
+
+def higher_classes(p: float) -> list[float]:
+    nxt = min((c for c in CLASSES if c > p + 1e-9), default=p + 1)
+    return sorted({nxt, *([2.0] if p < 2 - 1e-9 else [])})
+
+
+@dataclass(frozen=True)
+class Tests:
+    """The claim's model and its two tests on one set of points."""
+
+    claim: Model
+    need_p: float
+    higher_p: float
+    higher: str
+    higher_share: float
+
+
+def tests(x, y, claimed: float, hw: Machine | None) -> Tests:
+    """The claim's model; the F test of its leading term (the next lower class's model against it
+    with the claim's term added: nested); each higher class added to the claim's model."""
+    claim = best(x, y, claimed, hw)
+    low = lower_class(claimed)
+    if low is None:
+        need_p = 0.0  # a constant claimed: nothing lower than the floor
+    else:
+        lower = best(x, y, low, hw)
+        both = fit({**design(x, low, lower.centres, hw), power_name(claimed): (x / x.max()) ** claimed},
+                   y, lower.centres)
+        need_p = f_test(lower, both, len(x))
+    found = []
+    for q in higher_classes(claimed):
+        model = best(x, y, claimed, hw, q)
+        found.append((f_test(claim, model, len(x)), power_name(q), model.shares.get(power_name(q), 0.0)))
+    higher_p, name, share = min(found, key=lambda h: (math.inf if math.isnan(h[0]) else h[0], -h[2]))
+    return Tests(claim, need_p, higher_p, name, share)
+
+
+def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: list | None = None,
+          bootstrap: int = BOOTSTRAP, seed: int = 0) -> CostVerdict:
+    """The verdict on `claimed` for time `y` at lengths `x` (one point per length), with the
+    machine's cache steps where `hw` is known."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    order = np.argsort(x)
+    x, y = x[order], y[order]
+    hw = hw.subset(order) if hw is not None else None
+    if process_times is not None:
+        process_times = [process_times[i] for i in order]
+    if len(x) < 3:
+        return CostVerdict("inconclusive", f"{len(x)} lengths measured, 3 at least")
+    if x[-1] / x[0] < MIN_SPAN:
+        return CostVerdict("inconclusive", f"span {x[-1] / x[0]:.0f}x, {MIN_SPAN:.0f}x needed")
+    while hw is not None and hw.levels()[0] and len(x) - len(design(x, claimed, {}, None, 3.0)) - 2 * len(hw.levels()[0]) < 2:
+        seen = hw.levels()[0]  # too few lengths for every step: the outermost level goes first
+        hw = hw.without(max(seen, key=seen.get))
+    result = tests(x, y, claimed, hw)
+    steps = {level: float(np.exp(np.interp(c, np.log2(hw.working_set), np.log(x))))
+             for level, c in result.claim.centres.items() if result.claim.shares.get(f"{level} step", 0) > 0}
+    status, why = _rule(claimed, result, x)
+    if status == "refuted" and hw is not None and hw.levels()[1]:
+        status, why = _edge(x, y, claimed, hw, why)
+    lo, hi = _share_intervals(x, y, claimed, result.claim, hw, process_times, bootstrap, seed)
+    return CostVerdict(status, why, result.claim, result.need_p, result.higher_p, result.higher,
+                       result.higher_share, steps, lo, hi)
+
+
+def _edge(x, y, claimed: float, hw: Machine, why: str) -> tuple[str, str]:
+    """A refutation with a cache level at the span's top edge stands only if it survives that
+    level's step too (bounded as every step is, by the traffic's time from memory); else it is
+    inconclusive, and says what would tell."""
+    edge = hw.levels()[1]
+    level = min(edge, key=edge.get)
+    n_edge = float(np.exp(np.interp(edge[level] - 1, np.log2(hw.working_set), np.log(x))))
+    again = tests(x, y, claimed, replace(hw, with_edge=True))
+    if again.higher_p < HIGHER_LEVEL and again.higher_share >= MIN_HIGHER_SHARE:
+        return "refuted", f"{why}; as much with a step where the working set nears {level}"
+    return "inconclusive", (f"{why}, unless the working set's nearing {level} (from n ≈ {n_edge:.0f}) is a step: "
+                            f"lengths to {8 * n_edge:.0f} would tell")
+
+
+def _rule(claimed, t: Tests, x) -> tuple[str, str]:
+    lead = power_name(claimed)
+    if math.isnan(t.need_p) or math.isnan(t.higher_p):
+        return "inconclusive", f"{len(x)} lengths for {t.claim.k + 1} parameters: more lengths would tell"
+    if t.higher_p < HIGHER_LEVEL and t.higher_share >= MIN_HIGHER_SHARE:
+        return "refuted", (f"a term {t.higher} above the claim's {lead} is needed (F test p = {t.higher_p:.2g}): "
+                           f"{t.higher_share:.0%} of the time at n = {x[-1]:g}")
+    if t.need_p < NEED_LEVEL:
+        return "confirmed", (f"{lead} is needed (without it p = {t.need_p:.2g}) and no higher term is "
+                             f"({t.higher}: p = {t.higher_p:.2g}, {t.higher_share:.0%} of the time at n = {x[-1]:g})")
+    return "inconclusive", (f"the overheads still hide {lead} (without it p = {t.need_p:.2g}): "
+                            f"lengths past n = {x[-1]:g} would tell")
+
+
+def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: int, seed: int):
+    """95% intervals of each term's share at the largest length (the steps' centres held): the
+    points redrawn from their processes (each length's per-process medians, resampled), or from the
+    model's relative residuals where no length has several processes."""
+    if bootstrap <= 0 or not claim.names:
+        return {}, {}
+    rng = np.random.default_rng(seed)
+    cols = design(x, claimed, claim.centres, hw)
+    modelled = np.column_stack(list(cols.values())) @ np.array(claim.coef)
+    resid = y / np.where(modelled > 0, modelled, y)
+    per_process = [np.asarray(p, float) if p is not None and len(p) > 1 else None
+                   for p in (process_times if process_times is not None else [None] * len(x))]
+    if any(p is not None for p in per_process):  # each length's processes redrawn: its factor on y
+        factors = np.ones((bootstrap, len(x)))
+        for i, p in enumerate(per_process):
+            if p is not None:
+                factors[:, i] = p[rng.integers(0, len(p), (bootstrap, len(p)))].mean(1) / p.mean()
+        samples = y * factors
+    else:
+        samples = modelled * resid[rng.integers(0, len(resid), (bootstrap, len(resid)))]
+    draws = [fit(cols, sample).shares for sample in samples]
+    table = np.array([[d[name] for name in cols] for d in draws])
+    return ({n: float(v) for n, v in zip(cols, np.nanpercentile(table, 2.5, axis=0))},
+            {n: float(v) for n, v in zip(cols, np.nanpercentile(table, 97.5, axis=0))})
+
+
+def explain(result: CostVerdict, claimed: float) -> str:
+    """"n^1.5 carries 64% [58, 70] of the time at n = 65536; rows (n) 30%; call 6%; L2 step at n ≈ 1024"."""
+    model = result.model
+    if model is None:
+        return ""
+    labels = {"call": "the per-call floor", "rows": "per row or block (n)"}
+    parts = []
+    for name in sorted(model.shares, key=lambda k: -model.shares[k]):
+        share = model.shares[name]
+        if not share > 0.005:
+            continue
+        label = labels.get(name, f"the leading term {name}" if name == power_name(claimed) else name)
+        interval = (f" [{result.share_lo[name]:.0%}, {result.share_hi[name]:.0%}]"
+                    if name in result.share_lo and not math.isnan(result.share_lo[name]) else "")
+        parts.append(f"{label} {share:.0%}{interval}")
+    steps = [f"{level} passed at n ≈ {n:.0f}" for level, n in result.steps.items()]
+    return "; ".join(parts) + (" of the time at the largest n" if parts else "") + ("; " + ", ".join(steps) if steps else "")

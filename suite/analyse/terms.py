@@ -1,0 +1,86 @@
+"""The cost-model verdict of one series of the results table: its lengths, fastest calls, working
+set and traffic handed to suite.analyse.cost, and the columns the fits table shows from it.
+
+The machine of a device: on a CPU, env.json's `cpu_caches` and bandwidth.json's memory bandwidth;
+a device without both (a GPU, a run older than the probes) is fitted without cache steps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from suite.analyse import cost
+
+AXES = ("seq_len", "kv_len")  # the lengths a cost model is fitted in (the claim's n, n_q or n_k)
+COLUMNS = ("power_verdict", "power_why", "terms", "need_p", "higher_p", "higher_term", "higher_share",
+           "lead_share", "steps")
+
+
+def machines(env: dict | None, bandwidth: dict | None) -> dict[str, dict]:
+    """device -> {"caches": ..., "bandwidth": bytes/s}, for the devices whose caches and memory
+    bandwidth the run measured."""
+    caches = (env or {}).get("cpu_caches") or {}
+    try:
+        rate = float((bandwidth or {})["cpu"]["bytes_per_s"])
+    except (KeyError, TypeError, ValueError):
+        return {}
+    return {"cpu": {"caches": caches, "bandwidth": rate}} if caches and rate > 0 else {}
+
+
+def _per_length(group: pd.DataFrame, axis: str, column: str, x) -> np.ndarray | None:
+    if column not in group:
+        return None
+    values = pd.to_numeric(group[column], errors="coerce")
+    by_x = values.groupby(group[axis]).median()
+    out = by_x.reindex(x).to_numpy(float)
+    return out if np.all(np.isfinite(out)) else None
+
+
+def working_set(group: pd.DataFrame, axis: str, x) -> np.ndarray | None:
+    """Bytes a kernel reuses at each length: an attention head's K and V (kv_bytes over B·H_kv), or,
+    where the variant has no K/V count (a layer: all its channels at once), a sequence's whole
+    compulsory traffic (over B)."""
+    first = group.iloc[0]
+    kv = _per_length(group, axis, "kv_bytes", x)
+    if kv is not None:
+        return kv / (first["batch"] * first["num_kv_heads"])
+    moved = _per_length(group, axis, "compulsory_bytes", x)
+    return None if moved is None else moved / first["batch"]
+
+
+def process_times(group: pd.DataFrame, axis: str, x) -> list | None:
+    if "replicate_times_s" not in group:
+        return None
+    out = []
+    for value in x:
+        lists = [v for v in group.loc[group[axis] == value, "replicate_times_s"] if v is not None]
+        merged = [float(t) for v in lists for t in (v if hasattr(v, "__len__") else [v])]
+        out.append(merged if len(merged) > 1 else None)
+    return out
+
+
+def judge_series(series: pd.Series, group: pd.DataFrame, axis: str, claimed: float,
+                 hosts: dict | None, bootstrap: int = cost.BOOTSTRAP) -> cost.CostVerdict:
+    """The cost-model verdict of one time series (`series`: fastest call per length)."""
+    x = series.index.to_numpy(float)
+    info = (hosts or {}).get(group.iloc[0]["device"])
+    hw = None
+    if info:
+        hw = cost.machine(working_set(group, axis, x), _per_length(group, axis, "traffic_bytes", x),
+                          info["bandwidth"], info["caches"])
+    return cost.judge(x, series.to_numpy(float), claimed, hw, process_times=process_times(group, axis, x),
+                      bootstrap=bootstrap)
+
+
+def columns(result: cost.CostVerdict, claimed: float) -> dict:
+    """What the fits table shows of a cost-model verdict."""
+    model = result.model
+    shares = model.shares if model is not None else {}
+    return {"terms": cost.explain(result, claimed), "need_p": result.need_p, "higher_p": result.higher_p,
+            "higher_term": result.higher, "higher_share": result.higher_share,
+            "lead_share": shares.get(cost.power_name(claimed), 0.0 if claimed else shares.get("call", math.nan))
+            if model is not None else math.nan,
+            "steps": ", ".join(f"{level} at n ≈ {n:.0f}" for level, n in result.steps.items())}
