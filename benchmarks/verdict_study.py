@@ -1,18 +1,17 @@
 """How often the cost-model verdict (suite.analyse.cost) is right on series whose truth is planted
 (suite.analyse.planted): the claim confirmed when nothing above it is planted, and a higher term
-caught when one is, by host (cache sizes), noise, how memory-bound the series is, and the planted
-term's share of the largest length's time.
+caught when one is, by host (cache sizes), noise and the planted term's share of the largest
+length's time, over the full grid's span (256..65536, doubling, with midpoints).
 
     python benchmarks/verdict_study.py [--count 100] [--out benchmarks/verdict_study.csv]
 
-Writes one row per (host, claim, noise, memory, share, kind, verdict) with its count; prints the
-rates the issue asks for. Seeded: the same command writes the same file.
+Writes one row per (hosts, noise, claims, share, kind, host, claim, verdict) with its count, and
+prints the rates. Seeded: the same command writes the same file.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 from pathlib import Path
 
@@ -20,12 +19,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from suite.analyse.planted import lengths, study  # noqa: E402
+from suite.analyse.planted import HOSTS, MID_SPAN, study  # noqa: E402
 
-NOISES = (0.01, 0.02, 0.03)
-MEMORY = {"compute-bound": (0.05, 0.2), "mixed": (0.2, 0.5), "memory-bound": (0.5, 1.0)}
-SHARES = (0.1, 0.3)
-SPANS = {"256-65536": (256, 65536), "256-262144": (256, 262144)}
+HOST_SETS = {"L2 and L3 (L3 at the top length)": ("amd", "intel"), "L2 only (steps mid-span)": tuple(MID_SPAN)}
+CELLS = (("every claim, higher term 30%", (1.0, 1.5, 2.0), 0.3), ("O(n), n^2 10%", (1.0,), 0.1))
+NOISES = (0.01, 0.02)
 
 
 def main() -> None:
@@ -34,17 +32,18 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).with_name("verdict_study.csv")))
     args = parser.parse_args()
     rows = []
-    for (noise, (memory, bounds), share, (span, (low, high))) in itertools.product(
-            NOISES, MEMORY.items(), SHARES, SPANS.items()):
-        result = study(args.count, noise=noise, higher_share=share, memory=bounds, x=lengths(low, high))
-        for kind, tally in result["tally"].items():
-            for (host, claimed, verdict), count in tally.items():
-                rows.append({"span": span, "noise": noise, "memory": memory, "share": share, "kind": kind,
-                             "host": host, "claimed": claimed, "verdict": verdict, "count": count})
-        print(f"span {span}, noise {noise:.0%}, {memory}, planted share {share:.0%}: "
-              f"clean confirmed {result['confirmed_clean']:.1%}, refuted {result['refuted_clean']:.1%}; "
-              f"planted caught {result['caught_planted']:.1%} (refuted {result['refuted_planted']:.1%}), "
-              f"confirmed {result['confirmed_planted']:.1%}", flush=True)
+    for hosts_name, hosts in HOST_SETS.items():
+        for noise in NOISES:
+            for cell, claims, share in CELLS:
+                result = study(args.count, noise=noise, higher_share=share, claims=claims, hosts=hosts)
+                for kind, tally in result["tally"].items():
+                    for (host, claimed, verdict), count in tally.items():
+                        rows.append({"caches": hosts_name, "noise": noise, "cell": cell, "share": share, "kind": kind,
+                                     "host": host, "claimed": claimed, "verdict": verdict, "count": count})
+                print(f"{hosts_name}, noise {noise:.0%}, {cell}: clean confirmed {result['confirmed_clean']:.1%}, "
+                      f"refuted {result['refuted_clean']:.1%}; planted caught {result['caught_planted']:.1%} "
+                      f"(refuted {result['refuted_planted']:.1%}), confirmed {result['confirmed_planted']:.1%}",
+                      flush=True)
     pd.DataFrame(rows).to_csv(args.out, index=False)
     print(f"wrote {args.out}")
 

@@ -1,24 +1,25 @@
 """A series' time as the sum of its own terms, and the verdict on the claim's leading term
 (docs/CLAIMS.md, "Verdicts").
 
-    time(n) ≈ c_call + c_rows·n + c_lead·nᵖ + Σ_L c_L·T(n)/B·ramp_L(n),   0 ≤ c_L ≤ 1
+    time(n) ≈ c_call + c_rows·n + c_lead·nᵖ·(1 + Σ_L s_L·ramp_L(n))
 
 a call's floor, a cost per row or per block (for a claim above n¹), the claim's leading term, and
-for each cache level L that the series' working set passes inside the measured span, the time its
-traffic T(n) (the bytes model's, docs/CLAIMS.md "Bytes") takes at the memory bandwidth B measured
-in the same run, switched on as the working set leaves L: at most the whole of it (c_L ≤ 1). That
-bound is what makes a cache step the machine's and not a free curve: a step can add no more time
-than moving the algorithm's bytes from memory. Every other coefficient is ≥ 0 (a term never saves
-time); the fit is least squares on the relative error, so that a 256 and a 65536 weigh alike.
+for each cache level L that the series' working set (the bytes model's: docs/CLAIMS.md, "Bytes")
+passes inside the measured span, a step s_L in the time per unit of the leading term's work, where
+the working set leaves L. A step is the machine's because it stops: the span must show lengths
+past it, so that a term that keeps growing is not taken for one. Every coefficient is ≥ 0 (a term
+never saves time); the fit is least squares on the relative error, so that a 256 and a 65536 weigh
+alike, each length weighted by its processes' agreement.
 
 The verdict judges the leading term, nested models against each other by the F test:
 - **needed**: with the next lower class in its place (n^1 for n^1.5, the floor alone for n^1) the
   model fits worse at NEED_LEVEL;
 - **a higher term needed**: adding the next higher class, or n², fits better at HIGHER_LEVEL and the
   term carries at least MIN_HIGHER_SHARE of the largest length's time.
-Confirmed when the leading term is needed and no higher one is; refuted when a higher one is;
-inconclusive otherwise, saying what would settle it. A time that grows slower than the claim is
-never refuted here: its overheads hide the leading term, and a longer span shows it.
+Confirmed when the leading term is needed and no higher one is; refuted when a higher one is (where
+a cache level sits at the span's top edge, only if it is needed with that level's step too);
+inconclusive otherwise, saying what would tell. A time that grows slower than the claim is never
+refuted here: its overheads hide the leading term, and a longer span shows it.
 """
 
 from __future__ import annotations
@@ -35,29 +36,28 @@ HIGHER_LEVEL = 0.01  # a refutation needs the stronger evidence
 MIN_HIGHER_SHARE = 0.05  # of the largest length's time
 MIN_SPAN = 16.0  # as the power-law rule (suite.analyse.fits)
 # A cache step: a logistic in octaves of working set, 10–90% over 1.5 octaves, centred at the cache's
-# size or up to an octave below it (the tiles, the output and the gathered rows share the cache):
+# size or up to an octave below it (the tiles, the output and the intermediates share the cache):
 # the centre is chosen on this grid, and counts as a parameter of the fit
 CENTRES = (-1.0, -0.5, 0.0)
 SCALE = 0.35
 INSIDE = 2  # a level is modelled where this many lengths lie an octave or more inside it
 EDGE = 1.5  # octaves below a level's size where its earliest step may begin to show
 BOOTSTRAP = 200
+NOISE_FLOOR = 0.01  # a length's relative noise is taken as at least this (weights: suite.analyse.cost.weights)
 
 
 @dataclass(frozen=True)
 class Machine:
-    """What places and bounds the cache steps, per length: the working set (bytes the kernel reuses,
-    of one head), the traffic (the bytes model's), the memory bandwidth, the caches (env.json)."""
+    """What places the cache steps: the working set at each length (bytes a kernel reuses: an
+    attention head's K and V) and the host's caches (env.json's `cpu_caches`)."""
 
     working_set: np.ndarray
-    traffic: np.ndarray
-    bandwidth: float
     caches: dict
     with_edge: bool = False  # model the top edge's levels too (the test a refutation must pass)
 
     def levels(self) -> tuple[dict[str, float], dict[str, float]]:
         """log2 of the sizes of the levels whose step the span shows whole (INSIDE lengths an octave
-        or more inside, two at least half past it), and of those at its top edge (the step may begin
+        or more inside, two at least half-way past), and of those at its top edge (the step may begin
         inside the span, but too few lengths lie past it to tell it from a term that keeps growing)."""
         octaves = np.log2(self.working_set)
         seen, edge = {}, {}
@@ -71,25 +71,23 @@ class Machine:
                 edge[level] = math.log2(size)
         return seen, edge
 
-    def step(self, centre: float) -> np.ndarray:
-        """The traffic's time at the memory bandwidth, switched on about `centre` (log2 bytes)."""
-        return self.traffic / self.bandwidth / (1.0 + np.exp(-(np.log2(self.working_set) - centre) / SCALE))
+    def ramp(self, centre: float) -> np.ndarray:
+        """0 inside the cache, 1 past it: a logistic in octaves of working set about `centre` (log2 bytes)."""
+        return 1.0 / (1.0 + np.exp(-(np.log2(self.working_set) - centre) / SCALE))
 
     def subset(self, keep: np.ndarray) -> "Machine":
-        return replace(self, working_set=self.working_set[keep], traffic=self.traffic[keep])
+        return replace(self, working_set=self.working_set[keep])
 
     def without(self, level: str) -> "Machine":
         return replace(self, caches={k: v for k, v in self.caches.items() if k != level})
 
 
-def machine(working_set, traffic, bandwidth, caches) -> Machine | None:
-    """A Machine where every figure is known and positive, else None (no cache steps)."""
-    if working_set is None or traffic is None or not caches or not bandwidth or not np.isfinite(bandwidth):
+def machine(working_set, caches) -> Machine | None:
+    """A Machine where the working set is known and positive at every length, else None (no steps)."""
+    if working_set is None or not caches:
         return None
-    ws, moved = np.asarray(working_set, float), np.asarray(traffic, float)
-    if not (np.all(np.isfinite(ws)) and np.all(ws > 0) and np.all(np.isfinite(moved)) and np.all(moved > 0)):
-        return None
-    return Machine(ws, moved, float(bandwidth), dict(caches))
+    ws = np.asarray(working_set, float)
+    return Machine(ws, dict(caches)) if np.all(np.isfinite(ws)) and np.all(ws > 0) else None
 
 
 @dataclass(frozen=True)
@@ -132,8 +130,8 @@ def power_name(p: float) -> str:
 
 def design(x: np.ndarray, top: float | None, centres: dict[str, float], hw: Machine | None,
            extra: float | None = None) -> dict[str, np.ndarray]:
-    """The columns of a model whose largest term is n^top (None: no term at all), in seconds at
-    coefficient 1 for the steps and scaled to the largest length for the rest."""
+    """The columns of a model whose largest term is n^top (None: no term at all), lengths scaled to
+    the largest (columns of one size), with a step in its top term's rate at each centre."""
     if top is None:
         return {}
     u = x / x.max()
@@ -145,35 +143,35 @@ def design(x: np.ndarray, top: float | None, centres: dict[str, float], hw: Mach
     if extra is not None:
         cols[power_name(extra)] = u**extra
     for level, centre in centres.items():
-        cols[f"{level} step"] = hw.step(centre)
+        cols[f"{level} step"] = u**top * hw.ramp(centre)
     return cols
 
 
-def fit(cols: dict[str, np.ndarray], y: np.ndarray, centres: dict[str, float] | None = None) -> Model:
-    """Least squares of y on the columns on the relative error, every coefficient ≥ 0 and a step's ≤ 1."""
-    from scipy.optimize import lsq_linear, nnls
+def fit(cols: dict[str, np.ndarray], y: np.ndarray, centres: dict[str, float] | None = None,
+        w: np.ndarray | None = None) -> Model:
+    """Non-negative least squares of y on the columns on the relative error, each point weighted
+    by `w` (its inverse relative variance)."""
+    from scipy.optimize import nnls
 
     if not cols:
-        return Model((), (), float(len(y)), {})
-    a = np.column_stack(list(cols.values())) / y[:, None]
-    upper = np.array([1.0 if name.endswith(" step") else np.inf for name in cols])
-    coef = nnls(a, np.ones(len(y)))[0]
-    if np.any(coef > upper):  # NB: nnls is 10x faster; the bounded solver only where a step passes its bound
-        coef = lsq_linear(a, np.ones(len(y)), bounds=(np.zeros(len(cols)), upper), method="bvls").x
-    sse = float(((1.0 - a @ coef) ** 2).sum())
+        return Model((), (), float(np.sum(w)) if w is not None else float(len(y)), {})
+    root = np.ones(len(y)) if w is None else np.sqrt(w)
+    a = np.column_stack(list(cols.values())) / y[:, None] * root[:, None]
+    coef = nnls(a, root)[0]
+    sse = float(((root - a @ coef) ** 2).sum())
     top = np.array([col[-1] for col in cols.values()]) * coef
     total = top.sum()
     shares = {name: float(v / total) if total > 0 else math.nan for name, v in zip(cols, top)}
     return Model(tuple(cols), tuple(map(float, coef)), sse, shares, dict(centres or {}))
 
 
-def best(x, y, top, hw: Machine | None, extra=None) -> Model:
+def best(x, y, top, hw: Machine | None, extra=None, w=None) -> Model:
     """The model with its steps' centres chosen on CENTRES about each level's size (least SSE)."""
     sizes = hw.levels()[0] if hw is not None else {}
     if top is None or not sizes:
-        return fit(design(x, top, {}, hw, extra), y)
+        return fit(design(x, top, {}, hw, extra), y, None, w)
     grid = itertools.product(*[[size + c for c in CENTRES] for size in sizes.values()])
-    return min((fit(design(x, top, dict(zip(sizes, centres)), hw, extra), y, dict(zip(sizes, centres)))
+    return min((fit(design(x, top, dict(zip(sizes, centres)), hw, extra), y, dict(zip(sizes, centres)), w)
                 for centres in grid), key=lambda m: m.sse)
 
 
@@ -211,24 +209,38 @@ class Tests:
     higher_share: float
 
 
-def tests(x, y, claimed: float, hw: Machine | None) -> Tests:
+def tests(x, y, claimed: float, hw: Machine | None, w=None) -> Tests:
     """The claim's model; the F test of its leading term (the next lower class's model against it
     with the claim's term added: nested); each higher class added to the claim's model."""
-    claim = best(x, y, claimed, hw)
+    claim = best(x, y, claimed, hw, w=w)
     low = lower_class(claimed)
     if low is None:
         need_p = 0.0  # a constant claimed: nothing lower than the floor
     else:
-        lower = best(x, y, low, hw)
+        lower = best(x, y, low, hw, w=w)
         both = fit({**design(x, low, lower.centres, hw), power_name(claimed): (x / x.max()) ** claimed},
-                   y, lower.centres)
+                   y, lower.centres, w)
         need_p = f_test(lower, both, len(x))
     found = []
     for q in higher_classes(claimed):
-        model = best(x, y, claimed, hw, q)
+        model = best(x, y, claimed, hw, q, w)
         found.append((f_test(claim, model, len(x)), power_name(q), model.shares.get(power_name(q), 0.0)))
     higher_p, name, share = min(found, key=lambda h: (math.inf if math.isnan(h[0]) else h[0], -h[2]))
     return Tests(claim, need_p, higher_p, name, share)
+
+
+def weights(process_times: list | None, points: int) -> np.ndarray | None:
+    """Each length's weight: the inverse square of its relative noise, read off the spread of its
+    processes' medians (half their range over their median, NOISE_FLOOR at least); a length with one
+    process takes the others' median noise. None (equal weights) where no length has several."""
+    if process_times is None:
+        return None
+    noise = np.array([np.ptp(p) / 2 / np.median(p) if p is not None and len(p) > 1 else np.nan
+                      for p in process_times], float)
+    if np.all(np.isnan(noise)):
+        return None
+    noise = np.maximum(np.where(np.isnan(noise), np.nanmedian(noise), noise), NOISE_FLOOR)
+    return (NOISE_FLOOR / noise) ** 2
 
 
 def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: list | None = None,
@@ -248,25 +260,25 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     while hw is not None and hw.levels()[0] and len(x) - len(design(x, claimed, {}, None, 3.0)) - 2 * len(hw.levels()[0]) < 2:
         seen = hw.levels()[0]  # too few lengths for every step: the outermost level goes first
         hw = hw.without(max(seen, key=seen.get))
-    result = tests(x, y, claimed, hw)
+    w = weights(process_times, len(x))
+    result = tests(x, y, claimed, hw, w)
     steps = {level: float(np.exp(np.interp(c, np.log2(hw.working_set), np.log(x))))
              for level, c in result.claim.centres.items() if result.claim.shares.get(f"{level} step", 0) > 0}
     status, why = _rule(claimed, result, x)
     if status == "refuted" and hw is not None and hw.levels()[1]:
-        status, why = _edge(x, y, claimed, hw, why)
-    lo, hi = _share_intervals(x, y, claimed, result.claim, hw, process_times, bootstrap, seed)
+        status, why = _edge(x, y, claimed, hw, why, w)
+    lo, hi = _share_intervals(x, y, claimed, result.claim, hw, process_times, bootstrap, seed, w)
     return CostVerdict(status, why, result.claim, result.need_p, result.higher_p, result.higher,
                        result.higher_share, steps, lo, hi)
 
 
-def _edge(x, y, claimed: float, hw: Machine, why: str) -> tuple[str, str]:
+def _edge(x, y, claimed: float, hw: Machine, why: str, w) -> tuple[str, str]:
     """A refutation with a cache level at the span's top edge stands only if it survives that
-    level's step too (bounded as every step is, by the traffic's time from memory); else it is
-    inconclusive, and says what would tell."""
+    level's step too; else it is inconclusive, and says what would tell."""
     edge = hw.levels()[1]
     level = min(edge, key=edge.get)
     n_edge = float(np.exp(np.interp(edge[level] - 1, np.log2(hw.working_set), np.log(x))))
-    again = tests(x, y, claimed, replace(hw, with_edge=True))
+    again = tests(x, y, claimed, replace(hw, with_edge=True), w)
     if again.higher_p < HIGHER_LEVEL and again.higher_share >= MIN_HIGHER_SHARE:
         return "refuted", f"{why}; as much with a step where the working set nears {level}"
     return "inconclusive", (f"{why}, unless the working set's nearing {level} (from n ≈ {n_edge:.0f}) is a step: "
@@ -287,7 +299,7 @@ def _rule(claimed, t: Tests, x) -> tuple[str, str]:
                             f"lengths past n = {x[-1]:g} would tell")
 
 
-def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: int, seed: int):
+def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: int, seed: int, w):
     """95% intervals of each term's share at the largest length (the steps' centres held): the
     points redrawn from their processes (each length's per-process medians, resampled), or from the
     model's relative residuals where no length has several processes."""
@@ -307,7 +319,7 @@ def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: 
         samples = y * factors
     else:
         samples = modelled * resid[rng.integers(0, len(resid), (bootstrap, len(resid)))]
-    draws = [fit(cols, sample).shares for sample in samples]
+    draws = [fit(cols, sample, None, w).shares for sample in samples]
     table = np.array([[d[name] for name in cols] for d in draws])
     return ({n: float(v) for n, v in zip(cols, np.nanpercentile(table, 2.5, axis=0))},
             {n: float(v) for n, v in zip(cols, np.nanpercentile(table, 97.5, axis=0))})

@@ -1,8 +1,8 @@
 """The cost-model verdict of one series of the results table: its lengths, fastest calls, working
 set and traffic handed to suite.analyse.cost, and the columns the fits table shows from it.
 
-The machine of a device: on a CPU, env.json's `cpu_caches` and bandwidth.json's memory bandwidth;
-a device without both (a GPU, a run older than the probes) is fitted without cache steps.
+The machine of a device: on a CPU, env.json's `cpu_caches`; a device without them (a GPU, a run
+older than the cache record) is fitted without cache steps.
 """
 
 from __future__ import annotations
@@ -19,15 +19,10 @@ COLUMNS = ("power_verdict", "power_why", "terms", "need_p", "higher_p", "higher_
            "lead_share", "steps")
 
 
-def machines(env: dict | None, bandwidth: dict | None) -> dict[str, dict]:
-    """device -> {"caches": ..., "bandwidth": bytes/s}, for the devices whose caches and memory
-    bandwidth the run measured."""
+def machines(env: dict | None) -> dict[str, dict]:
+    """device -> its caches, for the devices whose cache sizes the run recorded (env.json)."""
     caches = (env or {}).get("cpu_caches") or {}
-    try:
-        rate = float((bandwidth or {})["cpu"]["bytes_per_s"])
-    except (KeyError, TypeError, ValueError):
-        return {}
-    return {"cpu": {"caches": caches, "bandwidth": rate}} if caches and rate > 0 else {}
+    return {"cpu": caches} if isinstance(caches, dict) and caches else {}
 
 
 def _per_length(group: pd.DataFrame, axis: str, column: str, x) -> np.ndarray | None:
@@ -66,11 +61,8 @@ def judge_series(series: pd.Series, group: pd.DataFrame, axis: str, claimed: flo
                  hosts: dict | None, bootstrap: int = cost.BOOTSTRAP) -> cost.CostVerdict:
     """The cost-model verdict of one time series (`series`: fastest call per length)."""
     x = series.index.to_numpy(float)
-    info = (hosts or {}).get(group.iloc[0]["device"])
-    hw = None
-    if info:
-        hw = cost.machine(working_set(group, axis, x), _per_length(group, axis, "traffic_bytes", x),
-                          info["bandwidth"], info["caches"])
+    caches = (hosts or {}).get(group.iloc[0]["device"])
+    hw = cost.machine(working_set(group, axis, x), caches) if caches else None
     return cost.judge(x, series.to_numpy(float), claimed, hw, process_times=process_times(group, axis, x),
                       bootstrap=bootstrap)
 
