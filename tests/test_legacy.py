@@ -33,12 +33,14 @@ def test_every_legacy_journal_line_reads_as_a_row():
 def test_legacy_report_gives_the_verdicts_that_version_printed(results, tmp_path, capsys, monkeypatch):
     """Fitted to the medians, as that version fitted, by its rule (the power law's interval), the
     figures are the ones it printed; fitted to the fastest calls (read from its samples), as now, the
-    figures move and its rule's verdicts stay. The cost model's verdicts (no caches nor bandwidth in
-    so old a run: no cache steps) refute the window run through a dense mask, as the power law could not."""
+    figures move and its rule's verdicts stay. The cost model's verdicts (no caches in so old a run:
+    no cache steps) refute the window run through a dense mask, as the power law could not, and
+    confirm nothing on 5 lengths: too few to look for a higher term."""
     old = (LEGACY / "old-summary.txt").read_text().splitlines()
     assert cli.main(["report", "legacy-a", "--results-dir", str(results), "--reports-dir", str(tmp_path / "r")]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert [line.split()[-1] for line in printed[1:5]] == ["inconclusive", "confirmed", "confirmed", "refuted"]
+    assert [line.split()[-1] for line in printed[1:5]] == ["inconclusive", "inconclusive", "inconclusive", "refuted"]
+    assert "5 lengths leave 1 degree of freedom to look for a higher term" in "\n".join(printed)
     assert (tmp_path / "r" / "legacy-a" / "index.html").is_file()
     page = (tmp_path / "r" / "legacy-a" / "index.html").read_text()  # no bandwidth probe, no bytes: blank, not a crash
     assert "not measured in this run (a run before the bandwidth probe)" in page and 'id="roofline"' not in page

@@ -35,6 +35,8 @@ NEED_LEVEL = 0.05
 HIGHER_LEVEL = 0.01  # a refutation needs the stronger evidence
 MIN_HIGHER_SHARE = 0.05  # of the largest length's time
 MIN_SPAN = 16.0  # as the power-law rule (suite.analyse.fits)
+CONFIRM_DOF = 3  # a confirmation needs this many degrees of freedom left to the higher term's test (F(1, 1) at 1%
+# is 4052: with fewer, "no higher term" would be said of nearly anything)
 # A cache step: a logistic in octaves of working set, 10–90% over 1.5 octaves, centred at the cache's
 # size or up to an octave below it (the tiles, the output and the intermediates share the cache):
 # the centre is chosen on this grid, and counts as a parameter of the fit
@@ -292,6 +294,11 @@ def _rule(claimed, t: Tests, x) -> tuple[str, str]:
     if t.higher_p < HIGHER_LEVEL and t.higher_share >= MIN_HIGHER_SHARE:
         return "refuted", (f"a term {t.higher} above the claim's {lead} is needed (F test p = {t.higher_p:.2g}): "
                            f"{t.higher_share:.0%} of the time at n = {x[-1]:g}")
+    dof = len(x) - t.claim.k - 1  # left to the test for a higher term
+    if t.need_p < NEED_LEVEL and dof < CONFIRM_DOF:
+        return "inconclusive", (f"{lead} is needed (without it p = {t.need_p:.2g}), but {len(x)} lengths leave {dof} "
+                                f"degree{'s' if dof != 1 else ''} of freedom to look for a higher term, "
+                                f"{CONFIRM_DOF} needed: more lengths would tell")
     if t.need_p < NEED_LEVEL:
         return "confirmed", (f"{lead} is needed (without it p = {t.need_p:.2g}) and no higher term is "
                              f"({t.higher}: p = {t.higher_p:.2g}, {t.higher_share:.0%} of the time at n = {x[-1]:g})")
