@@ -68,11 +68,11 @@ def test_a_clean_series_over_16x_with_a_narrow_interval_is_settled_once_its_midp
         return 1e-6 * lengths * np.exp(np.random.default_rng(0).normal(0, 0.01, len(lengths)))
     n = 256 * 2.0 ** np.arange(5)
     first = advance(_ladder(), _rows(n, t(n)), **BUDGET)
-    assert first.next is None and first.stop == "settled" and first.why.startswith("confirmed")
-    assert first.fill == (360, 728, 1448), "a 5-point settle stands only once its midpoints are in"
+    assert first.next is None and first.stop == "fill" and "degrees of freedom" in first.why
+    assert first.fill == (360, 728, 1448), "5 lengths are too few for the cost model: the midpoints first"
     more = np.sort(np.append(n, first.fill))
     again = advance(_ladder(), _rows(more, t(more)), **BUDGET)
-    assert again.stop == "settled" and again.fill == () and again.next is None
+    assert again.stop == "settled" and again.why.startswith("confirmed") and again.fill == () and again.next is None
 
 
 def test_a_5_point_settle_that_its_midpoints_widen_climbs_on():
@@ -80,7 +80,7 @@ def test_a_5_point_settle_that_its_midpoints_widen_climbs_on():
     reformer-pytorch between two runs), so the series climbs instead of stopping."""
     n = 256 * 2.0 ** np.arange(5)
     first = advance(_ladder(), _rows(n, 1e-6 * n), **BUDGET)
-    assert first.stop == "settled" and first.fill == (360, 728, 1448)
+    assert first.stop == "fill" and first.fill == (360, 728, 1448)
     more = np.sort(np.append(n, first.fill))
     scatter = {360: 0.25, 728: -0.25, 1448: 0.25}  # the midpoints land off the 5 points' line
     t = 1e-6 * more * np.exp([scatter.get(int(x), 0.0) for x in more])
@@ -92,13 +92,16 @@ def test_an_overhead_floor_that_eats_the_span_climbs_on():
     n = 256 * 2.0 ** np.arange(5)
     t = 2e-3 + 1e-7 * n  # the floor is most of the cost up to n = 4096
     step = advance(_ladder(), _rows(n, t), **BUDGET)
+    assert step.stop == "fill" and step.fill == (1448,), "too few lengths for the cost model: its midpoint first"
+    more = np.sort(np.append(n, step.fill))
+    step = advance(_ladder(), _rows(more, 2e-3 + 1e-7 * more), **BUDGET)
     assert step.next == 8192 and step.stop == ""
 
 
 def test_the_max_stops_a_ladder_and_says_what_would_settle_it():
     n = 256 * 2.0 ** np.arange(5)
     step = advance(_ladder(high=4096), _rows(n, 2e-3 + 1e-7 * n), **BUDGET)
-    assert step.stop == "max" and "n = 4096" in step.why and "extend to n =" in step.why
+    assert step.stop == "max" and "n = 4096" in step.why and "more lengths would tell" in step.why
 
 
 def test_a_call_predicted_too_long_stops_the_ladder():

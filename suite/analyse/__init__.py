@@ -40,7 +40,7 @@ def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 
     `peaks` and `bandwidth`: the run's GEMM and bandwidth probes (probe.json, bandwidth.json);
     `env`: env.json, whose CPU caches place the cost models' cache steps."""
     data = prepare(frame)  # NB: params are parsed here, once for the whole report
-    fits = with_ladders(all_exponents(data, machines(env)), list(ladders))
+    fits = with_ladders(all_exponents(data, machines(env, bandwidth)), list(ladders))
     crossing = crossovers(data)
     return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossing, speedups=speedups(data),
                     efficiency=efficiency(data, peaks, bandwidth), status=status_matrix(data),

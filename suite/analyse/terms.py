@@ -1,8 +1,9 @@
 """The cost-model verdict of one series of the results table: its lengths, fastest calls, working
 set and traffic handed to suite.analyse.cost, and the columns the fits table shows from it.
 
-The machine of a device: on a CPU, env.json's `cpu_caches`; a device without them (a GPU, a run
-older than the cache record) is fitted without cache steps.
+The machine of a device: on a CPU, env.json's `cpu_caches`, and the bound on a step from
+bandwidth.json; a device without caches (a GPU, a run older than the cache record) is fitted
+without cache steps.
 """
 
 from __future__ import annotations
@@ -19,10 +20,19 @@ COLUMNS = ("power_verdict", "power_why", "terms", "need_p", "higher_p", "higher_
            "lead_share", "steps")
 
 
-def machines(env: dict | None) -> dict[str, dict]:
-    """device -> its caches, for the devices whose cache sizes the run recorded (env.json)."""
+def machines(env: dict | None, bandwidth: dict | None = None) -> dict[str, dict]:
+    """device -> {"caches": ..., "step_max": ...}, for the devices whose cache sizes the run recorded
+    (env.json). A step's bound is the run's cache bandwidth over its memory bandwidth, less one
+    (bandwidth.json: how much slower a purely memory-bound kernel gets out of the cache); none
+    where the run has no bandwidth probe."""
     caches = (env or {}).get("cpu_caches") or {}
-    return {"cpu": caches} if isinstance(caches, dict) and caches else {}
+    if not isinstance(caches, dict) or not caches:
+        return {}
+    try:
+        ratio = float(bandwidth["cpu"]["cache_bytes_per_s"]) / float(bandwidth["cpu"]["bytes_per_s"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        ratio = math.inf
+    return {"cpu": {"caches": caches, "step_max": max(ratio - 1.0, 0.0) if math.isfinite(ratio) else math.inf}}
 
 
 def _per_length(group: pd.DataFrame, axis: str, column: str, x) -> np.ndarray | None:
@@ -39,11 +49,12 @@ def working_set(group: pd.DataFrame, axis: str, x) -> np.ndarray | None:
     where the variant has no K/V count (a layer: all its channels at once), a sequence's whole
     compulsory traffic (over B)."""
     first = group.iloc[0]
+    batch, kv_heads = first.get("batch", 1), first.get("num_kv_heads", first.get("num_heads", 1))
     kv = _per_length(group, axis, "kv_bytes", x)
     if kv is not None:
-        return kv / (first["batch"] * first["num_kv_heads"])
+        return kv / (batch * kv_heads)
     moved = _per_length(group, axis, "compulsory_bytes", x)
-    return None if moved is None else moved / first["batch"]
+    return None if moved is None else moved / batch
 
 
 def process_times(group: pd.DataFrame, axis: str, x) -> list | None:
@@ -61,8 +72,8 @@ def judge_series(series: pd.Series, group: pd.DataFrame, axis: str, claimed: flo
                  hosts: dict | None, bootstrap: int = cost.BOOTSTRAP) -> cost.CostVerdict:
     """The cost-model verdict of one time series (`series`: fastest call per length)."""
     x = series.index.to_numpy(float)
-    caches = (hosts or {}).get(group.iloc[0]["device"])
-    hw = cost.machine(working_set(group, axis, x), caches) if caches else None
+    info = (hosts or {}).get(group.iloc[0].get("device"))
+    hw = cost.machine(working_set(group, axis, x), info["caches"], info["step_max"]) if info else None
     return cost.judge(x, series.to_numpy(float), claimed, hw, process_times=process_times(group, axis, x),
                       bootstrap=bootstrap)
 

@@ -61,7 +61,7 @@ def load(ref: str, results_dir: Path, repo: Path, commit_time: str | None = None
     key = hashlib.sha1(f"{fingerprint}\n{commit}\n{run.name}\n{finished.isoformat()}".encode()).hexdigest()[:16]
     return Run(run_key=key, fingerprint_id=fingerprint, git_commit=commit, commit_time=when, run_time=finished,
                run_name=run.name, grid=str(run.plan().get("grid", "")), env=run.file(RunDir.ENV).read_text(),
-               cases=case_points(frame), exponents=exponent_points(frame, machines(env)))
+               cases=case_points(frame), exponents=exponent_points(frame, machines(env, run.bandwidth())))
 
 
 def _timestamp(field: str, text: str) -> pd.Timestamp:

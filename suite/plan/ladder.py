@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from suite.analyse import terms
 from suite.analyse.exponents import claimed_exponent
 from suite.analyse.fits import MIN_SPAN, TOLERANCE, fit_power, verdict
 from suite.plan.case import Case, series_key
@@ -83,8 +84,10 @@ class Step:
                 **self.ladder.to_plan()}
 
 
-def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: float, memory_gib: float) -> Step:
-    """The ladder's next length from its series' rows (the run's table: one row per case)."""
+def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: float, memory_gib: float,
+            hosts: dict | None = None) -> Step:
+    """The ladder's next length from its series' rows (the run's table: one row per case). `hosts`:
+    the run's caches (suite.analyse.terms.machines), for the cost model's verdict."""
     measured = rows.sort_values("seq_len")
     ok, bad = measured[measured["status"] == "ok"], measured[measured["status"] != "ok"]
     claimed = claimed_exponent("seq_len", "time", measured.iloc[0]) if len(measured) else None  # in n_q for cross
@@ -96,25 +99,40 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
         first = bad.iloc[0]
         return Step(ladder, None, "failed", f"n = {int(first['seq_len'])} {first['status']} "
                     f"({str(first['reason'])[:80]}…): " + _settle(fit, claimed, width), fill)
-    status, _ = verdict(fit, claimed)
+    status, why = _verdict(fit, claimed, ok, hosts)
     if fit is not None and fit.span >= MIN_SPAN and fit.hi - fit.lo <= width and status != "inconclusive":
         # NB: a 5-point fit settled in one run and not in the next (run L: reformer-pytorch 1.21
         # [1.19, 1.24] on 5 points, 1.08 [1.05, 1.12] on 9 in run J): it stands once its midpoints agree
         return Step(ladder, None, "settled", f"{status}: [{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x", fill)
+    todo = why if status == "inconclusive" else _settle(fit, claimed, width)
     nxt = int(n.max()) * ladder.step
     if nxt > ladder.high:
-        return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: "
-                    + _settle(fit, claimed, width), fill)
+        return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + todo, fill)
     slope = min(3.0, max(1.0, fit.slope if fit is not None else 2.0))
     call_s = float(t[-1]) * ladder.step**slope
     if call_s > max_call_s:
         return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:.0f} s a call (max_call_s = {max_call_s:g}): "
-                    + _settle(fit, claimed, width), fill)
+                    + todo, fill)
     need = _memory_at(measured, nxt)
     if need > memory_gib * 2**30:
         return Step(ladder, None, "memory", f"n = {nxt} needs ~{need / 2**30:.0f} GiB (memory_budget_gib = "
-                    f"{memory_gib:g}): " + _settle(fit, claimed, width), fill)
+                    f"{memory_gib:g}): " + todo, fill)
+    if status == "inconclusive" and "degrees of freedom" in why and fill:
+        # NB: the cost model has too few lengths to look for a higher term: the midpoints (~1/6 of the
+        # top call) give it more before a doubling (2x the top call) is spent
+        return Step(ladder, None, "fill", f"{why}: the midpoints first", fill)
     return Step(ladder, nxt)
+
+
+def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, str]:
+    """The verdict the report will give: the cost model's (suite.analyse.cost), so that a series
+    whose overheads still hide its leading term, or whose rise at the top may be a cache's, climbs
+    on; the power law's where nothing is claimed in n."""
+    if claimed is None or pd.isna(claimed) or ok["seq_len"].nunique() < 3:
+        return verdict(fit, claimed)
+    fastest = ok.groupby("seq_len")["time_min_s" if "time_min_s" in ok else "time_s"].median()
+    result = terms.judge_series(fastest, ok, "seq_len", float(claimed), hosts, bootstrap=0)
+    return result.verdict, result.why
 
 
 def midpoints(ladder: Ladder, n: np.ndarray, fit) -> tuple[int, ...]:

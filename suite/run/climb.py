@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import replace
 
 import variants
+from suite.analyse.terms import machines
 from suite.plan.case import Case, reasons_of
 from suite.plan.ladder import Ladder, Step, advance, rows_of
 from suite.plan.settings import Settings
@@ -24,7 +25,8 @@ def next_cases(run: RunDir, cases: list[Case], ladders: list[Ladder], settings: 
     """The next round's cases (one per climbing ladder); [] when every ladder has stopped."""
     frame = table.table(cases, rows)
     per_series = rows_of(frame, ladders)
-    steps = [_step(ladder, per_series.get(ladder.key), settings) for ladder in ladders]
+    hosts = machines(run.env(), run.bandwidth())
+    steps = [_step(ladder, per_series.get(ladder.key), settings, hosts) for ladder in ladders]
     lengths = {ladder.key: per_series[ladder.key]["seq_len"].astype(int).tolist() for ladder in ladders
                if ladder.key in per_series}
     run.write_json(RunDir.LADDERS, {"ladders": [s.to_record(lengths.get(s.ladder.key, [])) for s in steps]})
@@ -45,13 +47,13 @@ def next_cases(run: RunDir, cases: list[Case], ladders: list[Ladder], settings: 
     return more
 
 
-def _step(ladder: Ladder, rows, settings: Settings) -> Step:
+def _step(ladder: Ladder, rows, settings: Settings, hosts: dict | None = None) -> Step:
     if rows is None or rows.empty:
         return Step(ladder, None, "failed", "no rows of this series in the run")
     if (rows["status"] == "not_run").any():
         return Step(ladder, None, "failed", "the run stopped before every length was measured; --resume goes on")
     step = advance(ladder, rows, width=settings.ladder_width, max_call_s=settings.max_call_s,
-                   memory_gib=settings.memory_budget_gib)
+                   memory_gib=settings.memory_budget_gib, hosts=hosts)
     if step.next is not None:
         try:
             variants.get(ladder.template.variant).resolve(step.next, dict(ladder.template.params))
