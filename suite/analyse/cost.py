@@ -6,10 +6,11 @@
 a call's floor, a cost per row or per block (for a claim above n¹), the claim's leading term, and
 for each cache level L that the series' working set (the bytes model's: docs/CLAIMS.md, "Bytes")
 passes inside the measured span, a step s_L in the time per unit of the leading term's work, where
-the working set leaves L. A step is the machine's because it stops: the span must show lengths
-past it, so that a term that keeps growing is not taken for one. Every coefficient is ≥ 0 (a term
+the working set leaves L. A step is the machine's because it stops (the span must show lengths
+past it, so that a term that keeps growing is not taken for one) and because it is bounded: it
+raises the time per unit of work at most by the run's cache over memory bandwidth, less one. Every coefficient is ≥ 0 (a term
 never saves time); the fit is least squares on the relative error, so that a 256 and a 65536 weigh
-alike, each length weighted by its processes' agreement.
+alike.
 
 The verdict judges the leading term, nested models against each other by the F test:
 - **needed**: with the next lower class in its place (n^1 for n^1.5, the floor alone for n^1) the
@@ -45,7 +46,6 @@ SCALE = 0.35
 INSIDE = 2  # a level is modelled where this many lengths lie an octave or more inside it
 EDGE = 1.5  # octaves below a level's size where its earliest step may begin to show
 BOOTSTRAP = 200
-NOISE_FLOOR = 0.01  # a length's relative noise is taken as at least this (weights: suite.analyse.cost.weights)
 
 
 @dataclass(frozen=True)
@@ -151,15 +151,15 @@ def design(x: np.ndarray, top: float | None, centres: dict[str, float], hw: Mach
 
 
 def fit(cols: dict[str, np.ndarray], y: np.ndarray, centres: dict[str, float] | None = None,
-        w: np.ndarray | None = None, cap: tuple[str, float] | None = None) -> Model:
-    """Non-negative least squares of y on the columns on the relative error, each point weighted
-    by `w` (its inverse relative variance); `cap` = (the leading column, S): each step's coefficient
-    at most S times the leading term's (a step whose bound binds is held on it: the active set)."""
+        cap: tuple[str, float] | None = None) -> Model:
+    """Non-negative least squares of y on the columns on the relative error; `cap` = (the leading
+    column, S): each step's coefficient at most S times the leading term's (a step whose bound binds
+    is held on it: the active set)."""
     from scipy.optimize import nnls
 
     if not cols:
-        return Model((), (), float(np.sum(w)) if w is not None else float(len(y)), {})
-    root = np.ones(len(y)) if w is None else np.sqrt(w)
+        return Model((), (), float(len(y)), {})
+    root = np.ones(len(y))
     names = list(cols)
     a = np.column_stack(list(cols.values())) / y[:, None] * root[:, None]
     coef = nnls(a, root)[0]
@@ -185,13 +185,13 @@ def fit(cols: dict[str, np.ndarray], y: np.ndarray, centres: dict[str, float] | 
     return Model(tuple(cols), tuple(map(float, coef)), sse, shares, dict(centres or {}))
 
 
-def best(x, y, top, hw: Machine | None, extra=None, w=None) -> Model:
+def best(x, y, top, hw: Machine | None, extra=None) -> Model:
     """The model with its steps' centres chosen on CENTRES about each level's size (least SSE)."""
     sizes = hw.levels()[0] if hw is not None else {}
     if top is None or not sizes:
-        return fit(design(x, top, {}, hw, extra), y, None, w, _cap(top, hw))
+        return fit(design(x, top, {}, hw, extra), y, None, _cap(top, hw))
     grid = itertools.product(*[[size + c for c in CENTRES] for size in sizes.values()])
-    return min((fit(design(x, top, dict(zip(sizes, centres)), hw, extra), y, dict(zip(sizes, centres)), w, _cap(top, hw))
+    return min((fit(design(x, top, dict(zip(sizes, centres)), hw, extra), y, dict(zip(sizes, centres)), _cap(top, hw))
                 for centres in grid), key=lambda m: m.sse)
 
 
@@ -236,38 +236,24 @@ class Tests:
     higher_share: float
 
 
-def tests(x, y, claimed: float, hw: Machine | None, w=None) -> Tests:
+def tests(x, y, claimed: float, hw: Machine | None) -> Tests:
     """The claim's model; the F test of its leading term (the next lower class's model against it
     with the claim's term added: nested); each higher class added to the claim's model."""
-    claim = best(x, y, claimed, hw, w=w)
+    claim = best(x, y, claimed, hw)
     low = lower_class(claimed)
     if low is None:
         need_p = 0.0  # a constant claimed: nothing lower than the floor
     else:
-        lower = best(x, y, low, hw, w=w)
+        lower = best(x, y, low, hw)
         both = fit({**design(x, low, lower.centres, hw), power_name(claimed): (x / x.max()) ** claimed},
-                   y, lower.centres, w, _cap(low, hw))
+                   y, lower.centres, _cap(low, hw))
         need_p = f_test(lower, both, len(x))
     found = []
     for q in higher_classes(claimed):
-        model = best(x, y, claimed, hw, q, w)
+        model = best(x, y, claimed, hw, q)
         found.append((f_test(claim, model, len(x)), power_name(q), model.shares.get(power_name(q), 0.0)))
     higher_p, name, share = min(found, key=lambda h: (math.inf if math.isnan(h[0]) else h[0], -h[2]))
     return Tests(claim, need_p, higher_p, name, share)
-
-
-def weights(process_times: list | None, points: int) -> np.ndarray | None:
-    """Each length's weight: the inverse square of its relative noise, read off the spread of its
-    processes' medians (half their range over their median, NOISE_FLOOR at least); a length with one
-    process takes the others' median noise. None (equal weights) where no length has several."""
-    if process_times is None:
-        return None
-    noise = np.array([np.ptp(p) / 2 / np.median(p) if p is not None and len(p) > 1 else np.nan
-                      for p in process_times], float)
-    if np.all(np.isnan(noise)):
-        return None
-    noise = np.maximum(np.where(np.isnan(noise), np.nanmedian(noise), noise), NOISE_FLOOR)
-    return (NOISE_FLOOR / noise) ** 2
 
 
 def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: list | None = None,
@@ -287,27 +273,27 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     while hw is not None and hw.levels()[0] and len(x) - len(design(x, claimed, {}, None, 3.0)) - 2 * len(hw.levels()[0]) < 2:
         seen = hw.levels()[0]  # too few lengths for every step: the outermost level goes first
         hw = hw.without(max(seen, key=seen.get))
-    w = None  # NB: equal weights: the spread of processes' medians (suite.analyse.cost.weights) followed the
-    # machine's load, not the fastest call's noise: on a busy run it weighted flex's lengths from 0.001 to 1 and
-    # left the F tests no power (fixed/flex, n^1.95, "confirmed" as n^1.5)
-    result = tests(x, y, claimed, hw, w)
+    # NB: every length weighs alike: weights from the spread of the processes' medians followed the
+    # machine's load, not the fastest call's noise (on a busy run they went from 0.001 to 1 across
+    # fixed/flex's lengths and left the F tests no power: n^1.95 "confirmed" as n^1.5)
+    result = tests(x, y, claimed, hw)
     steps = {level: float(np.exp(np.interp(c, np.log2(hw.working_set), np.log(x))))
              for level, c in result.claim.centres.items() if result.claim.shares.get(f"{level} step", 0) > 0}
     status, why = _rule(claimed, result, x)
     if status == "refuted" and hw is not None and hw.levels()[1]:
-        status, why = _edge(x, y, claimed, hw, why, w)
-    lo, hi = _share_intervals(x, y, claimed, result.claim, hw, process_times, bootstrap, seed, w)
+        status, why = _edge(x, y, claimed, hw, why)
+    lo, hi = _share_intervals(x, y, claimed, result.claim, hw, process_times, bootstrap, seed)
     return CostVerdict(status, why, result.claim, result.need_p, result.higher_p, result.higher,
                        result.higher_share, steps, lo, hi)
 
 
-def _edge(x, y, claimed: float, hw: Machine, why: str, w) -> tuple[str, str]:
+def _edge(x, y, claimed: float, hw: Machine, why: str) -> tuple[str, str]:
     """A refutation with a cache level at the span's top edge stands only if it survives that
     level's step too; else it is inconclusive, and says what would tell."""
     edge = hw.levels()[1]
     level = min(edge, key=edge.get)
     n_edge = float(np.exp(np.interp(edge[level] - 1, np.log2(hw.working_set), np.log(x))))
-    again = tests(x, y, claimed, replace(hw, with_edge=True), w)
+    again = tests(x, y, claimed, replace(hw, with_edge=True))
     if again.higher_p < HIGHER_LEVEL and again.higher_share >= MIN_HIGHER_SHARE:
         return "refuted", f"{why}; as much with a step where the working set nears {level}"
     return "inconclusive", (f"{why}, unless the working set's nearing {level} (from n ≈ {n_edge:.0f}) is a step: "
@@ -333,7 +319,7 @@ def _rule(claimed, t: Tests, x) -> tuple[str, str]:
                             f"lengths past n = {x[-1]:g} would tell")
 
 
-def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: int, seed: int, w):
+def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: int, seed: int):
     """95% intervals of each term's share at the largest length (the steps' centres held): the
     points redrawn from their processes (each length's per-process medians, resampled), or from the
     model's relative residuals where no length has several processes."""
@@ -353,7 +339,7 @@ def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: 
         samples = y * factors
     else:
         samples = modelled * resid[rng.integers(0, len(resid), (bootstrap, len(resid)))]
-    draws = [fit(cols, sample, None, w, _cap(claimed, hw)).shares for sample in samples]
+    draws = [fit(cols, sample, None, _cap(claimed, hw)).shares for sample in samples]
     table = np.array([[d[name] for name in cols] for d in draws])
     return ({n: float(v) for n, v in zip(cols, np.nanpercentile(table, 2.5, axis=0))},
             {n: float(v) for n, v in zip(cols, np.nanpercentile(table, 97.5, axis=0))})

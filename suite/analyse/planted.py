@@ -25,6 +25,7 @@ HOSTS = {"amd": {"L1d": {"bytes": 32 << 10}, "L2": {"bytes": 1 << 20}, "L3": {"b
 MID_SPAN = {f"{host} (L2 only)": {k: v for k, v in caches.items() if k != "L3"} for host, caches in HOSTS.items()}
 HOSTS.update(MID_SPAN)
 KV_BYTES_PER_ROW = 2 * 64 * 4  # K and V rows of one head, d = 64, float32
+STEP_MAX = 2.0  # the model's bound on a step: this AMD host's cache over memory bandwidth (81 / 27 GB/s), less one
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def study(count: int = 200, *, seed: int = 0, noise: float = 0.02, higher_share:
             for kind, higher in (("clean", None), ("planted", 2.0 if claimed < 2 else 3.0)):
                 for _ in range(count):
                     s = series(rng, claimed, HOSTS[host], x=x, noise=noise, higher=higher, higher_share=higher_share)
-                    hw = machine(s.working_set, HOSTS[host])
+                    hw = machine(s.working_set, HOSTS[host], STEP_MAX)
                     result = judge(s.x, s.y, claimed, hw, bootstrap=0)
                     key = (host, claimed, "caught" if kind == "planted" and result.higher_needed and
                            result.verdict != "refuted" else result.verdict)
