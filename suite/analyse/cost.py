@@ -112,7 +112,7 @@ class Model:
 class CostVerdict:
     verdict: str
     why: str
-    model: Model | None = None  # the claim's model
+    model: Model | None = None  # what the time is read off: the claim's model, or with its higher term where refuted
     need_p: float = math.nan  # F test: the model with the next lower class in the leading term's place
     higher_p: float = math.nan  # the most significant higher term's F test
     higher: str = ""  # that term's name
@@ -234,6 +234,7 @@ class Tests:
     higher_p: float
     higher: str
     higher_share: float
+    with_higher: Model | None = None  # the claim's model with that higher term
 
 
 def tests(x, y, claimed: float, hw: Machine | None) -> Tests:
@@ -251,9 +252,9 @@ def tests(x, y, claimed: float, hw: Machine | None) -> Tests:
     found = []
     for q in higher_classes(claimed):
         model = best(x, y, claimed, hw, q)
-        found.append((f_test(claim, model, len(x)), power_name(q), model.shares.get(power_name(q), 0.0)))
-    higher_p, name, share = min(found, key=lambda h: (math.inf if math.isnan(h[0]) else h[0], -h[2]))
-    return Tests(claim, need_p, higher_p, name, share)
+        found.append((f_test(claim, model, len(x)), power_name(q), model.shares.get(power_name(q), 0.0), model))
+    higher_p, name, share, model = min(found, key=lambda h: (math.inf if math.isnan(h[0]) else h[0], -h[2]))
+    return Tests(claim, need_p, higher_p, name, share, model)
 
 
 def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: list | None = None,
@@ -283,7 +284,8 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     if status == "refuted" and hw is not None and hw.levels()[1]:
         status, why = _edge(x, y, claimed, hw, why)
     lo, hi = _share_intervals(x, y, claimed, result.claim, hw, process_times, bootstrap, seed)
-    return CostVerdict(status, why, result.claim, result.need_p, result.higher_p, result.higher,
+    shown = result.with_higher if status == "refuted" and result.with_higher is not None else result.claim
+    return CostVerdict(status, why, shown, result.need_p, result.higher_p, result.higher,
                        result.higher_share, steps, lo, hi)
 
 
