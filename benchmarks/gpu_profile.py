@@ -26,12 +26,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import variants
 from suite.plan.case import Case
 from suite.run.measure import build, inputs
-from variants._checks import against_reference
+from variants.rules import against_reference
 
 PATHS = [("full", "sdpa")] + [
     (name, "native") for name in ("sliding_window", "neighborhood", "global", "random", "strided", "fixed",
                                   "bigbird", "linear", "performer", "rfa", "reformer", "linformer", "mqa", "gqa")]
-# The `triton` paths (variants.kernels), each beside the yardstick its criterion names (benchmarks/
+# The `triton` paths (variants.triton), each beside the yardstick its criterion names (benchmarks/
 # triton_criteria.py): FlexAttention on the patterns, flash-linear-attention on causal linear, SDPA on
 # full attention; rows are (variant, impl, causal). `--series` adds lengths to the rows whose
 # exponent is checked.

@@ -6,7 +6,7 @@ import os
 
 import torch
 
-# The `triton` paths run under Triton's interpreter on a machine without a GPU (variants.kernels): set
+# The `triton` paths run under Triton's interpreter on a machine without a GPU (variants.triton): set
 # before anything imports triton. With a GPU they run compiled, as they are timed.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")

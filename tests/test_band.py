@@ -10,8 +10,9 @@ import torch
 
 import variants
 from conftest import inputs
-from variants import band, fused
-from variants.band import BandPlan, band_bias, band_part
+from variants.native.band import windows as band
+from variants.native.core import fused_kernel as fused
+from variants.native.band import BandPlan, band_bias, band_part
 
 BANDS = ["sliding_window", "strided", "fixed", "bigbird", "neighborhood"]  # neighborhood: its interior is a band
 NEG_INF = float("-inf")

@@ -14,8 +14,8 @@ import torch
 import variants
 from bytecount import count, written
 from conftest import patterns, theory
-from variants.random_keys import draw
-from variants.theory import INDEX_BYTES, TILE_ROWS, tiles
+from variants.catalog.random_keys import draw
+from variants.rules import INDEX_BYTES, TILE_ROWS, tiles
 
 SHAPE = dict(batch=2, num_heads=4, head_dim=8, dtype_bytes=4)
 LENGTHS = [1, 5, 127, 128, 129, 300]
@@ -215,7 +215,7 @@ def test_a_convolution_tile_reads_the_weights_again():
 @pytest.mark.parametrize("n,chunk", [(5, 8), (8, 8), (9, 8), (16, 8), (45, 8)])
 def test_reformers_chunks_read_their_chunk_and_the_one_before(n, chunk):
     """Counted on the chunks of a sorted order: chunk c reads its keys and chunk c − 1's (the first the last's)."""
-    from variants.reformer import traffic_rows
+    from variants.catalog.reformer import traffic_rows
 
     order = torch.randperm(n)
     chunks = [set(order[s:s + chunk].tolist()) for s in range(0, n, chunk)]

@@ -1,4 +1,4 @@
-"""Fused elementwise steps (variants.compiled): compiled in setup, never in a timed call, the same
+"""Fused elementwise steps (variants.impls.compiled): compiled in setup, never in a timed call, the same
 values as their eager form, and the eager form wherever the compile did not happen."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import torch
 import torch._dynamo
 
 import variants
-from variants import compiled
-from variants.compiled import Fused
-from variants.linear import ELU_PLUS_ONE, _elu_eager
-from variants.rfa import SINCOS, _sincos_eager
+from variants.impls import compiled
+from variants.impls import Fused
+from variants.catalog.linear import ELU_PLUS_ONE, _elu_eager
+from variants.catalog.rfa import SINCOS, _sincos_eager
 
 
 def _counted(traced=lambda x, scale: x * scale):

@@ -1,4 +1,4 @@
-"""Per-query key lists by slices of keys (variants.csr_slices): `random`'s and bigbird's forward past
+"""Per-query key lists by slices of keys (variants.native.keys.csr_slices): `random`'s and bigbird's forward past
 a few MiB of K. Each pair lands in exactly one slice, and the sliced forward equals the dense
 reference (small n, slices made small) and the one-pass and gathered forms at a length that slices
 with the real constants (the sweeps' d = 64, float32)."""
@@ -9,12 +9,16 @@ import time
 from unittest import mock
 
 import pytest
+import importlib
+
 import torch
 
 import variants
 from conftest import inputs
-from variants import csr_slices, native
-from variants.random_keys import draw
+from variants.catalog.random_keys import draw
+from variants.native.keys import rows as native
+
+csr_slices = importlib.import_module("variants.native.keys.csr_slices")  # the module: the package exports its function
 
 
 def _keys(n: int, like: torch.Tensor) -> native.RowKeys:

@@ -10,7 +10,7 @@ import variants
 from suite.plan.settings import Settings
 from suite.run import timing, worker
 from suite.run import device as devices
-from variants import classic
+from variants.impls import classic
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none on this machine)")
 

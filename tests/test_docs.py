@@ -92,7 +92,7 @@ def test_the_check_sees_a_new_variant_option_or_card(tmp_path):
     try:
         stale = {str(p.relative_to(tmp_path)) for p in site.stale(tmp_path, parser)}
     finally:
-        variants.registry._REGISTRY.pop("zz_throwaway")
+        variants.rules.registry._REGISTRY.pop("zz_throwaway")
     assert {"docs/variants/zz_throwaway.md", "docs/variants/index.md", "README.md", "mkdocs.yml", "docs/cli.md",
             "docs/runs/cpu-smoke.md"} <= stale
     assert site.write(tmp_path, build_parser(COMMANDS)) and site.stale(tmp_path, build_parser(COMMANDS)) == []

@@ -1,8 +1,8 @@
-"""variants.expo: the exponential every native softmax and feature map takes."""
+"""variants.native.core.expo: the exponential every native softmax and feature map takes."""
 
 import torch
 
-from variants.expo import exp_
+from variants.native.core import exp_
 
 
 def test_exp_is_in_place_and_within_a_few_ulp_of_float64_where_softmax_weights_live():
@@ -23,7 +23,7 @@ def test_other_dtypes_take_torch_exp_unchanged():
 
 def test_linear_features_are_elu_plus_one_and_elu_itself_under_autograd():
     """Against float64: F.elu(x) + 1 itself cancels below about -8 (e^x − 1 + 1 in float32)."""
-    from variants.linear import elu_plus_one
+    from variants.catalog.linear import elu_plus_one
 
     x = torch.cat([torch.linspace(-12.0, 6.0, 10_001), torch.zeros(3)])
     torch.testing.assert_close(elu_plus_one(x).double(), torch.nn.functional.elu(x.double()) + 1, rtol=2e-6, atol=0)

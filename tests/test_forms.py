@@ -61,7 +61,7 @@ def test_performer_error_shrinks_as_features_grow():
 
 
 def test_performer_projection_rows_are_orthogonal_within_a_block():
-    from variants.performer import projection
+    from variants.catalog.performer import projection
 
     omega = projection(16, 40, seed=1)
     block = omega[:16] / omega[:16].norm(dim=1, keepdim=True)
@@ -79,7 +79,7 @@ def test_fused_and_per_head_mha_compute_the_same_function():
 
 
 def test_additive_chunks_equal_the_broadcast_form():
-    from variants.classic import additive
+    from variants.impls import additive
 
     q, k, v = inputs(variants.get("additive"), seq_len=41)
     for causal in (False, True):
@@ -89,7 +89,7 @@ def test_additive_chunks_equal_the_broadcast_form():
 
 
 def test_classic_modules_are_usable_as_modules():
-    from variants.classic import FusedMHA, PerHeadMHA
+    from variants.impls import FusedMHA, PerHeadMHA
 
     x = torch.randn(2, 10, 32)
     fused, per_head = FusedMHA(32, 4, seed=1), PerHeadMHA(32, 4, seed=1)

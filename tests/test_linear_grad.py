@@ -1,4 +1,4 @@
-"""Linearized attention's own backward (variants.linear_grad): exact, and in a few outputs."""
+"""Linearized attention's own backward (variants.native.linearized.grad): exact, and in a few outputs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 
 import variants
 from suite.run.timing import peak_cpu
-from variants.linearized import FeatureMap
+from variants.native.linearized import FeatureMap
 
 
 @pytest.mark.parametrize("causal, n_k", [(False, 300), (False, 170), (True, 300)], ids=["self", "cross", "causal"])
@@ -48,7 +48,7 @@ def test_fwd_bwd_holds_a_few_outputs(name, n, causal):
 
 @pytest.mark.parametrize("n", [300, 40])
 def test_gated_rfa_gradients_equal_autograd_through_the_quadratic_form(n):
-    """rfa with gate = 1 (causal) against the dense gated form (variants.rfa.gated_quadratic),
+    """rfa with gate = 1 (causal) against the dense gated form (variants.native.linearized.gated_quadratic),
     float64, B = 2, H = 3, d = 16: the prefix pass, the suffix sums decayed backwards across
     chunks (n = 300: chunks of 128 rows), and the gate's own gradient into k."""
     spec = variants.get("rfa")
@@ -63,7 +63,7 @@ def test_gated_rfa_gradients_equal_autograd_through_the_quadratic_form(n):
 
 @pytest.mark.parametrize("n", [512, 2048])
 def test_gated_rfa_fwd_bwd_holds_a_few_outputs(n):
-    """As above, for the gated recurrence's own backward (variants.gated_grad): the output and three
+    """As above, for the gated recurrence's own backward (variants.native.linearized.gated_grad): the output and three
     gradients, a chunk, and S or the suffix sums P (2m/n outputs each). Autograd through its chunks
     held 40.2 outputs at n = 512, 31.8 at 2048."""
     spec = variants.get("rfa")
@@ -78,7 +78,7 @@ def test_gated_rfa_fwd_bwd_holds_a_few_outputs(n):
 
 @pytest.mark.parametrize("n", [512, 2048])
 def test_gated_rfa_forward_holds_two_outputs_and_its_state(n):
-    """The gated forward carries its state in place (variants.gated_grad.carried): a fresh state
+    """The gated forward carries its state in place (variants.native.linearized.gated_grad.carried): a fresh state
     beside the old held 3.47 outputs at n = 512. Bound: 2 outputs and S (2m/n of one)."""
     spec = variants.get("rfa")
     q, k, v = (torch.randn(1, 8, n, 64) for _ in range(3))
@@ -113,11 +113,11 @@ def test_a_causal_chunk_does_no_more_masked_work_than_its_share_of_the_algorithm
     """At the sweep's shape (H = 8, d = 64, n = 4096, CPU), the forward's chunk of C rows does its
     masked products, 2·C²·(m + d) FLOPs that the useful count leaves out, in at most the algorithm's
     4·C·m·d for those rows; linear's chunks of 256 rows did 4x that (and took 1.23-1.45x as long)."""
-    import variants.linearized as lin
+    from variants.native.linearized import forward as lin
 
     steps = []
-    real = lin._causal
-    monkeypatch.setattr(lin, "_causal", lambda phi, q, k, v, step: steps.append(step) or real(phi, q, k, v, step))
+    real = lin.causal_chunks
+    monkeypatch.setattr(lin, "causal_chunks", lambda phi, q, k, v, step: steps.append(step) or real(phi, q, k, v, step))
     spec = variants.get(name)
     q, k, v = (torch.randn(1, 8, 4096, 64) for _ in range(3))
     spec.prepare(q, k, v, impl="native", causal=True).fn()

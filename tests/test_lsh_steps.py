@@ -1,4 +1,4 @@
-"""Reformer's rounds in steps (variants.lsh_steps): its own backward is exact, and in a few outputs."""
+"""Reformer's rounds in steps (variants.native.lsh.steps): its own backward is exact, and in a few outputs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import torch
 import variants
 from suite.run.timing import peak_cpu
 from test_part_grad import fwd_bwd_length
-from variants import reformer
+from variants.catalog import reformer
+from variants.native import lsh
 
 SPEC = variants.get("reformer")
 
@@ -52,7 +53,7 @@ def test_gradients_equal_the_readable_rounds_at_the_full_grids_fwd_bwd_shape(cau
     params = SPEC.resolve(n, {})
     rot = reformer.rotations(64, params["buckets"], params["rounds"], params["seed"])
     grads = [torch.autograd.grad(form(q, k, v, causal, params, rot), (q, v), upstream)
-             for form in (reformer.native, reformer.readable)]
+             for form in (lsh.native, lsh.readable)]
     for x, a, b in zip("qv", *grads):
         assert (a - b).abs().max().item() < 1e-10 * max(1.0, b.abs().max().item()), f"d{x}"
 

@@ -1,4 +1,4 @@
-"""A key set's own backward (variants.part_grad): exact against autograd, and in bounded memory."""
+"""A key set's own backward (variants.native.core.part_grad): exact against autograd, and in bounded memory."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import torch
 import variants
 from suite.plan import grid as grids
 from suite.run.timing import peak_cpu
-from variants import band, native, part_grad
-from variants._checks import against_reference
-from variants.band import band_part, band_plan
-from variants.native import gather_part, random_keys, row_keys
+from variants.native.band import windows as band
+from variants.native.keys import rows as native
+from variants.native.core import part_grad
+from variants.rules import against_reference
+from variants.native.band import band_part, band_plan
+from variants.native.keys import gather_part, random_keys, row_keys
 
 NEG_INF = float("-inf")
 
@@ -127,7 +129,7 @@ def test_gradients_equal_the_reference_at_the_full_grids_fwd_bwd_shape(name):
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 @pytest.mark.parametrize("n, window, tiles", [(1024, 128, 64), (2048, 256, 64), (1024, 256, None)])
 def test_the_bands_backward_in_its_own_tiles_equals_the_reference(n, window, tiles, causal):
-    """The sliding window's backward on the CPU in tiles of a quarter of the reach (variants.band:
+    """The sliding window's backward on the CPU in tiles of a quarter of the reach (variants.native.band:
     `_backward_block`) where 3/4 of them are interior, else in the forward's blocks: the plan says
     which, and the gradients equal SDPA's with the mask (float64), causal or not."""
     spec = variants.get("sliding_window")

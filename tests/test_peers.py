@@ -12,7 +12,7 @@ import variants
 from conftest import inputs, peer_impls
 from suite.plan.case import Case
 from suite.run import measure
-from variants._checks import against_reference
+from variants.rules import against_reference
 
 PEERS = peer_impls()
 

@@ -126,7 +126,7 @@ def test_running_an_unsupported_impl_raises_with_the_reason():
 
 
 def test_mask_shows_itself():
-    from variants.masks import show
+    from variants.rules import show
 
     picture = show(variants.get("sliding_window").mask(8, window=1))
     assert picture.splitlines()[0] == "██······" and picture.splitlines()[4] == "···███··"

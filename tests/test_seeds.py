@@ -33,7 +33,7 @@ def test_reformer_ignores_k_and_depends_on_the_seed():
 
 
 def test_gated_rfa_is_its_recurrence_step_by_step():
-    from variants.rfa import fourier_features
+    from variants.catalog.rfa import fourier_features
 
     spec = variants.get("rfa")
     q, k, v = inputs(spec, batch=1, heads=2, seq_len=300, head_dim=8)

@@ -17,9 +17,9 @@ from suite.analyse import exponents as ex
 from suite.plan import grid
 from suite.plan.case import Case
 from suite.run import measure
-from variants.linearized import linear_time
-from variants.linear import Elu
-from variants.padding import valid_lengths
+from variants.native.linearized import linear_time
+from variants.catalog.linear import Elu
+from variants.rules import valid_lengths
 
 CROSS = [name for name in variants.names() if variants.get(name).cross]
 POSITIONAL = [name for name in variants.names() if not variants.get(name).cross]

@@ -1,4 +1,4 @@
-"""Steps off the CPU (variants.steps): where a step is kernel launches, the native paths take steps as
+"""Steps off the CPU (variants.native.core.steps): where a step is kernel launches, the native paths take steps as
 large as the memory rule allows. Checked here on the CPU by treating it as such a device, with the
 fused CPU kernel off, as on a GPU: the same code the CUDA sweep times, exact, and in fewer steps."""
 
@@ -12,8 +12,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import variants
 from conftest import causal_unsupported, inputs
-from variants import fused, steps
-from variants._checks import against_reference
+from variants.native.core import fused_kernel as fused
+from variants.native.core import steps
+from variants.rules import against_reference
 
 # the long-sequence variants (the classic forms' native paths take no steps)
 NATIVE = ["sliding_window", "neighborhood", "global", "random", "strided", "fixed", "bigbird", "linear", "performer",
@@ -92,7 +93,7 @@ def test_launch_sized_band_runs_and_their_tails_equal_dense(window, n, launch_si
     """The band's runs of several blocks over several heads, and the shorter run at the end where the
     last keys stop (as at the GPU grid's n = 16384, H = 16: runs of 4 blocks of 16 heads), reached at a
     test's size by a narrower window: output and gradients against dense, float64."""
-    from variants import band
+    from variants.native.band import windows as band
 
     groups = []
     heads_of = band._band_heads

@@ -151,7 +151,7 @@ def test_fused_and_per_head_claim_the_same_flops():
 
 
 def test_random_draw_is_deterministic_and_distinct():
-    from variants.native import random_keys
+    from variants.native.keys import random_keys
 
     a, b = random_keys(500, 32, seed=3), random_keys(500, 32, seed=3)
     assert (a == b).all() and not (a == random_keys(500, 32, seed=4)).all()

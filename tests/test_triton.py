@@ -1,4 +1,4 @@
-"""The `triton` paths (variants.kernels) in float32 against the float64 dense reference, at the
+"""The `triton` paths (variants.triton) in float32 against the float64 dense reference, at the
 lengths the issue names (1, 61, 130, 257: no multiple of a tile, and shorter and longer than one),
 the variants' default parameters, d = 64 (the tiles a GPU runs), causal and not: the output within
 1e-5 and the gradients of q, k and v within 1e-4, relative to the reference's largest entry where it
@@ -89,7 +89,7 @@ def test_the_comparison_can_fail():
 
 
 def test_without_the_interpreter_a_cpu_is_refused_with_the_reason(monkeypatch):
-    from variants.kernels import capability
+    from variants.triton import capability
 
     monkeypatch.setattr(capability, "loaded_mode", lambda: False)
     why = variants.get("random").reasons("triton", device="cpu")
@@ -100,7 +100,7 @@ def test_without_the_interpreter_a_cpu_is_refused_with_the_reason(monkeypatch):
 
 # ------------------------------------------------------------------------------- the families
 def _kernels():
-    from variants.kernels import capability
+    from variants.triton import capability
 
     why = capability.reasons("cpu" if not torch.cuda.is_available() else "cuda", torch.float64
                              if not torch.cuda.is_available() else torch.float32)
@@ -122,9 +122,9 @@ BANDS = [("window", 5, 0, None), ("neighborhood", 9, 0, None), ("blocks", 7, 0, 
 def test_a_band_part_resumed_after_a_key_list_gives_the_union_and_its_lse(kind, p1, p2, rows, causal):
     """A key list first (every row), then the band part resumed from its (out, lse): the softmax over
     the union of the two (disjoint) key sets, and its log-sum-exp, as the naive references give them."""
-    from variants.kernels.band import KINDS, band_fwd, band_mask
-    from variants.kernels.band.naive import masked_softmax
-    from variants.kernels.gather import gather_fwd, list_mask
+    from variants.triton.band import KINDS, band_fwd, band_mask
+    from variants.triton.band.naive import masked_softmax
+    from variants.triton.gather import gather_fwd, list_mask
 
     q, k, v, tol = _kernels()
     n = q.shape[2]
@@ -146,7 +146,7 @@ def test_a_band_part_resumed_after_a_key_list_gives_the_union_and_its_lse(kind, 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 @pytest.mark.parametrize("stride", [1, 7, 61])
 def test_residue_classes_and_their_lse_equal_the_naive_form(stride, causal):
-    from variants.kernels.residue import residue_fwd, residue_reference
+    from variants.triton.residue import residue_fwd, residue_reference
 
     q, k, v, tol = _kernels()
     out, lse = torch.empty_like(q), q.new_empty(q.shape[:-1])
@@ -158,7 +158,7 @@ def test_residue_classes_and_their_lse_equal_the_naive_form(stride, causal):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 def test_the_unnormalized_chunk_product_the_backward_uses_equals_the_naive_form(causal):
-    from variants.kernels.chunk import chunk_reference, product
+    from variants.triton.chunk import chunk_reference, product
 
     q, k, v, tol = _kernels()
     c = torch.cat([v, v[..., :3]], dim=-1)  # another width than the keys'
