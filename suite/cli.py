@@ -91,9 +91,9 @@ def _check_threads(threads: int, field: str, executor: str) -> None:
 
 def _check_executor(args: argparse.Namespace) -> None:
     if args.executor == "ray":
-        from suite.run.ray_pool import _ray
+        from suite.run.ray_pool import ray_module
 
-        _ray()  # before any work: without Ray, say how to install it
+        ray_module()  # before any work: without Ray, say how to install it
     elif args.address or args.ray_workers:
         raise UsageError("--address and --ray-workers go with --executor ray")
     if args.ray_workers is not None and args.ray_workers < 1:

@@ -24,7 +24,8 @@ from suite.store.row import Row
 INSTALL = "the Ray executor needs Ray: pip install -e '.[ray]' (or pip install 'ray[default]')"
 
 
-def _ray():
+def ray_module():
+    """Ray, imported; without it an ImportError that says how to install it."""
     try:
         import ray
     except ImportError as err:
@@ -67,7 +68,7 @@ class RayPool:
     """Actors per device; dispatches (case, replicate) tasks and yields rows as they finish."""
 
     def __init__(self, settings: Settings, plugins: list[str], address: str | None, slots: int | None):
-        ray = self.ray = _ray()
+        ray = self.ray = ray_module()
         if not ray.is_initialized():
             # NB: a local cluster of `slots` CPU slots; an address joins an existing cluster instead
             cpus = (slots * settings.threads) if slots else max(1, os.cpu_count() or 1)
