@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import variants
 from suite.plan.case import Case
-from suite.run.measure import build, inputs
+from suite.run.measurement.inputs import build, inputs
 from variants.rules import against_reference
 
 PATHS = [("full", "sdpa")] + [
@@ -142,7 +142,7 @@ def planned(args) -> list[tuple[str, str, bool, int]]:
 
 def dry_run(args) -> None:
     """The rows, and why each cannot run on this device in this dtype (nothing is run)."""
-    from suite.run.measure import DTYPES
+    from suite.plan.case import DTYPES
 
     for variant, impl, causal, n in planned(args):
         spec = variants.get(variant)

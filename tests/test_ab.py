@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from suite.analyse import paired
-from suite.run import sides
+from suite.run.ab import checkouts as sides
 from suite.errors import UsageError
 from test_runner import suite, suite_in_process
 

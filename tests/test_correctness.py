@@ -161,7 +161,7 @@ def test_the_sweeps_float32_check_passes_for_every_native_path(name, causal, mod
     and v too. NB: reformer's causal cases failed it (4e-4) while the float64 tests above passed:
     the merge of parts lost precision at |lse| = 5·10⁴; bigbird's gradient of v was NaN (a part
     with no key in a row: 0/0 in its autograd form), though its forward matched."""
-    from suite.run.measure import CHECK_TOL
+    from suite.run.measurement.check import CHECK_TOL
     from variants.rules import against_reference
 
     spec = variants.get(name)

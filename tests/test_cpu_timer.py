@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from suite.run import timing
+from suite.machine import timing
 
 
 def test_a_slow_call_costs_one_warm_up_then_one_call_a_sample():

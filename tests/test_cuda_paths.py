@@ -8,8 +8,9 @@ import torch
 
 import variants
 from suite.plan.settings import Settings
-from suite.run import timing, worker
-from suite.run import device as devices
+from suite.machine import timing
+from suite.run.executors import worker
+from suite.machine import device as devices
 from variants.impls import classic
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none on this machine)")
@@ -89,7 +90,7 @@ def test_cuda_peak_is_above_what_was_allocated_before_the_call():
 def test_a_cuda_worker_never_limits_its_address_space(monkeypatch):
     calls = []
     monkeypatch.setattr(worker, "limit_address_space", lambda gib: calls.append(gib))
-    monkeypatch.setattr("suite.run.allocator.configure", lambda mode: {})
+    monkeypatch.setattr("suite.machine.allocator.configure", lambda mode: {})
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
     worker.setup(Settings(), [], "cuda")
     assert calls == [] and not devices.get("cuda").limit_address_space
@@ -159,7 +160,7 @@ def test_the_peak_call_is_the_warm_up_only_where_the_device_says_so(monkeypatch,
     from dataclasses import replace
 
     from suite.plan.case import Case
-    from suite.run import measure
+    from suite.run.measurement import measure
 
     log = []
 

@@ -14,7 +14,8 @@ from suite.analyse.fits import fit_power
 from suite.plan import grid as grids
 from suite.plan import shard
 from suite.plan.case import series_key
-from suite.plan.ladder import Ladder, advance
+from suite.plan.ladder import Ladder
+from suite.run.settle import advance
 from suite.plan.settings import Settings
 from test_runner import suite
 
@@ -227,3 +228,11 @@ def test_midpoints_an_implementation_cannot_run_move_to_lengths_it_runs_not_fail
     ours = climb._step(by_impl["native"], rows, settings)
     assert peer.stop == ours.stop == "time" and ours.fill == (360, 728, 1448) and peer.fill == (384, 768, 1408)
     assert all(n[i] < m < n[i + 1] for i, m in enumerate(peer.fill)), "each between the same neighbours"
+
+
+def test_a_ladder_starts_with_the_span_a_verdict_needs():
+    """The plan stage keeps its own copy of the verdict's span (it imports no analysis): the two agree."""
+    from suite.analyse import fits
+    from suite.plan import ladder
+
+    assert ladder.MIN_SPAN == fits.MIN_SPAN

@@ -75,6 +75,32 @@ def test_no_import_cycles_anywhere():
             visit(name, [])
 
 
+# The stages of suite/, each importing only those before it; below them what several share (the machine:
+# device table, timers, probes; errors and signals). Data flows plan -> run -> store -> analyse -> present;
+# imports go plan <- store <- analyse <- run: a sweep writes its journal and table as it goes (store), and
+# its adaptive ladders and `compare --confirm` decide what to measure from fits (analyse). The command line
+# (cli.py, parser.py, __main__.py) sits on top.
+SHARED = ("errors", "signals", "machine")
+STAGES = ("plan", "store", "analyse", "run", "present", "history")
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "suite" and parts[1] in SHARED + STAGES else None
+
+
+def test_stages_import_one_way():
+    backwards = []
+    for name, path in _sources().items():
+        here = _stage(name)
+        if here is None:
+            continue
+        allowed = set(SHARED) if here in SHARED else set(SHARED) | set(STAGES[: STAGES.index(here) + 1])
+        backwards += [f"{name} -> {m}" for m in sorted(_imports(path, ("suite",)))
+                      if _stage(m) is not None and _stage(m) not in allowed and not (here in SHARED and _stage(m) == here)]
+    assert backwards == []
+
+
 def test_variants_know_nothing_of_the_suite():
     assert [str(p.relative_to(ROOT)) for p in VARIANTS.rglob("*.py") if _imports(p, ("suite",))] == []
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import variants
-from suite.run.timing import peak_cpu
+from suite.machine.timing import peak_cpu
 from variants.native.linearized import FeatureMap
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import variants
-from suite.run.timing import peak_cpu
+from suite.machine.timing import peak_cpu
 from test_part_grad import fwd_bwd_length
 from variants.catalog import reformer
 from variants.native import lsh

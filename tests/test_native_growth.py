@@ -80,7 +80,7 @@ def test_every_native_path_holds_at_most_two_outputs_plus_its_state(name, n, cau
     """The call's allocator peak above its inputs, over the output's size (the profiler's count, as
     the sweep's peak_bytes), at n from 256 (where one block of 128 rows over 8 heads outweighs the
     output) to 4096, and at n = 2048 where strided's l = 46 does not divide n."""
-    from suite.run.timing import peak_cpu
+    from suite.machine.timing import peak_cpu
 
     spec = variants.get(name)
     if causal and not spec.impls["native"].supports_causal:
@@ -103,7 +103,7 @@ STREAMED = {("linear", 1024): 2.2, ("linear", 4096): 1.8, ("performer", 1024): 2
 def test_a_linearized_native_path_streams_in_chunks_smaller_than_its_output(name, n, causal):
     """Chunks of at most 2^17 features, each chunk's (C × C) at most a quarter of the output, and the
     running state updated in place when autograd does not record: about one output at every n."""
-    from suite.run.timing import peak_cpu
+    from suite.machine.timing import peak_cpu
 
     spec = variants.get(name)
     q, k, v = inputs(spec, batch=1, heads=8, head_dim=64, seq_len=n, dtype=torch.float32)
@@ -122,7 +122,7 @@ ONE_STEP = ("fixed", "bigbird", "neighborhood", "strided", "sliding_window", "mq
 @pytest.mark.parametrize("name", ONE_STEP)
 def test_a_native_loop_holds_one_step_at_a_time(name):
     """The output, its log-sum-exp and one step of at most half an output: under 1.7 outputs."""
-    from suite.run.timing import peak_cpu
+    from suite.machine.timing import peak_cpu
 
     spec = variants.get(name)
     q, k, v = inputs(spec, batch=1, heads=8, head_dim=64, seq_len=1024, dtype=torch.float32)

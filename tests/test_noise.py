@@ -11,7 +11,7 @@ import pandas as pd
 
 from suite.analyse.exponents import prepare
 from suite.analyse.noise import noise
-from suite.run import load
+from suite.run.measurement import host_load as load
 from suite.store.rundir import RunDir
 from test_runner import suite
 

@@ -7,7 +7,7 @@ import torch
 
 import variants
 from suite.plan import grid as grids
-from suite.run.timing import peak_cpu
+from suite.machine.timing import peak_cpu
 from variants.native.band import windows as band
 from variants.native.keys import rows as native
 from variants.native.core import part_grad
@@ -81,7 +81,7 @@ def test_band_backward_is_autograd_through_the_readable_steps(causal, reach, n):
 
 @pytest.mark.parametrize("name", ["random", "sliding_window", "strided", "fixed", "bigbird", "global", "neighborhood"])
 def test_native_fwd_bwd_holds_a_few_outputs(name):
-    """The timed fwd_bwd call (as suite.run.measure builds it) above its inputs at n = 1024: the
+    """The timed fwd_bwd call (as suite.run.measurement.measure builds it) above its inputs at n = 1024: the
     gradients of q, k, v (3 outputs), the output, and a step; SDPA's is 5.3. Autograd through the
     steps kept their gathered K and V or scores: bigbird 101, random 86, strided 21, fixed 16,
     sliding_window 10, global 7 at n = 2048, neighborhood 12.8 at 1024."""

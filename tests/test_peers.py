@@ -11,7 +11,7 @@ import torch
 import variants
 from conftest import inputs, peer_impls
 from suite.plan.case import Case
-from suite.run import measure
+from suite.run.measurement import measure
 from variants.rules import against_reference
 
 PEERS = peer_impls()

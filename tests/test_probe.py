@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from suite.run import device as devices
-from suite.run import probe
+from suite.machine import device as devices
+from suite.machine import probe
 
 
 class Clock:

@@ -16,7 +16,7 @@ from conftest import kv_heads_for
 from suite.analyse import exponents as ex
 from suite.plan import grid
 from suite.plan.case import Case
-from suite.run import measure
+from suite.run.measurement import measure
 from variants.native.linearized import linear_time
 from variants.catalog.linear import Elu
 from variants.rules import valid_lengths
@@ -474,7 +474,8 @@ def test_a_padded_case_is_checked_on_its_own_padding_path(monkeypatch):
 
 def test_a_cross_series_ladder_settles_on_its_claim_in_n_q():
     """The ladder judges a cross series by its claim in n_q (1), not by the self-attention claim (2)."""
-    from suite.plan.ladder import Ladder, advance
+    from suite.plan.ladder import Ladder
+    from suite.run.settle import advance
 
     template = Case("full", "sdpa", "cpu", "float32", "fwd", 1, 256, 8, 8, 64, False, (), 1024)
     n = np.array([256, 512, 1024, 2048, 4096, 8192])

@@ -12,8 +12,8 @@ from suite import cli
 from suite.errors import UsageError
 from suite.plan.case import Case, theory_of
 from suite.plan.settings import Settings
-from suite.run import device as devices
-from suite.run.measure import count_flops
+from suite.machine import device as devices
+from suite.run.measurement.counting import count_flops
 from suite.store.journal import Journal
 from suite.store.row import COLUMNS, PROCESS, Row, aggregate
 from suite.store.rundir import RunDir, baseline_path

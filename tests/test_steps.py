@@ -79,7 +79,7 @@ def test_launch_sized_steps_are_fewer(name, n, monkeypatch):
 def test_launch_sized_forward_holds_within_two_outputs(name, launch_sized):
     """The memory rule holds with the larger steps: a forward's own peak (its output included) at
     most 2 outputs, B = 1, H = 16, n = 4096, float32 (measured 1.24-1.56 there)."""
-    from suite.run.timing import peak_cpu
+    from suite.machine.timing import peak_cpu
 
     spec = variants.get(name)
     q, k, v = inputs(spec, batch=1, heads=16, head_dim=64, seq_len=4096, dtype=torch.float32)

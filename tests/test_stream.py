@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from suite.run import caches, stream
-from suite.run import device as devices
-from suite.run.probe import ROUNDS
+from suite.machine import caches
+from suite.machine import stream
+from suite.machine import device as devices
+from suite.machine.probe import ROUNDS
 
 
 class Clock:

@@ -61,7 +61,7 @@ def test_triton_in_reduced_precision_stays_within_the_sweeps_tolerance(name, cau
     """Half-precision operands (tl.dot on them, float32 sums) at n = 130, against dense float64, within
     the sweep's check tolerance for the dtype, output and gradients. NB: bfloat16 runs on a GPU only
     (the interpreter's bf16 products are wrong: its capability reason says so, and the case skips)."""
-    from suite.run.measure import CHECK_TOL
+    from suite.run.measurement.check import CHECK_TOL
 
     spec = variants.get(name)
     why = spec.reasons("triton", causal=causal, dtype=dtype, seq_len=130)

@@ -22,8 +22,8 @@ from suite.plan.case import Case
 from suite.plan.grid import Grid
 from suite.plan.settings import Settings
 from suite.run.env import fingerprint
-from suite.run.orphan import die_with_parent
-from suite.run.sides import Side
+from suite.run.executors.orphan import die_with_parent
+from suite.run.ab.checkouts import Side
 from suite.store.row import Row
 from suite.store.rundir import RunDir
 
@@ -33,8 +33,14 @@ DEFAULT_ROUNDS = 2  # A, B, B, A twice per pair: the block-to-block noise domina
 START_TIMEOUT_S = 300.0
 
 
+def server_module(root: Path) -> str:
+    """The checkout's `ab` server: suite/run/ab/server.py, or suite/run/serve.py in a checkout from before
+    run/ was grouped (so `suite ab` compares across the move)."""
+    return "suite.run.serve" if (Path(root) / "suite" / "run" / "serve.py").is_file() else "suite.run.ab.server"
+
+
 class ServeWorker:
-    """One `python -m suite.run.serve` process in a side's checkout, restarted after a case kills it."""
+    """One server process (`server_module`) in a side's checkout, restarted after a case kills it."""
 
     def __init__(self, side: Side, device: str, settings: Settings, plugins: list[str], log: Path,
                  wait: bool = True):
@@ -52,7 +58,7 @@ class ServeWorker:
     def launch(self) -> None:
         """Start the process and send it the settings; `ready` waits for its answer."""
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "suite.run.serve"], cwd=self.side.root,
+            self.proc = subprocess.Popen([sys.executable, "-m", server_module(self.side.root)], cwd=self.side.root,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
                                          preexec_fn=die_with_parent)  # NB: any checkout's serve dies with us
         hello = {"settings": self.settings.to_plan(), "plugins": self.plugins, "device": self.device}
@@ -63,7 +69,7 @@ class ServeWorker:
         if answer is None or "ready" not in answer:
             self.close()
             raise RuntimeError(f"side {self.side.label} ({self.side.given}): its worker did not start "
-                               f"(does that checkout have suite/run/serve.py? see {self.log})")
+                               f"(does that checkout have suite/run/ab/server.py or suite/run/serve.py? see {self.log})")
         self.registry = answer["registry"]
         return self
 

@@ -1,4 +1,4 @@
-"""Timers and peak-memory readers, one per kind of device; suite.run.device puts them in its table.
+"""Timers and peak-memory readers, one per kind of device; suite.machine.device puts them in its table.
 
 A timer returns raw per-call seconds (never a summary): statistics are derived later, in one place
 (suite.store.row). Every timer warms up first and keeps setup, flushes and syncs out of the timed

@@ -3,7 +3,7 @@
 Ray schedules, the runner keeps the books: every finished (case, replicate) is appended to the
 driver's journal the moment it comes back, so a lost worker or a killed driver loses nothing that
 finished, and `--resume` works as with the local executor. An actor is a long-lived process like a
-local worker (it measures with the same `suite.run.measure.measure`); one that dies or overruns the
+local worker (it measures with the same `suite.run.measurement.measure.measure`); one that dies or overruns the
 case budget becomes a row with its status and is replaced. Replicates of a case go to distinct
 actors where there are enough, and only after replicate 0 came back ok (a failing case is not
 replicated); replicates that had to share an actor are aggregated as one process (store.row).
@@ -18,7 +18,7 @@ from collections import deque
 
 from suite.plan.case import Case
 from suite.plan.settings import Settings
-from suite.run import device as devices
+from suite.machine import device as devices
 from suite.store.row import Row
 
 INSTALL = "the Ray executor needs Ray: pip install -e '.[ray]' (or pip install 'ray[default]')"
@@ -38,26 +38,26 @@ def make_actor_class(ray, device: str, settings: Settings):
 
     @ray.remote(max_restarts=0, **resources)
     class CaseActor:
-        """A measuring process: the same code path as a local worker (suite.run.worker), under Ray."""
+        """A measuring process: the same code path as a local worker (suite.run.executors.worker), under Ray."""
 
         def __init__(self, settings: Settings, plugins: list[str]):
-            from suite.run import worker
+            from suite.run.executors import worker
 
             worker.setup(settings, plugins, device)
             self.settings = settings
 
         def measure(self, case: Case, replicate: int) -> Row:
-            from suite.run.worker import measure_case
+            from suite.run.executors.worker import measure_case
 
             return measure_case(case, replicate, self.settings)
 
         def gemm_peak(self, dtype: str) -> dict:
-            from suite.run.measure import gemm_peak
+            from suite.run.measurement.measure import gemm_peak
 
             return gemm_peak(device, dtype, self.settings.threads, self.settings.min_run_time_s)
 
         def bandwidth(self) -> dict:
-            from suite.run.measure import bandwidth
+            from suite.run.measurement.measure import bandwidth
 
             return bandwidth(device, self.settings.threads, self.settings.min_run_time_s)
 

@@ -13,7 +13,7 @@ import os
 import resource
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # NB: a local worker is forked with torch imported (suite.run.forks)
+if TYPE_CHECKING:  # NB: a local worker is forked with torch imported (suite.run.executors.forks)
     from suite.plan.case import Case
     from suite.plan.settings import Settings
     from suite.store.row import Row
@@ -33,14 +33,14 @@ def limit_address_space(budget_gib: float) -> None:
 
 def setup(settings: Settings, plugins: list[str], device: str) -> None:
     """Make this process a measuring one: budget, allocator, threads, variants. Local or Ray alike."""
-    from suite.run import device as devices
+    from suite.machine import device as devices
 
     if devices.get(device).limit_address_space:  # NB: never where CUDA is initialized
         # NB: inductor compiles in worker subprocesses by default; compiling in-process keeps the
         # address-space limit meaningful and leaves no background processes beside CPU timing.
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         limit_address_space(settings.memory_budget_gib)
-    from suite.run import allocator
+    from suite.machine import allocator
 
     allocator.configure(settings.allocator)
     import torch
@@ -56,8 +56,8 @@ def setup(settings: Settings, plugins: list[str], device: str) -> None:
 
 def measure_case(case: Case, replicate: int, settings: Settings) -> Row:
     """One case's row, then the heap handed back: retained within a case, released between cases."""
-    from suite.run import allocator
-    from suite.run.measure import measure
+    from suite.machine import allocator
+    from suite.run.measurement.measure import measure
 
     row = measure(case, settings, replicate=replicate)
     allocator.trim()
@@ -65,7 +65,7 @@ def measure_case(case: Case, replicate: int, settings: Settings) -> Row:
 
 
 def main(conn, settings: Settings, plugins: list[str], device: str, log_path: str | None = None) -> None:
-    from suite.run.orphan import exit_with
+    from suite.run.executors.orphan import exit_with
 
     exit_with(conn)  # NB: first: a worker must not outlive its runner, even one stuck in a case
     if log_path:  # compiler output, library warnings, the profiler's lines: kept, but off the terminal
@@ -73,7 +73,7 @@ def main(conn, settings: Settings, plugins: list[str], device: str, log_path: st
         os.dup2(fd, 1)
         os.dup2(fd, 2)
     setup(settings, plugins, device)
-    from suite.run.measure import bandwidth, gemm_peak
+    from suite.run.measurement.measure import bandwidth, gemm_peak
 
     conn.send(("ready", os.getpid()))
     while True:

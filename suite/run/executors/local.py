@@ -11,7 +11,7 @@ from pathlib import Path
 
 from suite.plan.case import Case
 from suite.plan.settings import Settings
-from suite.run import forks
+from suite.run.executors import forks
 from suite.store.row import Row
 
 WORKER_START_TIMEOUT_S = 300.0
@@ -26,7 +26,7 @@ class Worker:
 
     def __init__(self, device: str, settings: Settings, plugins: list[str], log_path: Path | None = None,
                  wait: bool = True):
-        from suite.run import worker
+        from suite.run.executors import worker
 
         ctx = forks.context()
         self.device = device

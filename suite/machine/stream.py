@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from suite.run.probe import ROUNDS
+from suite.machine.probe import ROUNDS
 
 ARRAYS = {"copy": 2, "triad": 3}  # arrays each kernel reads or writes once per element
 DTYPE = torch.float32  # bytes are bytes: one element type for every run
@@ -106,8 +106,8 @@ UNKNOWN_L2 = 1 << 20
 
 
 def cpu_sizes() -> dict[str, int]:
-    """Buffers of 4× the host's last-level cache, and of L2/8 (suite.run.caches)."""
-    from suite.run.caches import caches, last_level
+    """Buffers of 4× the host's last-level cache, and of L2/8 (suite.machine.caches)."""
+    from suite.machine.caches import caches, last_level
 
     found = caches()
     l2 = found.get("L2", {}).get("bytes", UNKNOWN_L2)

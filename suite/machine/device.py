@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from suite.errors import UsageError
-from suite.run import stream, timing
-from suite.run.probe import GemmShape, attention_shapes, square
+from suite.machine import stream
+from suite.machine import timing
+from suite.machine.probe import GemmShape, attention_shapes, square
 
 Timer = Callable[..., list[float]]  # (fn, min_run_time, max_samples, min_samples, threads, warmed=) -> seconds
 
@@ -32,7 +33,7 @@ class Device:
     assumed_flop_rate: float  # for balancing shards only: ratios between cases matter
     probe_shapes: tuple[GemmShape, ...]  # the GEMM probe's matmuls: squares and attention's own shapes
     timer_name: str  # what `time` uses, for exports
-    stream_sizes: Callable[[], dict[str, int | None]]  # the bandwidth probe's buffer per level (suite.run.stream)
+    stream_sizes: Callable[[], dict[str, int | None]]  # the bandwidth probe's buffer per level (suite.machine.stream)
     # the peak-memory call may be the timer's warm-up: measured on CPU (the same peak, warm or cold,
     # in all 415 cases of two full runs); not on CUDA, where a first call may allocate a library's
     # workspace or autotune, so the peak is read after the timing there
@@ -40,7 +41,7 @@ class Device:
 
     def reasons(self) -> list[str]:
         """Why this machine cannot measure on the device ([] when it can)."""
-        from variants.registry import device_reasons
+        from variants.rules import device_reasons
 
         return device_reasons(self.name)
 

@@ -1,6 +1,6 @@
 """A measuring process that speaks JSON lines on stdin/stdout: what `suite ab` starts in each checkout.
 
-    python -m suite.run.serve        (run with the checkout as working directory)
+    python -m suite.run.ab.server    (run with the checkout as working directory)
 
 Plain JSON instead of pickles, so that the driver and a worker from another commit need to agree
 only on this protocol, the case key and the row's fields (suite.store.row), not on Python classes:
@@ -34,7 +34,7 @@ def main() -> None:
     sys.stdout = sys.stderr
     hello = json.loads(sys.stdin.readline())
     from suite.plan.settings import Settings
-    from suite.run import worker
+    from suite.run.executors import worker
 
     known = {f.name for f in dataclasses.fields(Settings)}
     dropped = sorted(set(hello["settings"]) - known)

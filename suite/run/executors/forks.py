@@ -1,4 +1,4 @@
-"""The fork server that local workers are forked from (suite.run.local), and starting it early.
+"""The fork server that local workers are forked from (suite.run.executors.local), and starting it early.
 
 Imports nothing heavy itself, so that `python -m suite run` can start the server before its own
 imports: the two import torch side by side (suite/__main__.py).

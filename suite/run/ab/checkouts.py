@@ -1,6 +1,6 @@
 """The two sides of `suite ab`: a git commit checked out into a worktree, or a directory as it is.
 
-A side's worker runs with its checkout as working directory, so `python -m suite.run.serve` imports
+A side's worker runs with its checkout as working directory, so `python -m suite.run.ab.server` imports
 that checkout's `suite` and `variants` (a directory without them, e.g. a folder of plugins, falls
 back to the installed package). Worktrees are made under a temporary folder and removed after.
 """
