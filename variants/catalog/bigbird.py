@@ -8,14 +8,13 @@ from __future__ import annotations
 import torch
 
 from variants.catalog.global_tokens import TOKENS, global_tokens
-from variants.rules import or_masks
+from variants.rules import Param, or_masks
 from variants.native.band import band_plan
 from variants.native.global_rows import GlobalRows
 from variants.native.core import Union, output
 from variants.native.keys import KeySubset, row_keys
 from variants.impls import native_impl, pattern_variant, range_reads, rows, tile_bounds
 from variants.catalog.random_keys import KEYS, SEED, draw, random_pattern
-from variants.rules import Param
 from variants.catalog.sliding_window import window
 
 WINDOW = Param("window", 64, "one-sided reach w of the window", minimum=0)

@@ -15,8 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from variants.impls import to_heads, to_streams, weights_like
-from variants.rules import Impl, Param, Prepared, VariantSpec, register
-from variants.rules import Theory, tiles
+from variants.rules import Impl, Param, Prepared, Theory, VariantSpec, register, tiles
 
 KERNEL = Param("kernel", 3, "kernel width k", minimum=1, maximum=lambda n: 64)
 SEPARABLE = Param("separable", 0, "1: depthwise-separable (k·n·D + n·D²); 0: full (k·n·D²)", minimum=0,

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import torch
 
-from variants.rules import named
+from variants.rules import Param, named, sqrt_n
 from variants.native.band import BandPlan, band_bias
 from variants.native.core import union
 from variants.native.keys import KeySubset
 from variants.impls import native_impl, pattern_variant, range_reads, rows, tile_bounds
-from variants.rules import Param, sqrt_n
 
 BLOCK = Param("block", None, "block l; default ⌈√n⌉", minimum=1, derive=sqrt_n)
 SUMMARY = Param("summary", 1, "summary keys c at the end of each block (c <= l)", minimum=0)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from variants.impls import dense_impl, flex_impl, nested_impl, sdpa_impl, xformers_bias, xformers_impl
-from variants.rules import named, with_causal
-from variants.impls import pattern_theory, range_reads, rows, tile_bounds
-from variants.rules import VariantSpec, register
+from variants.impls import dense_impl, flex_impl, nested_impl, pattern_theory, range_reads, rows, sdpa_impl, tile_bounds, xformers_bias, xformers_impl
+from variants.rules import VariantSpec, named, register, with_causal
 
 
 def everything(n: int, params: dict):

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import torch
 
-from variants.rules import named
+from variants.rules import Param, named
 from variants.native.global_rows import GlobalRows, OwnKey, full_rows
-from variants.native.core import Union, grad_of, output, step_elements
+from variants.native.core import Union, cache_elements, grad_of, output, step_elements
 from variants.native.keys import KeySubset
 from variants.impls import native_impl, pattern_variant, range_reads, rows, tile_bounds
-from variants.native.core import cache_elements
-from variants.rules import Param
 
 TOKENS = Param("tokens", 16, "global tokens g: the first g positions", minimum=0, maximum=lambda n: n)
 

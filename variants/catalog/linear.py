@@ -9,9 +9,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from variants.impls import Fused
+from variants.impls import Fused, linear_theory, linearized_variant
 from variants.native.core import exp_
-from variants.impls import linear_theory, linearized_variant
 from variants.native.linearized import FeatureMap
 
 

@@ -15,8 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from variants.impls import peer
-from variants.rules import Differs, Impl, Param, Prepared, VariantSpec, register
-from variants.rules import SOFTMAX_OPS_PER_PAIR, Theory, io_bytes
+from variants.rules import SOFTMAX_OPS_PER_PAIR, Differs, Impl, Param, Prepared, Theory, VariantSpec, io_bytes, register
 
 PROJ_LEN = Param("proj_len", 256, "projected length k; at most n", minimum=1, maximum=lambda n: n)
 SEED = Param("seed", 0, "seed of the projections E, F", minimum=0)

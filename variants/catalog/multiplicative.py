@@ -3,11 +3,11 @@ projection."""
 
 from __future__ import annotations
 
-from variants.impls.classic import (SEED, classic, multiplicative, multiplicative_sdpa, multiplicative_theory,
+from variants.impls.classic import (SEED, classic_variant, multiplicative, multiplicative_sdpa, multiplicative_theory,
                                     multiplicative_weights, reference_impl)
 
-SPEC = classic("multiplicative", "Multiplicative (Luong 'general') attention: score = qᵀ W k.",
-               "Luong et al. 2015, Effective Approaches to Attention-based Neural Machine Translation",
-               (SEED,), multiplicative_theory,
-               (reference_impl(multiplicative, "O(n²·d + n·d²): n×n scores materialized", multiplicative_weights),
-                multiplicative_sdpa()))
+SPEC = classic_variant("multiplicative", "Multiplicative (Luong 'general') attention: score = qᵀ W k.",
+                       "Luong et al. 2015, Effective Approaches to Attention-based Neural Machine Translation",
+                       (SEED,), multiplicative_theory,
+                       (reference_impl(multiplicative, "O(n²·d + n·d²): n×n scores materialized", multiplicative_weights),
+                        multiplicative_sdpa()))

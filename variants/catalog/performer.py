@@ -12,9 +12,8 @@ import math
 import torch
 
 from variants.native.core import exp_
-from variants.impls import linear_theory, linearized_variant
+from variants.impls import linear_theory, linearized_variant, peer
 from variants.native.linearized import FeatureMap
-from variants.impls import peer
 from variants.rules import Differs, Param
 
 FEATURES = Param("features", 256, "random features m", minimum=1)

@@ -10,11 +10,10 @@ import functools
 
 import torch
 
-from variants.rules import named
+from variants.rules import Param, named
 from variants.native.core import output
 from variants.native.keys import random_keys, row_keys
 from variants.impls import native_impl, pattern_variant, rows
-from variants.rules import Param
 
 KEYS = Param("keys", 32, "random keys r per query", minimum=0, maximum=lambda n: n)
 SEED = Param("seed", 0, "seed of the draw", minimum=0)

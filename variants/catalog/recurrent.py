@@ -17,8 +17,7 @@ import torch
 from torch import nn
 
 from variants.impls import to_heads, to_streams, weights_like
-from variants.rules import Impl, Param, Prepared, VariantSpec, register
-from variants.rules import Theory
+from variants.rules import Impl, Param, Prepared, Theory, VariantSpec, register
 
 CELL = Param("cell", "lstm", "recurrence: rnn (tanh), gru or lstm", kind=str, choices=("rnn", "gru", "lstm"))
 SEED = Param("seed", 0, "seed of the weights", minimum=0)

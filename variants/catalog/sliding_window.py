@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from variants.impls import xformers_bias, xformers_impl
-from variants.rules import causal_clip, named
+from variants.impls import native_impl, pattern_variant, peer, range_reads, rows, tile_bounds, xformers_bias, xformers_impl
+from variants.rules import Differs, Param, causal_clip, named
 from variants.native.band import band_plan
 from variants.native.core import output
-from variants.impls import native_impl, pattern_variant, range_reads, rows, tile_bounds
-from variants.impls import peer
-from variants.rules import Differs, Param
 
 WINDOW = Param("window", 128, "one-sided reach w: keys with |i - j| <= w", minimum=0)
 

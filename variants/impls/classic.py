@@ -246,7 +246,7 @@ def additive_native() -> Impl:
     return Impl("native", prepare, cost="O(n²·d_a) time, O(chunk·n·d_a) memory: query rows in chunks")
 
 
-def classic(name, summary, source, params, theory_fn, impls) -> VariantSpec:
+def classic_variant(name, summary, source, params, theory_fn, impls) -> VariantSpec:
     return register(VariantSpec(
         name=name, family="classic", summary=summary, source=source, params=params,
         theory_fn=theory_fn, impls={i.name: i for i in impls},

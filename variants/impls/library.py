@@ -14,8 +14,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from variants.rules import MaskMod, causal_mod, dense_batch_mask, dense_mask, everything, padded, shifted
-from variants.rules import Impl, Prepared, Problem
+from variants.rules import Impl, MaskMod, Prepared, Problem, causal_mod, dense_batch_mask, dense_mask, everything, padded, shifted
 
 REDUCED = (torch.float16, torch.bfloat16, torch.float32)
 

@@ -15,10 +15,7 @@ from typing import Callable
 import torch
 
 from variants.impls.library import dense_attention, dense_impl, flex_impl, sdpa_impl
-from variants.rules import MaskMod, dense_mask, with_causal
-from variants.rules import Impl, Param, Prepared, VariantSpec, register
-from variants.rules import NOT_PREFIX
-from variants.rules import Theory, score_theory, tiles
+from variants.rules import NOT_PREFIX, Impl, MaskMod, Param, Prepared, Theory, VariantSpec, dense_mask, register, score_theory, tiles, with_causal
 
 
 def pattern_theory(exponent: Callable[[frozenset[str]], float], note: str = "") -> Callable[..., Theory]:

@@ -17,10 +17,7 @@ from typing import Callable
 
 import torch
 
-from variants.native.core import additive, empty_rows, fused, fused_attention
-from variants.native.core import Blocks, KeySet, Partial, grad_of, softmax_part, step_elements
-from variants.native.core import tile_grads
-from variants.native.core import cache_sized
+from variants.native.core import Blocks, KeySet, Partial, additive, cache_sized, empty_rows, fused, fused_attention, grad_of, softmax_part, step_elements, tile_grads
 
 def band_bias(
     seq_len: int, block: int, left: int, right: int,

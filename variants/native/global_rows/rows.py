@@ -8,8 +8,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from variants.native.core import KeySet, NEG_INF, Partial, fold, softmax_part, step_elements
-from variants.native.core import rowdot, tile_grads
+from variants.native.core import NEG_INF, KeySet, Partial, fold, rowdot, softmax_part, step_elements, tile_grads
 
 
 @dataclass(frozen=True)

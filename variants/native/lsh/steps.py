@@ -16,9 +16,7 @@ import functools
 
 import torch
 
-from variants.native.core import exp_
-from variants.native.core import fold, softmax_part, step_elements
-from variants.native.core import rowdot
+from variants.native.core import exp_, fold, rowdot, softmax_part, step_elements
 
 SELF_SCORE = -5e4  # a query's own key: used only when no other key is allowed
 EPS = 1e-12  # F.normalize's floor on a key's norm
