@@ -16,7 +16,7 @@ import pytest
 from suite.analyse import regression as compare
 from suite.present import comparison, export
 from suite.store.rundir import RunDir
-from helpers import suite, suite_in_process
+from helpers import ROOT, TESTS, suite, suite_in_process
 
 GRID = """
 name = "reg"
@@ -311,9 +311,9 @@ def test_the_pytest_benchmark_module_times_a_grid_and_its_compare_fail_gate_work
     grid.write_text('name = "tiny"\n[settings]\nthreads = 1\nmax_samples = 5\n[defaults]\nbatch = [1]\n'
                     'num_heads = [2]\nhead_dim = [16]\nseq_len = [64]\n[[block]]\nvariant = ["paced"]\n'
                     'impl = ["native"]\n[[block]]\nvariant = ["full"]\nimpl = ["xformers"]\n')
-    module = Path(__file__).parent.parent / "benchmarks" / "test_grid.py"
+    module = ROOT / "benchmarks" / "test_grid.py"
     env = {**os.environ, "SUITE_BENCH_GRID": str(grid), "SUITE_BENCH_PLUGINS": "fault_variants",
-           "PYTHONPATH": f"{Path(__file__).parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+           "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     common = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(module), "--benchmark-enable",
               f"--benchmark-storage=file://{tmp_path / 'store'}", "--rootdir", str(tmp_path)]
     first = subprocess.run(common + ["--benchmark-autosave"], capture_output=True, text=True, env=env, timeout=300)

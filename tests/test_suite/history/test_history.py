@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("duckdb", reason="the `history` extra: pip install -e \".[history]\"")
 pytest.importorskip("asv", reason="the `history` extra: pip install -e \".[history]\"")
 
+from helpers import TESTS  # noqa: E402  (after the importorskips)
 from history_runs import commit_of, run_folder, synthetic_run  # noqa: E402
 from suite import cli  # noqa: E402
 from suite.history import changes, store  # noqa: E402
@@ -131,7 +132,7 @@ def test_a_killed_add_leaves_the_database_as_it_was(tmp_path):
     db = tmp_path / "h.duckdb"
     assert store.add(db, synthetic_run(0))
     before = contents(db)
-    code = KILLED.format(tests=str(Path(__file__).parent), db=str(db))
+    code = KILLED.format(tests=str(TESTS), db=str(db))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == -9, done.stderr[-2000:]
     assert contents(db) == before

@@ -13,9 +13,8 @@ import pytest
 import suite
 from suite.present import card
 from suite.store.rundir import RunDir
-from helpers import suite as run_suite, suite_in_process
+from helpers import ROOT, suite as run_suite, suite_in_process
 
-ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "docs" / "runs"
 FOLDERS = sorted(p.parent for p in RUNS.glob("*/results.parquet"))
 

@@ -19,11 +19,10 @@ import variants
 from suite.cli import COMMANDS
 from suite.parser import build_parser
 from suite.present import cli_page, site
-from helpers import suite
+from helpers import ROOT, suite
 
 pytestmark = pytest.mark.slow  # the MkDocs build and `suite docs` in subprocesses (the fast lane: pytest -m "not slow")
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 HAND_WRITTEN_TOPICS = ("index", "install", "running", "shapes", "report", "regression", "gpu", "scale", "api",
                        "native", "layout")

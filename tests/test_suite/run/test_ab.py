@@ -10,9 +10,8 @@ import pytest
 from suite.analyse import paired
 from suite.run.ab import checkouts as sides
 from suite.errors import UsageError
-from helpers import suite_in_process
+from helpers import ROOT, suite_in_process
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _blocks(times: dict[str, tuple[float, float]], pairs: int = 8, seed: int = 0, status: dict | None = None,

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from suite.run.ab import checkouts as sides
-from helpers import suite
+from helpers import ROOT, suite
 
-ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow  # subprocess sweeps (the fast lane: pytest -m "not slow")
 

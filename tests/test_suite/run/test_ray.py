@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import pytest
 
-from helpers import SMALL, suite, write_grid
+from helpers import SMALL, TESTS, suite, write_grid
 
 
 pytestmark = pytest.mark.slow  # a local Ray cluster (the fast lane: pytest -m "not slow")
@@ -43,7 +43,7 @@ def test_a_ray_worker_killed_mid_run_loses_no_finished_case(tmp_path):
     import subprocess
     import sys
 
-    env = {**os.environ, "PYTHONPATH": f"{os.path.dirname(__file__)}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen([sys.executable, "-m", "suite", "run", "--grid", str(grid), "--plugin", "fault_variants",
                              "--run-id", "rk", "--results-dir", str(results), "--no-report", "--executor", "ray",
                              "--ray-workers", "2"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,

@@ -16,10 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from suite.store.rundir import RunDir
+from helpers import TESTS
 
 pytestmark = pytest.mark.slow  # subprocess sweeps (the fast lane: pytest -m "not slow")
 
-LEGACY = Path(__file__).parent / "fixtures" / "legacy" / "legacy-a"
+LEGACY = TESTS / "fixtures" / "legacy" / "legacy-a"
 
 
 def test_a_run_killed_before_its_table_gets_one_from_its_journal(tmp_path, capsys):
