@@ -18,8 +18,9 @@ import sys
 import torch
 
 from suite.plan.case import Case
-from suite.run import device as devices
-from suite.run.measure import build, classify, inputs
+from suite.machine import device as devices
+from suite.run.measurement.inputs import build, inputs
+from suite.run.measurement.measure import classify
 
 AGREE = 0.05  # the suite's median within 5% of do_bench's
 

@@ -25,13 +25,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import variants
 from suite.plan.case import Case
-from suite.run.measure import build, inputs
-from variants._checks import against_reference
+from suite.run.measurement.inputs import build, inputs
+from variants.rules import against_reference
 
 PATHS = [("full", "sdpa")] + [
     (name, "native") for name in ("sliding_window", "neighborhood", "global", "random", "strided", "fixed",
                                   "bigbird", "linear", "performer", "rfa", "reformer", "linformer", "mqa", "gqa")]
-# The `triton` paths (variants.kernels), each beside the yardstick its criterion names (benchmarks/
+# The `triton` paths (variants.triton), each beside the yardstick its criterion names (benchmarks/
 # triton_criteria.py): FlexAttention on the patterns, flash-linear-attention on causal linear, SDPA on
 # full attention; rows are (variant, impl, causal). `--series` adds lengths to the rows whose
 # exponent is checked.
@@ -142,7 +142,7 @@ def planned(args) -> list[tuple[str, str, bool, int]]:
 
 def dry_run(args) -> None:
     """The rows, and why each cannot run on this device in this dtype (nothing is run)."""
-    from suite.run.measure import DTYPES
+    from suite.plan.case import DTYPES
 
     for variant, impl, causal, n in planned(args):
         spec = variants.get(variant)

@@ -16,7 +16,7 @@ import torch
 import torch.utils.benchmark as benchmark
 
 import variants
-from suite.run import allocator
+from suite.machine import allocator
 
 CASES = [  # (variant, params, impls)
     ("sliding_window", {"window": 128}, ["native", "flex", "sdpa"]),

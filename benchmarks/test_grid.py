@@ -21,8 +21,8 @@ import torch
 import variants
 from suite.plan import grid as grids
 from suite.plan.case import DTYPES
-from suite.run import device as devices
-from suite.run.measure import build, inputs
+from suite.machine import device as devices
+from suite.run.measurement.inputs import build, inputs
 
 for _module in filter(None, os.environ.get("SUITE_BENCH_PLUGINS", "").split(",")):  # like run --plugin
     importlib.import_module(_module)

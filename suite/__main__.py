@@ -1,7 +1,7 @@
 import sys
 
 if sys.argv[1:2] == ["run"]:  # its workers' fork server imports torch beside this process's own imports
-    from suite.run import forks
+    from suite.run.executors import forks
 
     forks.start_early()
 

@@ -91,9 +91,9 @@ def _check_threads(threads: int, field: str, executor: str) -> None:
 
 def _check_executor(args: argparse.Namespace) -> None:
     if args.executor == "ray":
-        from suite.run.ray_pool import _ray
+        from suite.run.executors.ray_pool import ray_module
 
-        _ray()  # before any work: without Ray, say how to install it
+        ray_module()  # before any work: without Ray, say how to install it
     elif args.address or args.ray_workers:
         raise UsageError("--address and --ray-workers go with --executor ray")
     if args.ray_workers is not None and args.ray_workers < 1:
@@ -103,7 +103,7 @@ def _check_executor(args: argparse.Namespace) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from suite.plan import shard as shards
     from suite.run import runner
-    from suite.run.local import WorkerError
+    from suite.run.executors.local import WorkerError
     from suite.store import lock
 
     try:
@@ -220,7 +220,9 @@ def cmd_ab(args: argparse.Namespace) -> int:
     """Interleaved A/B of two checkouts on one grid: A, B, B, A per case and process pair."""
     from suite.analyse import paired
     from suite.plan import grid as grids
-    from suite.run import ab, plugins, sides
+    from suite.run import plugins
+    from suite.run.ab import driver as ab
+    from suite.run.ab import checkouts as sides
 
     rule = _rule(args)
     plugins.load(args.plugin, Path(args.results_dir))
@@ -357,7 +359,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from suite.parser import build_parser
-    from suite.run.device import get as device
+    from suite.machine.device import get as device
 
     args = build_parser(COMMANDS).parse_args(argv)
     restore = stop_on_signals()

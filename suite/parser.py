@@ -6,7 +6,7 @@ import argparse
 
 from suite import __version__
 from suite.plan.case import DTYPES
-from suite.run.device import DEVICES
+from suite.machine.device import DEVICES
 
 
 def csv_list(text: str) -> list[str]:

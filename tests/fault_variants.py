@@ -12,9 +12,9 @@ import time
 
 import torch
 
-from variants import full
+from variants.catalog import full
 from variants.impls import dense_impl
-from variants.registry import Impl, Prepared, VariantSpec, register
+from variants.rules import Impl, Prepared, VariantSpec, register
 
 
 def _raise():

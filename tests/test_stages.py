@@ -12,8 +12,8 @@ from suite import cli
 from suite.errors import UsageError
 from suite.plan.case import Case, theory_of
 from suite.plan.settings import Settings
-from suite.run import device as devices
-from suite.run.measure import count_flops
+from suite.machine import device as devices
+from suite.run.measurement.counting import count_flops
 from suite.store.journal import Journal
 from suite.store.row import COLUMNS, PROCESS, Row, aggregate
 from suite.store.rundir import RunDir, baseline_path
@@ -126,7 +126,7 @@ def test_traits_are_data_the_flop_counter_reads():
 def test_the_counter_counts_in_place_gemms_so_linear_attention_counts_its_claim(causal):
     """linear/native accumulates K′ᵀV by baddbmm_, which FlopCounterMode left at 0 (a work ratio of
     0.51, causal 1.51): counted, the products are the claim's 4·B·H·n·d², and causal adds the masked
-    chunks' work, at most as much again (variants.linearized.masked_rows)."""
+    chunks' work, at most as much again (variants.native.linearized.masked_rows)."""
     case = dataclasses.replace(CASE, variant="linear", impl="native", seq_len=1024, num_heads=8, num_kv_heads=8,
                                head_dim=64, causal=causal)
     flops, note = count_flops(case)

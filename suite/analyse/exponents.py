@@ -155,29 +155,10 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
             if values[axis].nunique() < MIN_POINTS:
                 continue
             series = values.groupby(axis)[col].median()  # one point per x
-            claimed = claimed_exponent(axis, metric, first)
-            if axis == "valid_tokens" and claimed is not None:
-                fit, claimed = _against_work(series, group, axis)
-            else:  # NB: a claim of a constant cost (a decode step over a window) is a claim about the floor itself
-                fit = fit_power(series.index.to_numpy(float), series.to_numpy(float),
-                                exclude_floor=metric in ("time", "memory") and axis not in NO_FLOOR and claimed != 0)
-            status, why = verdict(fit, claimed)
-            extra = {}
-            if RULE == "cost" and metric == "time" and axis in terms.AXES and claimed is not None and not pd.isna(claimed):
-                result = terms.judge_series(series, group, axis, claimed, hosts)
-                extra = {"power_verdict": status, "power_why": why, **terms.columns(result, claimed)}
-                status, why = result.verdict, result.why
-            records.append({
-                **dict(zip(fixed, keys if isinstance(keys, tuple) else (keys,))),
-                "series": label, "axis": axis, "metric": metric,
-                "impl_work": first.get("impl_work"), "impl_library": first.get("impl_library"),
-                "slope": fit.slope if fit else np.nan, "lo": fit.lo if fit else np.nan,
-                "hi": fit.hi if fit else np.nan, "intercept": fit.intercept if fit else np.nan,
-                "claimed": claimed, "verdict": status, "why": why, "points": len(series),
-                "used_min": min(fit.used) if fit else np.nan, "used_max": max(fit.used) if fit else np.nan,
-                "span": fit.span if fit else np.nan, "excluded": list(fit.excluded) if fit else [],
-                "floor": fit.floor if fit else np.nan, **extra,
-            })
+            records.append({**dict(zip(fixed, keys if isinstance(keys, tuple) else (keys,))),
+                            "series": label, "axis": axis, "metric": metric,
+                            "impl_work": first.get("impl_work"), "impl_library": first.get("impl_library"),
+                            **_fitted(series, group, axis, metric, hosts)})
         slopes = {r["metric"]: r["slope"] for r in records[mine:]}
         for record in records[mine:]:  # the same series' work exponents, beside its time exponent
             record["flops_slope"] = slopes.get("flops", np.nan)
@@ -186,6 +167,29 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
             if "power_verdict" in record:
                 _by_work(record)
     return pd.DataFrame.from_records(records)
+
+
+def _fitted(series: pd.Series, group: pd.DataFrame, axis: str, metric: str, hosts: dict | None) -> dict:
+    """One series' fit in `axis` of `metric`: the power law's exponent and, for a claimed time in a
+    length, the cost model's verdict (the power law's kept as `power_verdict`)."""
+    claimed = claimed_exponent(axis, metric, group.iloc[0])
+    if axis == "valid_tokens" and claimed is not None:
+        fit, claimed = _against_work(series, group, axis)
+    else:  # NB: a claim of a constant cost (a decode step over a window) is a claim about the floor itself
+        fit = fit_power(series.index.to_numpy(float), series.to_numpy(float),
+                        exclude_floor=metric in ("time", "memory") and axis not in NO_FLOOR and claimed != 0)
+    status, why = verdict(fit, claimed)
+    extra = {}
+    if RULE == "cost" and metric == "time" and axis in terms.AXES and claimed is not None and not pd.isna(claimed):
+        result = terms.judge_series(series, group, axis, claimed, hosts)
+        extra = {"power_verdict": status, "power_why": why, **terms.columns(result, claimed)}
+        status, why = result.verdict, result.why
+    return {"slope": fit.slope if fit else np.nan, "lo": fit.lo if fit else np.nan,
+            "hi": fit.hi if fit else np.nan, "intercept": fit.intercept if fit else np.nan,
+            "claimed": claimed, "verdict": status, "why": why, "points": len(series),
+            "used_min": min(fit.used) if fit else np.nan, "used_max": max(fit.used) if fit else np.nan,
+            "span": fit.span if fit else np.nan, "excluded": list(fit.excluded) if fit else [],
+            "floor": fit.floor if fit else np.nan, **extra}
 
 
 def _by_work(record: dict) -> None:

@@ -1,5 +1,5 @@
 """Was the machine quiet enough to trust the run? Read off the rows: other processes' CPU while
-each case was timed (suite.run.load), the hypervisor's steal, and the spread between processes.
+each case was timed (suite.run.measurement.host_load), the hypervisor's steal, and the spread between processes.
 
 A case is *busy* when other processes used more than the run's `busy_limit_cores` while it was
 timed (after its re-timings); a run is *too noisy to trust* when more than TOO_MANY_BUSY of its

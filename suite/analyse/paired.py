@@ -1,4 +1,4 @@
-"""Judge an interleaved A/B sweep (suite.run.ab): per case, a paired test over the process pairs.
+"""Judge an interleaved A/B sweep (suite.run.ab.driver): per case, a paired test over the process pairs.
 
 Each pair p of processes timed the case in blocks A, B, B, A; its difference is
 d_p = mean log(B blocks) − mean log(A blocks), in which a drift linear over the four blocks cancels.

@@ -11,7 +11,7 @@ import pandas as pd
 
 from suite.analyse.exponents import prepare
 from suite.analyse.roofline import roofline
-from variants.theory import FWD_BWD_FLOP_FACTOR
+from variants.rules import FWD_BWD_FLOP_FACTOR
 
 # ------------------------------------------------------------------------------ crossover
 SAME_SHAPE = ["device", "dtype", "mode", "batch", "num_heads", "head_dim", "causal"]

@@ -1,6 +1,6 @@
 """`history backfill A..B --grid G`: each commit of the range measured by its own code, and added.
 
-Each commit is checked out into a temporary worktree (suite.run.sides, as `suite ab` does) and runs
+Each commit is checked out into a temporary worktree (suite.run.ab.checkouts, as `suite ab` does) and runs
 `python -m suite run` there, with the worktree as working directory and first on PYTHONPATH, so the
 suite and the variants measured are that commit's. Runs are named `backfill-COMMIT-GRID` under
 --results-dir; a commit whose run is there and finished is not measured again (a stopped backfill
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from suite.errors import UsageError, check_name
 from suite.history import runs, store
-from suite.run import sides
+from suite.run.ab import checkouts as sides
 from suite.store.rundir import RunDir
 
 

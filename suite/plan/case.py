@@ -11,9 +11,9 @@ import numpy as np
 import torch
 
 import variants
-from variants.padding import valid_lengths
+from variants.rules import valid_lengths
 
-from variants.theory import MODES  # noqa: F401  (re-exported: the modes a case may have)
+from variants.rules import MODES  # noqa: F401  (re-exported: the modes a case may have)
 
 OPTIONAL = {"kv_len": int, "valid_fraction": float}  # fields a case's key holds only when they are set
 SERIES_INTS = ("batch", "num_heads", "num_kv_heads", "head_dim")  # NB: float in a table that had NaNs merged in
@@ -66,7 +66,7 @@ class Case:
 
     @property
     def lengths(self) -> tuple[int, ...] | None:
-        """A padded batch's valid tokens per sequence (seeded, variants.padding); None without padding."""
+        """A padded batch's valid tokens per sequence (seeded, variants.rules.padding); None without padding."""
         if self.valid_fraction is None:
             return None
         return valid_lengths(self.batch, self.seq_len, self.valid_fraction)

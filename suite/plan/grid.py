@@ -33,7 +33,7 @@ from suite.plan.case import DTYPES, MODES, Case
 from suite.plan.ladder import Ladder
 from suite.plan.settings import Settings
 from suite.plan.settings import validate as validate_settings
-from suite.run.device import DEVICES
+from suite.machine.device import DEVICES
 
 PRESETS = ("smoke", "quick", "full", "pr", "shapes")
 AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "valid_fraction", "num_heads",

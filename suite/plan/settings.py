@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from suite.errors import UsageError
-from suite.run.allocator import MODES as ALLOCATORS
+from suite.machine.allocator import MODES as ALLOCATORS
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Settings:
     check_seq_len: int = 96  # correctness check against the dense reference at this n
     allocator: str = "retain"
     replicates: int = 1  # worker processes each case is timed in (process-level replicates)
-    busy_limit_cores: float = 0.5  # other processes' CPU above this while timing: time again (suite.run.load)
+    busy_limit_cores: float = 0.5  # other processes' CPU above this while timing: time again (suite.run.measurement.host_load)
     retimes: int = 1  # at most this many more timings of a case measured on a busy machine
     ladder_width: float = 0.2  # adaptive lengths: a series is settled when its exponent's interval is this narrow
     max_call_s: float = 10.0  # adaptive lengths: no length whose one call is predicted to take longer

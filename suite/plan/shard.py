@@ -16,8 +16,8 @@ import variants
 from suite.errors import UsageError
 from suite.plan.case import Case, theory_of
 from suite.plan.settings import Settings
-from suite.run import device as devices
-from variants.theory import score_flops
+from suite.machine import device as devices
+from variants.rules import score_flops
 
 CALLS_PER_REPLICATE = 4  # warm-up, two samples and the memory pass, at least
 START_S = 0.05  # per case and process: messaging, check, setup

@@ -16,7 +16,7 @@ def _name(row: pd.Series) -> str:
 
 
 def _timer(device: str) -> str:
-    from suite.run.device import DEVICES
+    from suite.machine.device import DEVICES
 
     return DEVICES[device].timer_name if device in DEVICES else "unknown"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import variants
 from suite.present import markdown as md
 from suite.present.listing import claim_of
-from variants.registry import PADDING, WORK
+from variants.rules import PADDING, WORK
 
 SHAPE = {"seq_len": 4096, "num_heads": 8, "head_dim": 64}  # the shape the theory section is stated at
 

@@ -13,8 +13,9 @@ from dataclasses import replace
 import variants
 from suite.analyse.terms import machines
 from suite.plan.case import Case, reasons_of
-from suite.plan.ladder import Ladder, Step, advance, rows_of
+from suite.plan.ladder import Ladder, rows_of
 from suite.plan.settings import Settings
+from suite.run.settle import Step, advance
 from suite.store import table
 from suite.store.row import Row
 from suite.store.rundir import RunDir

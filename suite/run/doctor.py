@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from suite.run import device as devices
+from suite.machine import device as devices
 
 
 @dataclass(frozen=True)

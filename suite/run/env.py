@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from suite.run.caches import caches
+from suite.machine.caches import caches
 
 
 def _cpu_model() -> str:

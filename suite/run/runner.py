@@ -4,7 +4,7 @@ Isolation: a case that raises becomes a row in the worker; one that kills its wo
 the kernel's OOM killer) or overruns its time budget becomes a row from the executor, and a fresh
 worker takes the next case. Nothing already measured is lost: the journal is appended and fsynced
 per row, and `--resume` runs only the (case, process) pairs it does not hold. Executors: local
-worker processes (suite.run.local) or Ray actors (suite.run.ray_pool), with one interface.
+worker processes (suite.run.executors.local) or Ray actors (suite.run.executors.ray_pool), with one interface.
 """
 
 from __future__ import annotations
@@ -14,27 +14,17 @@ import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from suite.plan.case import Case
 from suite.plan.grid import Grid
 from suite.plan.ladder import Ladder
+from suite.plan.plan import PLAN_FIELDS, Plan
 from suite.plan.settings import Settings
 from suite.run.env import fingerprint
 from suite.store import table
 from suite.store.row import Row
 from suite.store.rundir import RunDir
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a run measures, as plan.json holds it."""
-
-    grid: str
-    cases: list[Case]
-    settings: Settings
-    plugins: list[str]
-    ladders: list[Ladder] = field(default_factory=list)
 
 
 def start(grid: Grid, run: RunDir, plugins: list[str], cases: list[Case] | None = None,
@@ -74,11 +64,6 @@ def load(run: RunDir) -> Plan:
     except (KeyError, TypeError, ValueError) as err:
         raise damaged(where, f"field ladders: {err!r}") from None
     return Plan(grid=plan["grid"], cases=run.cases(), settings=settings, plugins=plugins, ladders=ladders)
-
-
-# What plan.json may hold: the grid's plan, a shard's record, a merge's, an ab's design
-PLAN_FIELDS = {"grid", "source", "description", "grid_id", "grid_cases", "grid_index", "settings", "plugins", "cases", "ladders", "shard",
-               "grid_cases_held", "merged_from", "shards", "complete", "ab", "created_at", "suite_version"}
 
 
 def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str], resume: bool,
@@ -139,10 +124,10 @@ def _stop_on_sigterm():
 
 def _pool(executor: str, settings: Settings, plugins: list[str], run: RunDir, address, slots):
     if executor == "ray":
-        from suite.run.ray_pool import RayPool
+        from suite.run.executors.ray_pool import RayPool
 
         return RayPool(settings, plugins, address, slots)
-    from suite.run.local import LocalPool
+    from suite.run.executors.local import LocalPool
 
     return LocalPool(settings, plugins, run.log_path)
 

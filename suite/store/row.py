@@ -31,7 +31,7 @@ class Row:
     flops: int | None = None  # the algorithm's FLOPs (docs/CLAIMS.md)
     flops_counted: int | None = None  # FlopCounterMode on meta tensors, where it can trace the path
     peak_bytes: int | None = None  # allocator peak of one call above its inputs
-    op_seconds: dict[str, float] | None = None  # that profiled call's self time per operator (suite.run.timing)
+    op_seconds: dict[str, float] | None = None  # that profiled call's self time per operator (suite.machine.timing)
     setup_s: float | None = None  # mask, plan, compile: never in the timed call
     pairs: int | None = None
     claimed_exponent_n: float | None = None
@@ -48,12 +48,12 @@ class Row:
     setup: dict[str, float] | None = None  # named setup costs
     notes: dict[str, str] | None = None  # how it ran (compile mode, kernel)
     extra_flops: dict[str, int] | None = None  # named terms apart from `flops` (softmax)
-    impl_work: str | None = None  # the implementation's traits (variants.registry.Impl)
+    impl_work: str | None = None  # the implementation's traits (variants.rules.registry.Impl)
     impl_library: str | None = None
     wall_s: float | None = None  # everything this process spent on the case
     replicates: int | None = None  # processes aggregated into this row
     replicate_times_s: list[float] | None = None  # each process's median
-    busy_cores: float | None = None  # other processes' CPU while timing, in cores (suite.run.load)
+    busy_cores: float | None = None  # other processes' CPU while timing, in cores (suite.run.measurement.host_load)
     steal_cores: float | None = None  # CPU the hypervisor gave away while timing, in cores
     load_avg: float | None = None  # 1-minute load average when timing ended
     retimed: int | None = None  # timings thrown away because the machine was busy

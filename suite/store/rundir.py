@@ -42,7 +42,7 @@ class RunDir:
     PARQUET, CSV, BASELINE = "results.parquet", "results.csv", "baseline.json"
     AB_JOURNAL, AB_PARQUET, AB_CSV = "ab.jsonl", "ab.parquet", "ab.csv"
     LADDERS = "ladders.json"  # adaptive lengths: where each series stopped, and why (suite.run.climb)
-    BANDWIDTH = "bandwidth.json"  # per device: the bandwidth probe (suite.run.stream); absent in older runs
+    BANDWIDTH = "bandwidth.json"  # per device: the bandwidth probe (suite.machine.stream); absent in older runs
     SAVED = (PARQUET, CSV, ENV, PLAN, PROBE, BANDWIDTH, LADDERS)  # what a baseline keeps and a report copies
 
     def __init__(self, path: Path):

@@ -1,0 +1,2 @@
+"""What several stages share about the machine: the device table (timer, peak memory, synchronize, limits),
+the timers, the GEMM and bandwidth probes, the caches and the allocator setting. Imports no stage."""

@@ -1,0 +1,1 @@
+"""`suite ab`: the driver (A, B, B, A), the two checkouts (sides) and the server each one runs."""

@@ -1,0 +1,93 @@
+"""A worker process: measures the cases it is sent, one at a time, and answers with rows.
+
+Cases run here, not in the runner, so that a crash, a hang or memory exhaustion in one case costs
+at most this process: the runner records the case with its status and starts a fresh worker.
+On CPU an address-space limit (RLIMIT_AS: the grid's memory budget above what the worker holds
+once started) turns memory exhaustion into a clean RuntimeError instead of the kernel's SIGKILL.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import resource
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # NB: a local worker is forked with torch imported (suite.run.executors.forks)
+    from suite.plan.case import Case
+    from suite.plan.settings import Settings
+    from suite.store.row import Row
+
+
+def limit_address_space(budget_gib: float) -> None:
+    """RLIMIT_AS at the address space the process holds now plus the budget: what a case may add.
+
+    NB: relative, not absolute, so that a local worker and a Ray actor (which maps Ray's shared
+    memory and threads before any case runs) give a case the same room.
+    """
+    with open("/proc/self/status") as status:
+        held = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+    limit = held + int(budget_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def setup(settings: Settings, plugins: list[str], device: str) -> None:
+    """Make this process a measuring one: budget, allocator, threads, variants. Local or Ray alike."""
+    from suite.machine import device as devices
+
+    if devices.get(device).limit_address_space:  # NB: never where CUDA is initialized
+        # NB: inductor compiles in worker subprocesses by default; compiling in-process keeps the
+        # address-space limit meaningful and leaves no background processes beside CPU timing.
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        limit_address_space(settings.memory_budget_gib)
+    from suite.machine import allocator
+
+    allocator.configure(settings.allocator)
+    import torch
+
+    torch.set_num_threads(settings.threads)
+    # float32 means float32: cuDNN (LSTM, conv) would otherwise round to TF32 (seen on an H100: the
+    # LSTM 4.9e-4 from the float64 reference, past float32's tolerance); matmul is IEEE by default
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    import variants  # noqa: F401  registers the built-in variants
+    for module in plugins:
+        importlib.import_module(module)
+
+
+def measure_case(case: Case, replicate: int, settings: Settings) -> Row:
+    """One case's row, then the heap handed back: retained within a case, released between cases."""
+    from suite.machine import allocator
+    from suite.run.measurement.measure import measure
+
+    row = measure(case, settings, replicate=replicate)
+    allocator.trim()
+    return row
+
+
+def main(conn, settings: Settings, plugins: list[str], device: str, log_path: str | None = None) -> None:
+    from suite.run.executors.orphan import exit_with
+
+    exit_with(conn)  # NB: first: a worker must not outlive its runner, even one stuck in a case
+    if log_path:  # compiler output, library warnings, the profiler's lines: kept, but off the terminal
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    setup(settings, plugins, device)
+    from suite.run.measurement.measure import bandwidth, gemm_peak
+
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        if message[0] == "gemm_peak":  # the device's matmul rate, for the report's efficiency
+            conn.send(("peak", gemm_peak(device, message[1], settings.threads, settings.min_run_time_s)))
+            continue
+        if message[0] == "bandwidth":  # the device's memory bandwidth, the roofline's other ceiling
+            conn.send(("bandwidth", bandwidth(device, settings.threads, settings.min_run_time_s)))
+            continue
+        case, replicate = message
+        conn.send(("row", measure_case(case, replicate, settings)))

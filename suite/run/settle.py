@@ -1,0 +1,128 @@
+"""A ladder's decision after a round (suite.plan.ladder): the next length, or why it stops (settled, the
+range's max, the time of one call, the memory budget, a failed case) and what would settle it.
+Pure: no files, no processes (suite.run.climb drives the rounds)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from suite.analyse import terms
+from suite.analyse.exponents import claimed_exponent
+from suite.analyse.fits import MIN_SPAN, TOLERANCE, fit_power, verdict
+from suite.plan.ladder import Ladder
+
+
+@dataclass(frozen=True)
+class Step:
+    """A ladder's decision after a round: the next length, or why it stopped and what would settle it."""
+
+    ladder: Ladder
+    next: int | None
+    stop: str = ""  # settled, max, time, memory, failed; fill: the midpoints before a doubling
+    why: str = ""
+    fill: tuple[int, ...] = ()  # with a stop: midpoints measured before it stands
+
+    def to_record(self, lengths: list[int]) -> dict:
+        return {"series": self.ladder.key, "label": self.ladder.template.label().replace(
+            f"n={self.ladder.low} ", ""), "stop": self.stop, "why": self.why, "lengths": sorted(lengths),
+                **self.ladder.to_plan()}
+
+
+def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: float, memory_gib: float,
+            hosts: dict | None = None) -> Step:
+    """The ladder's next length from its series' rows (the run's table: one row per case). `hosts`:
+    the run's caches (suite.analyse.terms.machines), for the cost model's verdict."""
+    measured = rows.sort_values("seq_len")
+    ok, bad = measured[measured["status"] == "ok"], measured[measured["status"] != "ok"]
+    claimed = claimed_exponent("seq_len", "time", measured.iloc[0]) if len(measured) else None  # in n_q for cross
+    fastest = ok["time_min_s"] if "time_min_s" in ok else ok["time_s"]  # what the verdict fits (older tables: median)
+    n, t = ok["seq_len"].to_numpy(float), fastest.to_numpy(float)
+    fit = fit_power(n, t, exclude_floor=claimed != 0)  # as the analysis fits it (a constant claimed: every point)
+    fill = midpoints(ladder, n, fit)
+    if not bad.empty:
+        first = bad.iloc[0]
+        return Step(ladder, None, "failed", f"n = {int(first['seq_len'])} {first['status']} "
+                    f"({str(first['reason'])[:80]}…): " + _settle(fit, claimed, width), fill)
+    status, why = _verdict(fit, claimed, ok, hosts)
+    if fit is not None and fit.span >= MIN_SPAN and fit.hi - fit.lo <= width and status != "inconclusive":
+        # NB: a 5-point fit settled in one run and not in the next (run L: reformer-pytorch 1.21
+        # [1.19, 1.24] on 5 points, 1.08 [1.05, 1.12] on 9 in run J): it stands once its midpoints agree
+        return Step(ladder, None, "settled", f"{status}: [{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x", fill)
+    todo = why if status == "inconclusive" else _settle(fit, claimed, width)
+    nxt = int(n.max()) * ladder.step
+    if nxt > ladder.high:
+        return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + todo, fill)
+    slope = min(3.0, max(1.0, fit.slope if fit is not None else 2.0))
+    call_s = float(t[-1]) * ladder.step**slope
+    if call_s > max_call_s:
+        return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:.0f} s a call (max_call_s = {max_call_s:g}): "
+                    + todo, fill)
+    need = _memory_at(measured, nxt)
+    if need > memory_gib * 2**30:
+        return Step(ladder, None, "memory", f"n = {nxt} needs ~{need / 2**30:.0f} GiB (memory_budget_gib = "
+                    f"{memory_gib:g}): " + todo, fill)
+    if status == "inconclusive" and "degrees of freedom" in why and fill:
+        # NB: the cost model has too few lengths to look for a higher term: the midpoints (~1/6 of the
+        # top call) give it more before a doubling (2x the top call) is spent
+        return Step(ladder, None, "fill", f"{why}: the midpoints first", fill)
+    return Step(ladder, nxt)
+
+
+def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, str]:
+    """The verdict the report will give: the cost model's (suite.analyse.cost), so that a series
+    whose overheads still hide its leading term, or whose rise at the top may be a cache's, climbs
+    on; the power law's where nothing is claimed in n."""
+    if claimed is None or pd.isna(claimed) or ok["seq_len"].nunique() < 3:
+        return verdict(fit, claimed)
+    fastest = ok.groupby("seq_len")["time_min_s" if "time_min_s" in ok else "time_s"].median()
+    result = terms.judge_series(fastest, ok, "seq_len", float(claimed), hosts, bootstrap=0)
+    return result.verdict, result.why
+
+
+def midpoints(ladder: Ladder, n: np.ndarray, fit) -> tuple[int, ...]:
+    """Lengths halfway (geometrically) between the ladder's own lengths above the floor, below the
+    top interval, that are not measured yet.
+
+    A series that stops (settled, time, memory, the range's max, a failed length) gets these once: they cost
+    at most ~1/6 of the series' largest call for an O(n²) one (the top interval, the dear one, is left
+    alone) and take a 5-point fit's interval to ~0.7 of its width (more points, more degrees of freedom).
+    """
+    if fit is None:
+        return ()
+    lengths, m = [], ladder.low  # the ladder's own lengths: low·stepᵏ up to the largest measured
+    while m <= n.max():
+        lengths += [m] if m >= min(fit.used) else []
+        m *= ladder.step
+    halves = (int(8 * round(math.sqrt(a * b) / 8)) for a, b in zip(lengths[:-2], lengths[1:-1]))
+    return tuple(m for m in halves if m not in n)
+
+
+def _memory_at(measured: pd.DataFrame, n: int) -> float:
+    """Peak bytes at n, extrapolated from the largest point with the peak-memory exponent (2 without a fit)."""
+    peaks = measured[["seq_len", "peak_bytes"]].dropna()
+    peaks = peaks[peaks["peak_bytes"] > 0]
+    if peaks.empty:
+        return 0.0
+    fit = fit_power(peaks["seq_len"].to_numpy(float), peaks["peak_bytes"].to_numpy(float))
+    slope = min(3.0, max(0.0, fit.slope)) if fit is not None else 2.0
+    last = peaks.iloc[-1]
+    return float(last["peak_bytes"]) * (n / float(last["seq_len"])) ** slope
+
+
+def _settle(fit, claimed, width: float) -> str:
+    """What would settle the verdict, read off the fit (the verdict's own reason says how it stands)."""
+    if fit is None:
+        return "a lower min would add points"
+    if fit.span < MIN_SPAN:
+        return f"extend to n = {int(max(fit.used) * MIN_SPAN / fit.span)} for a {MIN_SPAN:.0f}x span above the floor"
+    if claimed is not None and fit.lo < claimed + TOLERANCE and fit.hi > claimed - TOLERANCE \
+            and not (claimed - TOLERANCE <= fit.lo and fit.hi <= claimed + TOLERANCE):
+        return ("larger n (the asymptotic regime) would tell" if abs(fit.slope - claimed) > TOLERANCE
+                else "a narrower interval would tell")
+    if fit.hi - fit.lo > width:
+        return f"interval {fit.hi - fit.lo:.2f} wide, {width:g} wanted: more lengths or replicates would narrow it"
+    return f"the fit is settled nonetheless ([{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x)"

@@ -1,0 +1,51 @@
+"""The verdicts of stored full runs (benchmarks/runs/<name>/: the results table, env.json with the host's
+caches, bandwidth.json) agree with one another: the same answer on every host and every run, since the
+cost model judges the algorithm's leading term and leaves the machine's caches to their steps."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from suite.analyse import analyse
+from suite.store.rundir import RunDir
+
+pytestmark = pytest.mark.slow  # every stored run is analysed whole (a few seconds each)
+
+RUNS = sorted(p.parent for p in (Path(__file__).resolve().parents[3] / "benchmarks" / "runs").glob("*/results.parquet"))
+AGREE = 0.95
+
+
+def verdicts(folder: Path) -> pd.Series:
+    run = RunDir(folder)
+    table = analyse(run.read_table(), run.probe(), bandwidth=run.bandwidth(), env=run.env()).claims
+    return table.set_index(["variant", "series", "device", "dtype"])["verdict"]
+
+
+@pytest.fixture(scope="module")
+def stored() -> dict[str, pd.Series]:
+    return {folder.name: verdicts(folder) for folder in RUNS}
+
+
+def test_there_are_two_stored_full_runs_to_compare():
+    assert len(RUNS) >= 2
+
+
+@pytest.mark.parametrize("a,b", list(itertools.combinations([p.name for p in RUNS], 2)))
+def test_two_runs_agree_on_their_verdicts(stored, a, b):
+    both = stored[a].index.intersection(stored[b].index)
+    assert len(both) >= 30, f"{a} and {b} share only {len(both)} series"
+    same = (stored[a][both] == stored[b][both])
+    differ = sorted(f"{k}: {stored[a][k]} / {stored[b][k]}" for k in both[~same.to_numpy()])
+    assert same.mean() >= AGREE, f"{a} and {b} agree on {same.sum()} of {len(both)}: " + "; ".join(differ)
+
+
+def test_no_stored_run_refutes_a_native_path_whose_work_grows_as_claimed(stored):
+    """random, fixed, rfa, global, bigbird, strided: work as claimed; the old rule refuted them here."""
+    for name, table in stored.items():
+        native = table[[series.startswith("native") and "(" not in series for _, series, _, _ in table.index]]
+        refuted = native[native == "refuted"]
+        assert refuted.empty, f"{name}: {list(refuted.index)}"

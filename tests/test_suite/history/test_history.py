@@ -1,0 +1,275 @@
+"""The history (issue 48): adding runs (idempotent, refused when foreign, unfinished or damaged, atomic),
+change points and the tail's class on planted series, `history check`'s exit codes, the trend page."""
+
+from __future__ import annotations
+
+import base64
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("duckdb", reason="the `history` extra: pip install -e \".[history]\"")
+pytest.importorskip("asv", reason="the `history` extra: pip install -e \".[history]\"")
+
+from helpers import TESTS  # noqa: E402  (after the importorskips)
+from history_runs import commit_of, run_folder, synthetic_run  # noqa: E402
+from suite import cli  # noqa: E402
+from suite.history import changes, store  # noqa: E402
+from suite.store import lock  # noqa: E402
+
+TIME = "2026-11-27T04:00:00+00:00"
+
+
+def add(results: Path, name: str, db: Path, *extra: str) -> int:
+    return cli.main(["history", "add", name, "--results-dir", str(results), "--db", str(db), "--commit-time", TIME,
+                     *extra])
+
+
+def contents(db: Path) -> list[str]:
+    """The database's rows as text (NaN compares equal to itself there)."""
+    return [frame.to_json(orient="records", date_format="iso") for frame in store.read(db)]
+
+
+# ------------------------------------------------------------------ adding
+def test_adding_a_run_twice_adds_nothing(tmp_path, capsys):
+    results, db = tmp_path / "results", tmp_path / "h.duckdb"
+    run_folder(results, "r1", commit_of(1))
+    assert add(results, "r1", db) == 0
+    first = contents(db)
+    assert add(results, "r1", db) == 0
+    assert "already there, nothing added" in capsys.readouterr().out
+    assert contents(db) == first
+    runs, cases, exponents = store.read(db)
+    assert len(runs) == 1 and len(cases) == 8 and len(exponents) == 2
+    assert cases["time_lo_s"].notna().all() and (cases["time_lo_s"] <= cases["time_s"]).all()
+
+
+def test_a_run_of_another_fingerprint_is_refused_and_changes_nothing(tmp_path, capsys):
+    results, db = tmp_path / "results", tmp_path / "h.duckdb"
+    run_folder(results, "r1", commit_of(1))
+    run_folder(results, "r2", commit_of(2), fingerprint="fp0000000002", seed=1)
+    assert add(results, "r1", db) == 0
+    before = contents(db)
+    assert add(results, "r2", db) == 2
+    err = capsys.readouterr().err
+    assert "fingerprint fp0000000002 (allowed: fp0000000001" in err and "--another-fingerprint" in err
+    assert contents(db) == before
+
+
+@pytest.mark.parametrize("damage", ["garbage", "cut"])
+def test_a_damaged_database_exits_2_naming_it_and_what_to_do(tmp_path, capsys, damage):
+    results, db = tmp_path / "results", tmp_path / "h.duckdb"
+    run_folder(results, "r1", commit_of(1))
+    run_folder(results, "r2", commit_of(2), seed=1)
+    if damage == "garbage":
+        db.write_bytes(b"not a database " * 1000)
+    else:
+        assert add(results, "r1", db) == 0
+        db.write_bytes(db.read_bytes()[: db.stat().st_size // 2])
+    damaged = db.read_bytes()
+    assert add(results, "r2", db) == 2
+    err = capsys.readouterr().err
+    assert str(db) in err and "restore it from its copy" in err and "backfill" in err
+    assert db.read_bytes() == damaged
+    assert cli.main(["history", "check", "--db", str(db)]) == 2
+
+
+def test_an_unfinished_run_is_refused(tmp_path, capsys):
+    results, db = tmp_path / "results", tmp_path / "h.duckdb"
+    run_folder(results, "stopped", commit_of(1), missing=2)
+    assert add(results, "stopped", db) == 2
+    assert "not finished: 2 of 8 cases not run" in capsys.readouterr().err and not db.exists()
+    run_folder(results, "measuring", commit_of(2))
+    with lock.held(results / "measuring"):
+        assert add(results, "measuring", db) == 2
+    assert "being measured by pid" in capsys.readouterr().err and not db.exists()
+    assert add(results, "measuring", db) == 0  # once its lock is let go
+
+
+def test_a_run_with_uncommitted_changes_is_refused(tmp_path, capsys):
+    results, db = tmp_path / "results", tmp_path / "h.duckdb"
+    run_folder(results, "dirty", commit_of(1) + "-dirty")
+    assert add(results, "dirty", db) == 2
+    assert "git_commit" in capsys.readouterr().err and not db.exists()
+
+
+def test_an_add_that_fails_half_way_leaves_the_database_as_it_was(tmp_path):
+    db = tmp_path / "h.duckdb"
+    assert store.add(db, synthetic_run(0))
+    before = contents(db)
+    broken = synthetic_run(1)
+    bad = broken.exponents.assign(slope="not a number")  # its runs row and cases go in first
+    with pytest.raises(Exception):
+        store.add(db, broken.__class__(**{**broken.__dict__, "exponents": bad}))
+    assert contents(db) == before
+    assert store.add(db, broken)  # the same run, whole, goes in afterwards
+
+
+KILLED = """
+import os, signal, sys
+sys.path.insert(0, {tests!r})
+import pandas as pd
+from history_runs import synthetic_run
+from suite.history import store
+run = synthetic_run(1)
+real, calls = pd.DataFrame.assign, []
+def assign(self, **kw):  # the second frame of the add: its runs row and cases are in, not yet committed
+    calls.append(1)
+    if len(calls) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(self, **kw)
+pd.DataFrame.assign = assign
+store.add({db!r}, run)
+"""
+
+
+def test_a_killed_add_leaves_the_database_as_it_was(tmp_path):
+    db = tmp_path / "h.duckdb"
+    assert store.add(db, synthetic_run(0))
+    before = contents(db)
+    code = KILLED.format(tests=str(TESTS), db=str(db))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == -9, done.stderr[-2000:]
+    assert contents(db) == before
+    assert store.add(db, synthetic_run(1)) and len(store.read(db)[0]) == 2
+
+
+# ------------------------------------------------------------------ change points and classes
+def planted(kind: str, shape: str, count: int = 40, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if kind == "time":
+        y = 0.01 * np.exp(rng.normal(0, 0.02, count))
+        step = {"regression": 1.10, "improvement": 1 / 1.10, "old": 1.10}.get(shape)
+    else:
+        y = 1.0 + rng.normal(0, 0.02, count)
+        step = {"regression": 0.3, "improvement": -0.3, "old": 0.3}.get(shape)
+    if step is not None:
+        at = count - 3 if shape != "old" else count // 2
+        if kind == "time":
+            y[at:] *= step
+        else:
+            y[at:] += step
+    return y
+
+
+@pytest.mark.parametrize("kind", ["time", "exponent"])
+@pytest.mark.parametrize("shape, expected", [("regression", "regression"), ("improvement", "improvement"),
+                                             ("old", "suspicious"), ("flat", "no change")])
+def test_planted_series_are_classed_as_hud_names_them(kind, shape, expected):
+    y = planted(kind, shape)
+    found = changes.change_points(y, kind)
+    assert changes.classify(len(y), found) == expected
+    if shape != "flat":
+        where = len(y) - 3 if shape != "old" else len(y) // 2
+        change = found[-1]
+        assert (change.before, change.after) == (where - 1, where)
+        size = {"time": 0.10, "exponent": 0.3}[kind] * (-1 if shape == "improvement" else 1)
+        if kind == "time" and shape == "improvement":
+            size = 1 / 1.10 - 1
+        assert change.lo <= size <= change.hi and change.lo < change.size < change.hi
+    assert changes.classify(changes.MIN_POINTS - 1, found[:0]) == "insufficient data"
+
+
+def test_one_slow_point_at_the_end_is_not_yet_a_change():
+    y = planted("time", "flat")
+    y[-1] *= 1.5
+    assert changes.classify(len(y), changes.change_points(y)) == "no change"
+
+
+# ------------------------------------------------------------------ check and report
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> Path:
+    """14 quiet runs, then 3 in which full/sdpa is 20% slower and linear's exponent 0.3 steeper."""
+    db = tmp_path_factory.mktemp("history") / "h.duckdb"
+    for i in range(17):
+        slow = {"slower": {"full": 1.2}, "steeper": {"linear": 0.3}} if i >= 14 else {}
+        store.add(db, synthetic_run(i, **slow))
+    return db
+
+
+def check(db: Path, *extra: str) -> int:
+    return cli.main(["history", "check", "--db", str(db), *extra])
+
+
+def test_check_exits_1_naming_the_slowdowns_their_size_and_commits(history, capsys):
+    assert check(history) == 1
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("REGRESSION")]
+    assert len(lines) == 4 + 4 + 1  # full's four lengths, linear's four (steeper), linear's exponent
+    assert f"in {commit_of(13)[:10]}..{commit_of(14)[:10]}" in lines[0]
+    full = [float(m.group(1)) for line in lines if (m := re.search(r"full/sdpa.* time n=\d+ \+([\d.]+)%", line))]
+    assert len(full) == 4 and all(10 < size < 30 for size in full), full  # planted: +20%
+    assert any("linear/native" in line and "exponent in n +0.3" in line for line in lines)
+
+
+def test_check_exits_0_without_a_step_and_2_when_it_cannot_judge(tmp_path, capsys):
+    db = tmp_path / "h.duckdb"
+    for i in range(5):
+        store.add(db, synthetic_run(i))
+    assert check(db) == 2
+    assert "a series needs 8 points" in capsys.readouterr().err
+    for i in range(5, 14):
+        store.add(db, synthetic_run(i))
+    assert check(db) == 0
+    assert store.add(db, synthetic_run(99, fingerprint="fp0000000002"), another_fingerprint=True)
+    assert check(db) == 2
+    assert "choose one with --fingerprint" in capsys.readouterr().err
+    assert check(db, "--fingerprint", "fp0000000001") == 0
+    assert check(tmp_path / "absent.duckdb") == 2
+
+
+def test_report_shows_every_series_its_change_points_and_figures(history, tmp_path):
+    page = tmp_path / "page" / "index.html"
+    assert cli.main(["history", "report", "--db", str(history), "-o", str(page)]) == 0
+    html = page.read_text()
+    summary = html[html.index('id="summary"'):html.index('id="series"')]
+    assert summary.count('class="regression">regression') == 3  # both series, and linear's exponent
+    assert f"{commit_of(13)[:10]}..{commit_of(14)[:10]}" in html
+    images = re.findall(r'<img[^>]*src="([^"]+)"', html)
+    assert len(images) == 2 and all(base64.b64decode(s.split(",", 1)[1])[:4] == b"\x89PNG" for s in images)
+    assert "<script" not in html and not re.search(r'(src|href)="(https?:)?//', html)
+
+
+def test_report_renders_in_headless_chromium(history, tmp_path):
+    from helpers import BROWSER_ARGS, CHROMIUM, browser_or_skip
+
+    sync_playwright = browser_or_skip()
+    page_path = tmp_path / "index.html"
+    assert cli.main(["history", "report", "--db", str(history), "-o", str(page_path)]) == 0
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        page.goto(page_path.as_uri(), wait_until="load")
+        widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
+        rows = page.evaluate("document.querySelectorAll('#summary ~ table tr').length")
+        browser.close()
+    assert errors == [] and len(widths) == 2 and all(w > 500 for w in widths) and rows >= 3
+
+
+# ------------------------------------------------------------------ backfill's range
+def test_backfill_reads_its_range_as_git_does_and_refuses_a_bad_one(tmp_path, capsys):
+    from suite.history.backfill import commits
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    git("init", "-q")
+    for i in range(4):
+        (repo / "f").write_text(str(i))
+        git("add", "f")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"c{i}")
+    made = git("rev-list", "--reverse", "HEAD").split()
+    assert commits("HEAD~2..HEAD", repo) == made[2:]
+    assert commits("HEAD~2^..HEAD", repo) == made[1:]
+    for bad in ("HEAD", "HEAD..", "nosuch..HEAD", "HEAD..HEAD~2", "HEAD~1..HEAD:x"):
+        assert cli.main(["history", "backfill", bad, "--grid", "smoke", "--repo", str(repo),
+                         "--db", str(tmp_path / "h.duckdb")]) == 2
+    assert "A..B" in capsys.readouterr().err and not (tmp_path / "h.duckdb").exists()

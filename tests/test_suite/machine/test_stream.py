@@ -1,0 +1,99 @@
+"""The bandwidth probe: STREAM's copy and triad at a memory and a cache level, every kernel in every
+round, interleaved; the ceiling is the best memory kernel's median, with its spread; the caches it is
+sized by are read from sysfs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from suite.machine import caches
+from suite.machine import stream
+from suite.machine import device as devices
+from suite.machine.probe import ROUNDS
+
+
+class Clock:
+    """A fake timer: per-call seconds from the kernel's bytes and a rate that changes from round to round."""
+
+    def __init__(self, rates: dict[tuple[int, str], list[float]], streams):
+        self.rates, self.calls = rates, []
+        self.moved = {(s.elements, s.kernel): s.moved for s in streams}
+
+    def __call__(self, fn, min_run_time, max_samples, min_samples, threads):
+        before = [t.clone() for t in fn.__defaults__]
+        fn()
+        after = fn.__defaults__  # copy writes b (its second buffer), triad writes a (its first)
+        kind = "copy" if not torch.equal(before[1], after[1]) or len(before) == 2 else "triad"
+        key = (after[0].numel(), kind)
+        self.calls.append(key)
+        rate = self.rates[key][self.calls.count(key) - 1]
+        return [self.moved[key] / rate] * min_samples
+
+
+def test_every_kernel_is_timed_in_every_round_and_the_ceiling_is_the_best_memory_median():
+    streams = stream.kernels({"memory": 4096, "cache": 1024})
+    assert [(s.kernel, s.level, s.moved) for s in streams] == [
+        ("copy", "memory", 2 * 4096), ("triad", "memory", 3 * 4096), ("copy", "cache", 2 * 1024), ("triad", "cache", 3 * 1024)]
+    rates = {(1024, "copy"): [10e9, 12e9, 11e9], (1024, "triad"): [13e9, 9e9, 12e9],
+             (256, "copy"): [50e9, 50e9, 50e9], (256, "triad"): [40e9, 60e9, 45e9]}
+    clock = Clock(rates, streams)
+    result = stream.measure(clock, streams, "cpu", threads=1, min_run_time=0.0, min_samples=3)
+    assert clock.calls == [(1024, "copy"), (1024, "triad"), (256, "copy"), (256, "triad")] * ROUNDS
+    assert result["bytes_per_s"] == pytest.approx(12e9) and result["kernel"] == "triad memory 4 KiB"
+    assert result["spread"] == pytest.approx(4 / 12)
+    assert result["cache_bytes_per_s"] == pytest.approx(50e9) and result["cache_spread"] == 0
+    copy = result["by_kernel"]["copy memory 4 KiB"]
+    assert copy["rounds"] == pytest.approx([10e9, 12e9, 11e9]) and copy["bytes_per_s"] == pytest.approx(11e9)
+    assert copy["buffer_bytes"] == 4096 and result["rounds"] == ROUNDS and result["threads"] == 1
+
+
+def test_the_kernels_compute_what_stream_defines():
+    streams = stream.kernels({"memory": 64, "cache": None})
+    assert [s.level for s in streams] == ["memory", "memory"]  # no cache level: not measured
+    fns = stream.calls(streams, "cpu")
+    copy, triad = (fns[s] for s in streams)
+    a, b, c = triad.__defaults__
+    a.copy_(torch.arange(16.0))
+    copy()
+    assert torch.equal(b, torch.arange(16.0))
+    c.fill_(2.0)
+    triad()
+    assert torch.equal(a, torch.arange(16.0) + 6.0)
+
+
+def test_the_buffers_pass_the_last_level_cache_and_fit_in_l2(tmp_path, monkeypatch):
+    for index, (level, kind, size, shared) in enumerate([(1, "Data", "48K", "0"), (1, "Instruction", "32K", "0"),
+                                                         (2, "Unified", "2048K", "0"), (3, "Unified", "96M", "0-7,16-23")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
+            (folder / name).write_text(f"{value}\n")
+    found = caches.caches(tmp_path)
+    assert found == {"L1d": {"bytes": 48 << 10, "shared_by": 1}, "L2": {"bytes": 2 << 20, "shared_by": 1},
+                     "L3": {"bytes": 96 << 20, "shared_by": 16}}
+    monkeypatch.setattr(caches, "SYSFS", tmp_path)
+    sizes = stream.cpu_sizes()
+    assert sizes == {"memory": 4 * (96 << 20), "cache": (2 << 20) // 8}
+    assert caches.caches(tmp_path / "absent") == {}
+
+
+def test_cuda_buffers_pass_its_l2_and_have_no_cache_level():
+    class Props:
+        L2_cache_size = 50 << 20
+
+    class Cuda:
+        current_device = staticmethod(lambda: 0)
+        get_device_properties = staticmethod(lambda i: Props())
+
+    assert stream.cuda_sizes(Cuda()) == {"memory": 1 << 30, "cache": None}
+    Props.L2_cache_size = 512 << 20
+    assert stream.cuda_sizes(Cuda())["memory"] == 4 * (512 << 20)
+    assert devices.get("cuda").stream_sizes is stream.cuda_sizes
+
+
+def test_a_real_probe_on_this_cpu_reports_both_levels_and_a_spread():
+    sizes = {"memory": 1 << 20, "cache": 64 << 10}
+    result = stream.measure(devices.get("cpu").time, stream.kernels(sizes), "cpu", 1, 0.01, 3)
+    assert result["bytes_per_s"] > 1e8 and 0 <= result["spread"] < 10 and result["cache_bytes_per_s"] > 1e8
+    assert all(len(k["rounds"]) == ROUNDS for k in result["by_kernel"].values()) and len(result["by_kernel"]) == 4

@@ -1,0 +1,177 @@
+"""Adaptive lengths: a range of seq_len is climbed until the exponent settles, or stops saying why."""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite.analyse.fits import fit_power
+from suite.plan import grid as grids
+from suite.plan import shard
+from suite.plan.case import series_key
+from suite.plan.ladder import Ladder
+from suite.run.settle import advance
+from suite.plan.settings import Settings
+
+BUDGET = dict(width=0.2, max_call_s=10.0, memory_gib=16.0)
+
+
+def _ladder(low=256, high=65536, step=2) -> Ladder:
+    grid = grids.parse({"block": [{"variant": ["linear"], "impl": ["native"],
+                                   "seq_len": {"min": low, "max": high, "step": step}}]}, "t")
+    return grid.ladders[0]
+
+
+def _rows(n, t, claimed=1.0, peak=None, status=None) -> pd.DataFrame:
+    n = np.asarray(n)
+    return pd.DataFrame({"seq_len": n, "time_s": t, "claimed_exponent_n": claimed, "reason": "",
+                         "peak_bytes": peak if peak is not None else 1e3 * n,
+                         "status": status if status is not None else ["ok"] * len(n)})
+
+
+def test_a_range_starts_with_a_16x_span_and_the_same_series_once():
+    grid = grids.parse({"block": [{"variant": ["linear", "performer"], "impl": ["native"],
+                                   "seq_len": {"min": 256, "max": 65536}},
+                                  {"variant": ["linear"], "impl": ["native"], "seq_len": "auto"}]}, "t")
+    assert len(grid.ladders) == 2, "the second block's linear series is the first's"
+    lengths = sorted(c.seq_len for c in grid.cases if c.variant == "linear")
+    assert lengths == [256, 512, 1024, 2048, 4096]
+    assert _ladder(step=4).start()[-1].seq_len == 4096 and len(_ladder(step=4).start()) == 3
+
+
+@pytest.mark.parametrize("value,message", [
+    ({"min": 256, "max": 1024}, "seq_len.max' = 1024 (allowed: at least 16x seq_len.min = 4096"),
+    ({"min": 256, "max": 65536, "step": 3}, "seq_len.step' = 3 (allowed: 2, 4)"),
+    ({"min": 0, "max": 65536}, "seq_len.min' = 0"),
+    ({"low": 256, "max": 65536}, "seq_len.low' = 256 (allowed: min, max, step)"),
+    ("all", "seq_len' = 'all'"),
+])
+def test_a_bad_range_names_the_field(value, message):
+    with pytest.raises(grids.ConfigError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        grids.parse({"block": [{"variant": ["linear"], "seq_len": value}]}, "t")
+
+
+def test_a_series_is_known_by_its_fields_whatever_their_dtypes():
+    ladder = _ladder()
+    row = pd.Series({**ladder.template.key, "params": "{}", "num_heads": 8.0, "head_dim": np.int64(64),
+                     "causal": np.bool_(False), "seq_len": 4096.0})
+    assert series_key(row) == ladder.key
+
+
+def test_a_clean_series_over_16x_with_a_narrow_interval_is_settled_once_its_midpoints_agree():
+    def t(lengths):
+        return 1e-6 * lengths * np.exp(np.random.default_rng(0).normal(0, 0.01, len(lengths)))
+    n = 256 * 2.0 ** np.arange(5)
+    first = advance(_ladder(), _rows(n, t(n)), **BUDGET)
+    assert first.next is None and first.stop == "fill" and "degrees of freedom" in first.why
+    assert first.fill == (360, 728, 1448), "5 lengths are too few for the cost model: the midpoints first"
+    more = np.sort(np.append(n, first.fill))
+    again = advance(_ladder(), _rows(more, t(more)), **BUDGET)
+    assert again.stop == "settled" and again.why.startswith("confirmed") and again.fill == () and again.next is None
+
+
+def test_a_5_point_settle_that_its_midpoints_widen_climbs_on():
+    """Five lucky points inside 0.2; the midpoints show the scatter (the kind that flipped
+    reformer-pytorch between two runs), so the series climbs instead of stopping."""
+    n = 256 * 2.0 ** np.arange(5)
+    first = advance(_ladder(), _rows(n, 1e-6 * n), **BUDGET)
+    assert first.stop == "fill" and first.fill == (360, 728, 1448)
+    more = np.sort(np.append(n, first.fill))
+    scatter = {360: 0.25, 728: -0.25, 1448: 0.25}  # the midpoints land off the 5 points' line
+    t = 1e-6 * more * np.exp([scatter.get(int(x), 0.0) for x in more])
+    again = advance(_ladder(), _rows(more, t), **BUDGET)
+    assert again.stop == "" and again.next == 8192
+
+
+def test_an_overhead_floor_that_eats_the_span_climbs_on():
+    n = 256 * 2.0 ** np.arange(5)
+    t = 2e-3 + 1e-7 * n  # the floor is most of the cost up to n = 4096
+    step = advance(_ladder(), _rows(n, t), **BUDGET)
+    assert step.stop == "fill" and step.fill == (1448,), "too few lengths for the cost model: its midpoint first"
+    more = np.sort(np.append(n, step.fill))
+    step = advance(_ladder(), _rows(more, 2e-3 + 1e-7 * more), **BUDGET)
+    assert step.next == 8192 and step.stop == ""
+
+
+def test_the_max_stops_a_ladder_and_says_what_would_settle_it():
+    n = 256 * 2.0 ** np.arange(5)
+    step = advance(_ladder(high=4096), _rows(n, 2e-3 + 1e-7 * n), **BUDGET)
+    assert step.stop == "max" and "n = 4096" in step.why and "more lengths would tell" in step.why
+
+
+def test_a_call_predicted_too_long_stops_the_ladder():
+    n = 256 * 2.0 ** np.arange(5)
+    t = 8.0 * (n / n[-1]) * np.exp([0.0, 0.3, -0.3, 0.2, 0.0])  # noisy: the interval is too wide to settle
+    step = advance(_ladder(), _rows(n, t, claimed=1.0), **BUDGET)
+    assert step.stop == "time" and "n = 8192 would take ~" in step.why and "max_call_s = 10" in step.why
+
+
+def test_memory_predicted_past_the_budget_stops_the_ladder():
+    n = 256 * 2.0 ** np.arange(5)
+    t = 1e-3 * (n / n[0]) * np.exp([0.0, 0.3, -0.3, 0.2, 0.0])
+    step = advance(_ladder(), _rows(n, t, peak=12 * 2**30 * (n / n[-1]) ** 2, claimed=1.0), **BUDGET)
+    assert step.stop == "memory" and "n = 8192 needs ~48 GiB" in step.why
+
+
+def test_a_stop_short_of_settled_first_adds_the_midpoints_below_the_top_interval():
+    """5 points leave a wide interval (t with 3 degrees of freedom); 3 cheap midpoints narrow it."""
+    def t(lengths):  # 0.5 s at 4096, so 8192 (2 s) is past max_call_s; 8% noise, fixed per length
+        return np.array([0.5 * (x / 4096) ** 2 * np.exp(0.08 * np.random.default_rng(int(x) + 1).standard_normal())
+                         for x in lengths])
+    budget = {**BUDGET, "max_call_s": 1.0}
+    n = 256 * 2.0 ** np.arange(5)
+    first = advance(_ladder(), _rows(n, t(n), claimed=2.0), **budget)
+    assert first.stop == "time" and first.next is None and first.fill == (360, 728, 1448)
+    more = np.sort(np.append(n, first.fill))
+    again = advance(_ladder(), _rows(more, t(more), claimed=2.0), **budget)
+    assert again.stop == "time" and again.fill == (), "midpoints once, never midpoints of midpoints"
+    narrow, wide = fit_power(more, t(more)), fit_power(n, t(n))
+    assert narrow.hi - narrow.lo < 0.8 * (wide.hi - wide.lo)
+
+
+def test_a_failed_length_stops_the_ladder_with_its_reason():
+    n = 256 * 2.0 ** np.arange(5)
+    rows = _rows(n, 1e-6 * n, status=["ok"] * 4 + ["oom"])
+    rows.loc[4, "reason"] = "out of memory at 4096"
+    step = advance(_ladder(), rows, **BUDGET)
+    assert step.stop == "failed" and step.why.startswith("n = 4096 oom (out of memory at 4096…): ")
+    # additive/dense ran out of memory at 4096 before any midpoint: 0.52 wide on 5 points (run L)
+    assert step.fill == (360, 728), "the lengths that ran get their midpoints, below their top interval"
+
+
+def test_a_ladder_goes_whole_to_one_shard():
+    grid = grids.parse({"block": [{"variant": ["linear", "performer", "sliding_window", "global"],
+                                   "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]}, "t")
+    parts = shard.split(list(grid.cases), Settings(), 3, grid.ladders)
+    for ladder in grid.ladders:
+        holders = [i for i, part in enumerate(parts) if any(c.case_id == ladder.template.case_id for c in part)]
+        held = [c for c in parts[holders[0]] if series_key(c.key) == ladder.key]
+        assert len(holders) == 1 and len(held) == 5
+
+
+def test_midpoints_an_implementation_cannot_run_move_to_lengths_it_runs_not_failed():
+    """reformer-pytorch needs n a multiple of 128: its midpoint 360 was skipped, and the skip stopped
+    the ladder as failed (run I); then it got no midpoints, and its verdict flipped between runs M and
+    N on 5 points. Each moves to the nearest multiple it runs, between the same neighbours."""
+    from suite.run import climb
+
+    grid = grids.parse({"block": [{"variant": ["reformer", "linear"], "impl": ["reformer-pytorch", "native"],
+                                   "seq_len": {"min": 256, "max": 65536}}]}, "t")
+    n = 256 * 2.0 ** np.arange(5)
+    rows = _rows(n, 0.5 * (n / 4096) * np.exp([0.0, 0.3, -0.3, 0.2, 0.0]), claimed=1.0)
+    by_impl = {ladder.template.impl: ladder for ladder in grid.ladders}
+    settings = Settings(max_call_s=0.6, ladder_width=0.2)
+    peer = climb._step(by_impl["reformer-pytorch"], rows, settings)
+    ours = climb._step(by_impl["native"], rows, settings)
+    assert peer.stop == ours.stop == "time" and ours.fill == (360, 728, 1448) and peer.fill == (384, 768, 1408)
+    assert all(n[i] < m < n[i + 1] for i, m in enumerate(peer.fill)), "each between the same neighbours"
+
+
+def test_a_ladder_starts_with_the_span_a_verdict_needs():
+    """The plan stage keeps its own copy of the verdict's span (it imports no analysis): the two agree."""
+    from suite.analyse import fits
+    from suite.plan import ladder
+
+    assert ladder.MIN_SPAN == fits.MIN_SPAN

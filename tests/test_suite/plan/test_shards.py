@@ -1,0 +1,45 @@
+"""Grids larger than one machine: shards cover each case exactly once, balanced by predicted cost."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from suite.plan import grid as grids
+from suite.plan import shard
+from helpers import suite
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 400])
+def test_shards_of_the_smoke_grid_cover_every_case_exactly_once(n):
+    grid = grids.resolve("smoke")
+    settings = grid.settings
+    parts = shard.split(list(grid.cases), settings, n)
+    ids = [case.case_id for part in parts for case in part]
+    assert len(ids) == len(set(ids)) == len(grid.cases)
+    assert parts == shard.split(list(grid.cases), settings, n), "deterministic"
+
+
+def test_shards_are_balanced_by_predicted_cost_not_count():
+    grid = grids.resolve("full")
+    settings = grid.settings
+    parts = shard.split(list(grid.cases), settings, 4, grid.ladders)
+    loads = [sum(shard.predicted_s(c, settings) for c in part) for part in parts]
+    units = [sum(shard.predicted_s(c, settings) for c in ladder.start()) for ladder in grid.ladders]
+    assert max(loads) <= 1.1 * min(loads) + max(units + [shard.predicted_s(c, settings) for c in grid.cases])
+    counts = [len(part) for part in parts]
+    assert max(counts) - min(counts) > 2, "the heavy cases of the full grid make counts unequal"
+
+
+@pytest.mark.parametrize("spec", ["0/3", "4/3", "x", "1/0", "", "1/3/5"])
+def test_a_bad_shard_spec_is_refused_naming_it(spec):
+    with pytest.raises(shard.ShardError, match="--shard"):
+        shard.parse(spec)
+
+
+def test_a_bad_shard_spec_exits_2_before_any_work(tmp_path):
+    res = suite("run", "--grid", "smoke", "--shard", "4/3", "--run-id", "x", cwd=tmp_path)
+    assert res.returncode == 2 and "--shard '4/3'" in res.stderr and not (tmp_path / "results").exists()
+
+
+# ---------------------------------------------------------------------------------------- Ray

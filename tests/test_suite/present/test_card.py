@@ -1,0 +1,113 @@
+"""Run cards: one Markdown page from a run folder's own files, and the version the suite reports."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import suite
+from suite.present import card
+from suite.store.rundir import RunDir
+from helpers import ROOT, suite as run_suite, suite_in_process
+
+RUNS = ROOT / "docs" / "runs"
+FOLDERS = sorted(p.parent for p in RUNS.glob("*/results.parquet"))
+
+
+def test_there_are_cards_of_the_cpu_and_of_a_gpu():
+    devices = {d for folder in FOLDERS for d in RunDir(folder).env().get("devices", [])}
+    assert len(FOLDERS) >= 3 and {"cpu", "cuda"} <= devices
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[p.name for p in FOLDERS])
+def test_each_card_is_what_its_files_give(folder):
+    committed = (RUNS / f"{folder.name}.md").read_text()
+    assert card.card(RunDir(folder), files=folder.name) == committed
+
+
+def test_a_run_that_stopped_says_where_from_its_own_table():
+    stopped = [f for f in FOLDERS if (RunDir(f).read_table()["status"] == "not_run").any()]
+    assert stopped, "the GPU baseline stopped before its end"
+    for folder in stopped:
+        frame = pd.read_parquet(folder / "results.parquet")
+        left = int((frame["status"] == "not_run").sum())
+        text = (RUNS / f"{folder.name}.md").read_text()
+        assert f"The run stopped after {len(frame) - left} of {len(frame)} cases" in text
+
+
+def test_a_card_says_its_host_software_commit_noise_and_verdicts():
+    folder = next(f for f in FOLDERS if (f / card.FINISHED).is_file())
+    text = card.card(RunDir(folder), files=folder.name)
+    env = RunDir(folder).env()
+    for fact in (env["cpu_model"], f"torch {env['torch']}", env["git_commit"], "min from the first case's start",
+                 "machine load:", "## Verdicts", "## Efficiency"):
+        assert fact in text, fact
+
+
+def test_card_into_copies_the_files_and_writes_the_page(tmp_path):
+    source = tmp_path / "results" / "mine"
+    shutil.copytree(FOLDERS[0], source)
+    res = suite_in_process("card", "mine", "--results-dir", str(tmp_path / "results"), "--into", str(tmp_path / "docs"),
+                           cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    page = (tmp_path / "docs" / "mine.md").read_text()
+    assert page == card.card(RunDir(tmp_path / "docs" / "mine"), files="mine")
+    assert [p.name for p in (tmp_path / "docs").rglob(".*")] == []  # written whole: no temporary file left
+
+
+def test_card_figure_is_a_png_of_the_variants_asked(tmp_path):
+    folder = FOLDERS[0]
+    res = suite_in_process("card", str(folder), "--figure", str(tmp_path / "f.png"), "--variant", "full,linear",
+                           "-o", str(tmp_path / "c.md"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "c.md").read_text().startswith(f"# Run `{folder.name}`")
+
+
+@pytest.mark.parametrize("args, says", [
+    (("card", "no-such-run"), "run 'no-such-run'"),
+    (("card", "FOLDER", "--figure", "f.png", "--variant", "rnn"), "--variant rnn: not in run"),
+    (("docs", "--root", "."), "no mkdocs.yml there"),
+])
+def test_bad_card_and_docs_input_exits_2_naming_it(tmp_path, args, says):
+    folder = next(f for f in FOLDERS if "rnn" not in set(pd.read_parquet(f / "results.parquet")["variant"]))
+    res = suite_in_process(*[str(folder) if a == "FOLDER" else a for a in args], cwd=tmp_path)
+    assert res.returncode == 2 and says in res.stderr, res.stderr
+
+
+def test_version_is_one_figure_shown_by_the_cli_and_in_the_changelog():
+    res = run_suite("--version", cwd=ROOT)
+    assert res.returncode == 0 and res.stdout.split() == ["python", "-m", "suite", suite.__version__]
+    assert re.match(r"0\.\d+\.\d+$", suite.__version__)
+    assert f"## [{suite.__version__}]" in (ROOT / "CHANGELOG.md").read_text()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "suite.__version__"}
+
+
+def test_files_are_written_whole_and_a_pipe_or_link_is_not_replaced(tmp_path):
+    import os
+    import stat
+    import threading
+
+    from suite.store import atomic
+
+    atomic.write_text(tmp_path / "a.md", "old", follow_links=True)
+    atomic.write_text(tmp_path / "a.md", "new", follow_links=True)
+    assert (tmp_path / "a.md").read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["a.md"]
+    (tmp_path / "link.md").symlink_to(tmp_path / "a.md")
+    atomic.write_text(tmp_path / "link.md", "through the link", follow_links=True)
+    assert (tmp_path / "link.md").is_symlink() and (tmp_path / "a.md").read_text() == "through the link"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    atomic.write_text(fifo, "streamed", follow_links=True)
+    reader.join(timeout=10)
+    assert got == ["streamed"] and stat.S_ISFIFO(fifo.stat().st_mode)

@@ -1,0 +1,244 @@
+"""Every file the suite writes is whole or absent, and a table always holds its journal.
+
+Faults are injected rather than waited for: a short write, a full disk on the n-th write, a writer
+that dies half-way, and damaged files of each kind.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from suite.store.journal import Journal
+from suite.store.row import Row
+from suite.store.rundir import RunDir
+from helpers import LEGACY, legacy_run, suite_in_process
+
+
+def first_row() -> Row:
+    line = (LEGACY / "journal.jsonl").read_text().splitlines()[0]
+    return Row.from_json(json.loads(line))
+
+
+# ------------------------------------------------------------------ the journal
+def test_a_short_write_is_completed_not_lost(tmp_path, monkeypatch):
+    real = os.write
+    calls = []
+
+    def short(fd, data):  # the kernel may write fewer bytes than asked
+        calls.append(len(data))
+        return real(fd, bytes(data[: max(1, len(data) // 3)]))
+
+    monkeypatch.setattr("suite.store.journal.os.write", short)
+    journal = Journal(tmp_path / "journal.jsonl")
+    journal.append(first_row())
+    journal.append(first_row())
+    read = journal.read()
+    assert len(calls) > 2 and len(read.rows) == 2 and not read.problems
+
+
+def test_a_full_disk_mid_line_leaves_whole_lines_only(tmp_path, monkeypatch):
+    journal = Journal(tmp_path / "journal.jsonl")
+    journal.append(first_row())
+    real = os.write
+
+    def full_disk(fd, data):
+        real(fd, bytes(data[:40]))  # part of the line reaches the file, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("suite.store.journal.os.write", full_disk)
+    with pytest.raises(OSError):
+        journal.append(first_row())
+    monkeypatch.setattr("suite.store.journal.os.write", real)
+    journal.append(first_row())  # the next line starts on a line of its own
+    read = journal.read()
+    assert len(read.rows) == 2 and not read.problems
+
+
+# ------------------------------------------------------------------ files written whole
+@pytest.mark.parametrize("failing_write", [1, 2, 3])
+def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_litter(tmp_path, monkeypatch, failing_write):
+    target = tmp_path / "plan.json"
+    target.write_text('{"old": true}')
+    real, count = os.write, {"n": 0}
+
+    def enospc_on_nth(fd, data):
+        count["n"] += 1
+        if count["n"] == failing_write:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, bytes(data[:4096]))
+
+    from suite.store import atomic
+
+    monkeypatch.setattr("suite.store.atomic.os.write", enospc_on_nth)
+    payload = json.dumps({"new": "x" * 10000})
+    if failing_write <= len(range(0, len(payload), 4096)):
+        with pytest.raises(OSError):
+            atomic.write_text(target, payload)
+        assert json.loads(target.read_text()) == {"old": True}
+    else:
+        atomic.write_text(target, payload)
+        assert json.loads(target.read_text())["new"] == "x" * 10000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
+
+
+def test_a_table_whose_writer_dies_half_way_keeps_the_old_one(tmp_path, monkeypatch):
+    run = RunDir(legacy_run(tmp_path))
+    before = (run.path / "results.parquet").read_bytes()
+
+    def dies(self, path, *args, **kwargs):
+        Path(path).write_bytes(b"PAR1" + b"\0" * 100)  # a cut file, then the process is gone
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", dies)
+    with pytest.raises(KeyboardInterrupt):
+        run.write_table(run.read_table())
+    assert (run.path / "results.parquet").read_bytes() == before
+    assert not [p for p in run.path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_symlink_in_a_run_folder_is_replaced_never_written_through(tmp_path):
+    run = RunDir(legacy_run(tmp_path))
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    (run.path / "results.csv").unlink()
+    (run.path / "results.csv").symlink_to(outside)
+    run.write_table(run.read_table())
+    assert outside.read_text() == "keep me" and not (run.path / "results.csv").is_symlink()
+
+
+# ------------------------------------------------------------------ a table holds its journal
+@pytest.mark.parametrize("cut", [0, 4096])
+def test_a_cut_table_is_rebuilt_from_the_journal(tmp_path, cut):
+    path = legacy_run(tmp_path)
+    whole = pd.read_parquet(path / "results.parquet")
+    data = (path / "results.parquet").read_bytes()
+    (path / "results.parquet").write_bytes(data[:cut])
+    for command in (("report", "r", "--reports-dir", str(tmp_path / "reports")),
+                    ("export", "r", "--format", "github-action-benchmark", "-o", str(tmp_path / "o.json"))):
+        res = suite_in_process(*command, "--results-dir", str(tmp_path), cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+    rebuilt = pd.read_parquet(path / "results.parquet")
+    assert len(rebuilt) == len(whole) and (rebuilt["status"] == "ok").sum() == (whole["status"] == "ok").sum()
+
+
+def test_a_table_older_than_its_journal_is_rebuilt(tmp_path):
+    """`report` during a run wrote a table of the rows so far; the run then measured more and was killed."""
+    path = legacy_run(tmp_path)
+    lines = (path / "journal.jsonl").read_text().splitlines(keepends=True)
+    (path / "journal.jsonl").write_text("".join(lines[:3]))
+    (path / "results.parquet").unlink()
+    assert suite_in_process("report", "r", "--results-dir", str(tmp_path), "--reports-dir",
+                            str(tmp_path / "reports"), cwd=tmp_path).returncode == 0
+    early = pd.read_parquet(path / "results.parquet")
+    with open(path / "journal.jsonl", "a") as fh:  # measured on after the table was written
+        fh.write("".join(lines[3:]))
+    os.utime(path / "journal.jsonl", ns=(os.stat(path / "results.parquet").st_mtime_ns + 10**6,) * 2)
+    res = suite_in_process("report", "r", "--results-dir", str(tmp_path), "--reports-dir",
+                           str(tmp_path / "reports"), cwd=tmp_path)
+    assert res.returncode == 0 and "measured more after its table was written" in res.stderr
+    late = pd.read_parquet(path / "results.parquet")
+    assert (late["status"] == "ok").sum() > (early["status"] == "ok").sum()
+
+
+# ------------------------------------------------------------------ damaged files: exit 2, nothing written
+DAMAGED_PLANS = {
+    "not JSON": b'{"grid": "x", "cases": [',
+    "not UTF-8": b"\xff\xfe{}",
+    "no cases": json.dumps({"grid": "x", "settings": {}}).encode(),
+    "an unknown case field": None,  # built from the fixture below
+    "plugins not names": None,
+    "a list": b"[1, 2]",
+}
+
+
+def _damaged_plan(path: Path, kind: str) -> bytes:
+    plan = json.loads((path / "plan.json").read_text())
+    if kind == "an unknown case field":
+        plan["cases"][0]["colour"] = "red"
+        return json.dumps(plan).encode()
+    if kind == "plugins not names":
+        plan["plugins"] = [5]
+        return json.dumps(plan).encode()
+    return DAMAGED_PLANS[kind]
+
+
+@pytest.mark.parametrize("kind", list(DAMAGED_PLANS))
+def test_a_damaged_plan_is_named_and_nothing_is_written(tmp_path, kind):
+    path = legacy_run(tmp_path)
+    (path / "plan.json").write_bytes(_damaged_plan(path, kind))
+    (path / "results.parquet").unlink()  # so that `report` has to read the plan
+    before = sorted(p.name for p in path.iterdir())
+    commands = [("run", "--resume", "r")]
+    if kind != "plugins not names":  # NB: a report imports nothing: it reads no plugins
+        commands.append(("report", "r", "--reports-dir", str(tmp_path / "reports")))
+    for command in commands:
+        res = suite_in_process(*command, "--results-dir", str(tmp_path), cwd=tmp_path)
+        assert res.returncode == 2, (kind, command, res.stderr)
+        assert "plan.json" in res.stderr and "Traceback" not in res.stderr
+    assert sorted(p.name for p in path.iterdir()) == before and not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("field, value", [("params", "abc"), ("replicate", "0"), ("samples", ["x"]),
+                                          ("status", "great"), ("time_s", "fast"), ("op_seconds", [1])])
+def test_a_journal_line_with_a_bad_field_is_named_and_the_rest_kept(tmp_path, field, value):
+    path = legacy_run(tmp_path)
+    lines = (path / "journal.jsonl").read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad[field] = value
+    lines[1] = json.dumps(bad)
+    (path / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    (path / "results.parquet").unlink()
+    res = suite_in_process("report", "r", "--results-dir", str(tmp_path), "--reports-dir",
+                           str(tmp_path / "reports"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "line 2" in res.stderr and field in res.stderr and "1 line(s)" in res.stderr
+
+
+def test_a_journal_from_a_newer_version_is_counted_on_every_read(tmp_path):
+    path = legacy_run(tmp_path)
+    lines = [json.loads(line) for line in (path / "journal.jsonl").read_text().splitlines()]
+    (path / "journal.jsonl").write_text("".join(json.dumps({**line, "joules": 1.0}) + "\n" for line in lines))
+    os.utime(path / "results.parquet")  # the table is current: the journal is read for the count alone
+    res = suite_in_process("export", "r", "--format", "github-action-benchmark", "-o", str(tmp_path / "o.json"),
+                           "--results-dir", str(tmp_path), cwd=tmp_path)
+    assert res.returncode == 0 and f"{len(lines)} line(s)" in res.stderr and "joules" in res.stderr
+
+
+def test_a_run_with_nothing_ok_reports_instead_of_crashing(tmp_path):
+    """pandas 3 reads an all-missing column back as text; arithmetic on it raised TypeError."""
+    path = legacy_run(tmp_path)
+    lines = [json.loads(line) for line in (path / "journal.jsonl").read_text().splitlines()]
+    for state in ("skipped", "error", "plan only"):
+        if state == "plan only":
+            (path / "journal.jsonl").unlink()
+        else:
+            nothing = {"status": state, "reason": "x", "samples": None, "time_s": None, "time_iqr_s": None,
+                       "time_min_s": None, "flops": None, "extra_flops": None, "op_seconds": None}
+            (path / "journal.jsonl").write_text("".join(json.dumps({**line, **nothing}) + "\n" for line in lines))
+        (path / "results.parquet").unlink(missing_ok=True)
+        res = suite_in_process("report", "r", "--results-dir", str(tmp_path), "--reports-dir",
+                               str(tmp_path / "reports"), cwd=tmp_path)
+        assert res.returncode == 0, (state, res.stderr)
+        frame = pd.read_parquet(path / "results.parquet")
+        assert (frame["status"] == ("not_run" if state == "plan only" else state)).all()
+
+
+def test_a_name_for_a_descriptor_is_written_in_place_never_replaced(tmp_path):
+    """`-o /dev/stdout`: the link names the process's own descriptor (here a pipe's), which must stay."""
+    from suite.store import atomic
+
+    read_end, write_end = os.pipe()
+    name = tmp_path / "stdout"
+    name.symlink_to(f"/proc/self/fd/{write_end}")
+    try:
+        atomic.write_text(name, "streamed", follow_links=True)
+        assert os.read(read_end, 100) == b"streamed" and name.is_symlink()
+    finally:
+        os.close(read_end)
+        os.close(write_end)

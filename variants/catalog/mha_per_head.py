@@ -1,0 +1,9 @@
+"""Multi-head attention with a separate Linear per head, concatenated (Vaswani et al. 2017). Claim: the
+FLOPs of `mha_fused`, and slower."""
+
+from __future__ import annotations
+
+from variants.impls.classic import SEED, PerHeadMHA, classic_variant, mha_dense, mha_theory, module_impl
+
+SPEC = classic_variant("mha_per_head", "Multi-head attention with a separate Linear per head, concatenated.",
+                       "Vaswani et al. 2017, Attention Is All You Need", (SEED,), mha_theory, (mha_dense(), module_impl(PerHeadMHA)))

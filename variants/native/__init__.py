@@ -1,0 +1,4 @@
+"""variants.native"""
+
+
+__all__ = []

@@ -1,0 +1,52 @@
+"""The linear-time passes without autograd: a causal pass of chunks against the running state, and a
+bidirectional pass that sums the keys' state, then applies it."""
+
+from __future__ import annotations
+
+import torch
+
+from variants.native.linearized.state import FeatureMap, add_product, weigh, zero_state
+
+
+def causal_chunks(phi: FeatureMap, q, k, v, step: int):
+    """Without autograd: (out,) by chunks of `step` rows, each against the running state of the
+    chunks before it and, masked, its own keys."""
+    b, h, n, d = q.shape
+    out = torch.empty_like(q)
+    state = z = scale = None
+    for r0 in range(0, n, step):
+        rows = slice(r0, r0 + step)
+        fq = phi.query(q[:, :, rows])
+        fk, s = phi.key(k[:, :, rows])
+        if state is None:
+            state, z = zero_state(q, fk.shape[-1])
+        state, z, scale = weigh(phi, state, z, scale, fk, s)
+        local = (fq @ fk.transpose(-1, -2)).tril_()  # (B, H, C, C)
+        num = local @ v[:, :, rows] + fq @ state
+        den = local.sum(dim=-1) + (fq @ z[..., None]).squeeze(-1)
+        torch.div(num, den[..., None], out=out[:, :, rows])
+        state = add_product(state, fk, v[:, :, rows])
+        z.add_(fk.sum(dim=-2))
+        del fq, fk, local, num, den  # before the next step's (see variants.native.core.steps)
+    return (out,)
+
+
+def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
+    """Without autograd: (out, S, z, log-scale). S (B, H, m, d) and z (B, H, m) are the sums over
+    the keys at the final log-scale. NB: keys may be another sequence's (cross attention: n_k ≠ n)."""
+    n = q.shape[2]
+    out = torch.empty_like(q)
+    state = z = scale = None
+    for r0 in range(0, k.shape[-2], step):
+        fk, s = phi.key(k[:, :, r0 : r0 + step])  # (B, H, C, m)
+        if state is None:
+            state, z = zero_state(q, fk.shape[-1])
+        state, z, scale = weigh(phi, state, z, scale, fk, s)
+        state = add_product(state, fk, v[:, :, r0 : r0 + step])
+        z.add_(fk.sum(dim=-2))
+        del fk  # before the next step's (see variants.native.core.steps)
+    for r0 in range(0, n, step):
+        fq = phi.query(q[:, :, r0 : r0 + step])
+        torch.div(fq @ state, fq @ z[..., None], out=out[:, :, r0 : r0 + step])  # NB: no copy of the quotient
+        del fq
+    return out, state, z, scale
