@@ -33,7 +33,8 @@ def assert_close_to_dense(spec, impl, q, k, v, causal, params, tol):
 
 @pytest.mark.parametrize("name,impl", all_impls(SKIP_IN_SWEEP))
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
-@pytest.mark.parametrize("seq_len", [1, 67, 301])  # 67 and 301: no multiple of any block size
+# 67 and 301: no multiple of any block size; the fast lane (-m "not slow") checks every path at 67
+@pytest.mark.parametrize("seq_len", [pytest.param(1, marks=pytest.mark.slow), 67, pytest.param(301, marks=pytest.mark.slow)])
 def test_impl_equals_dense_reference(name, impl, causal, seq_len):
     spec = variants.get(name)
     q, k, v = inputs(spec, seq_len=seq_len)
@@ -65,6 +66,7 @@ def cases(draw, name):
     return spec, shape, params, draw(st.booleans())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,impl", all_impls(SKIP_IN_SWEEP))
 def test_impl_equals_dense_property(name, impl):
     # NB: Triton's interpreter runs a kernel program in about 10 ms on the CPU: 15 draws, not 60
@@ -112,6 +114,7 @@ def test_reduced_precision_runs_and_stays_close():
     assert (out.double() - ref).abs().max() < 5e-2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,impl", all_impls(SKIP_IN_SWEEP))
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 def test_gradients_equal_dense_reference(name, impl, causal):
@@ -136,6 +139,7 @@ NATIVE = [name for name in variants.names()
           if variants.get(name).family in ("sparse", "linear", "shared_kv") and "native" in variants.get(name).impls]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [256, 2048])
 @pytest.mark.parametrize("name", NATIVE)
 def test_native_equals_dense_at_the_sweeps_shape(name, n):
@@ -152,6 +156,7 @@ def test_native_equals_dense_at_the_sweeps_shape(name, n):
         assert err <= TOL64, f"{name}/native n = {n} causal={causal}: max |diff| = {err:.3g}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["fwd", "fwd_bwd"])
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 @pytest.mark.parametrize("name", NATIVE)

@@ -11,7 +11,7 @@ import torch
 import variants
 from helpers import inputs, peer_impls
 from suite.plan.case import Case
-from suite.run.measurement import measure
+from suite.run.measurement import check
 from variants.rules import against_reference
 
 PEERS = peer_impls()
@@ -75,7 +75,7 @@ def test_the_sweep_checks_a_peer_where_it_coincides():
         if variants.get(name).reasons(impl, {}, seq_len=1024):
             continue  # not installed here (natten is outside the peers extra)
         case = Case(name, impl, "cpu", "float32", "fwd", 1, 1024, 2, 2, 32, False, ())
-        err, tol = measure.check(case, check_seq_len=97)
+        err, tol = check.check(case, check_seq_len=97)
         assert err <= tol, f"{name}/{impl}: {err:.3g} > {tol}"
 
 

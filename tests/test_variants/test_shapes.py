@@ -16,7 +16,7 @@ from helpers import kv_heads_for
 from suite.analyse import exponents as ex
 from suite.plan import grid
 from suite.plan.case import Case
-from suite.run.measurement import measure
+from suite.run.measurement import check, inputs
 from variants.native.linearized import linear_time
 from variants.catalog.linear import Elu
 from variants.rules import valid_lengths
@@ -159,10 +159,10 @@ def test_kv_len_with_decode_is_refused():
 def test_the_check_keeps_the_ratio_of_the_lengths():
     """A cross case is checked at n_q ≠ n_k, the longer one at the check's length."""
     case = Case("full", "sdpa", "cpu", "float32", "fwd", 1, 256, 8, 8, 64, False, (), 4096)
-    small = measure.at_length(case, 6)
-    q, k, _ = measure.inputs(small)
+    small = inputs.at_length(case, 6)
+    q, k, _ = inputs.inputs(small)
     assert (q.shape[-2], k.shape[-2]) == (6, 96)
-    err, tol = measure.check(case, 96)
+    err, tol = check.check(case, 96)
     assert err <= tol
 
 
@@ -459,16 +459,16 @@ seq_len = [32, 64, 128]
 def test_a_padded_case_is_checked_on_its_own_padding_path(monkeypatch):
     """The check's cache must not answer a padded case with its unpadded twin's result."""
     seen = []
-    real = measure.against_reference
+    real = check.against_reference
 
     def spy(spec, impl, make_inputs, n, params, causal, lengths_for=lambda n: None, grads=False):
         seen.append(lengths_for(n))
         return real(spec, impl, make_inputs, n, params, causal, lengths_for, grads)
 
-    monkeypatch.setattr(measure, "against_reference", spy)
+    monkeypatch.setattr(check, "against_reference", spy)
     plain = Case("full", "sdpa", "cpu", "float32", "fwd", 3, 256, 4, 4, 16, False)
-    measure.check(plain, 96)
-    measure.check(dataclasses.replace(plain, valid_fraction=0.25), 96)
+    check.check(plain, 96)
+    check.check(dataclasses.replace(plain, valid_fraction=0.25), 96)
     assert seen == [None, valid_lengths(3, 96, 0.25)]
 
 

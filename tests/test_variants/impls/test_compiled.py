@@ -13,6 +13,8 @@ from variants.impls import Fused
 from variants.catalog.linear import ELU_PLUS_ONE, _elu_eager
 from variants.catalog.rfa import SINCOS, _sincos_eager
 
+pytestmark = pytest.mark.slow  # compiles with inductor (~20 s cold)
+
 
 def _counted(traced=lambda x, scale: x * scale):
     """A step whose eager form counts its calls. NB: dynamo's graphs are per code object: a test

@@ -15,6 +15,8 @@ from torch.utils._pytree import tree_flatten
 import variants
 from helpers import inputs, theory
 
+pytestmark = pytest.mark.slow  # every native path timed at growing lengths (~45 s here)
+
 
 class LargestTensor(TorchDispatchMode):
     def __init__(self):

@@ -15,6 +15,8 @@ from variants.native.band import band_part, band_plan
 from variants.native.keys import gather_part, random_keys, row_keys
 from helpers import fwd_bwd_length
 
+pytestmark = pytest.mark.slow  # the recomputing backward against autograd, per variant (~50 s here)
+
 NEG_INF = float("-inf")
 
 

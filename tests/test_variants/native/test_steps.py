@@ -16,6 +16,8 @@ from variants.native.core import fused_kernel as fused
 from variants.native.core import steps
 from variants.rules import against_reference
 
+pytestmark = pytest.mark.slow  # fused steps at the sweeps' shapes (~90 s here)
+
 # the long-sequence variants (the classic forms' native paths take no steps)
 NATIVE = ["sliding_window", "neighborhood", "global", "random", "strided", "fixed", "bigbird", "linear", "performer",
           "rfa", "reformer", "linformer", "mqa", "gqa"]
