@@ -1,5 +1,5 @@
 """The cost-model verdict of one series of the results table: its lengths, fastest calls, working
-set and traffic handed to suite.analyse.cost, and the columns the fits table shows from it.
+set handed to suite.analyse.cost, and the columns the fits table shows from it.
 
 The machine of a device: on a CPU, env.json's `cpu_caches`, and the bound on a step from
 bandwidth.json; a device without caches (a GPU, a run older than the cache record) is fitted
