@@ -5,7 +5,7 @@
 #   bash benchmarks/gpu_session.sh install doctor checks profile smoke pack
 #   bash benchmarks/gpu_session.sh install triton      # the triton paths (variants.kernels): ~8 minutes
 #
-# `triton` checks the triton paths compiled on the GPU (tests/test_triton.py: float32 against dense
+# `triton` checks the triton paths compiled on the GPU (tests/test_variants/triton/test_triton.py: float32 against dense
 # float64 at n = 1, 61, 130, 257, output and gradients; bf16 at n = 130; the kernel families), then profiles them beside FlexAttention, SDPA and
 # flash-linear-attention (bf16, B = 1, H = 16, d = 64, n = 16384 and 65536, random and bigbird at 32768
 # too, fwd and fwd_bwd, each checked against dense float64 at n = 2048) and prints the criteria,
@@ -46,7 +46,7 @@ triton_step() {  # the triton paths: checked on the GPU, then profiled beside th
   mkdir -p "$dir"
   python3 -c "import triton, torch; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))" | tee "$dir/env.txt"
   # float16 is checked on the CPU (the interpreter): here float32 and bf16, each a kernel compile
-  timeout 200 python3 -m pytest -q tests/test_triton.py -k "not float16" 2>&1 | tail -n 15 | tee "$dir/tests.txt"
+  timeout 200 python3 -m pytest -q tests/test_variants/triton/test_triton.py -k "not float16" 2>&1 | tail -n 15 | tee "$dir/tests.txt"
   timeout 300 python3 benchmarks/gpu_profile.py "$dir/triton.json" --set triton --n 16384,65536 --series 32768 \
     --rep 50 --check 2048 --check-impls triton --criteria 2>&1 | grep -v -i warn | tee "$dir/triton.txt"
 }
@@ -55,7 +55,7 @@ step() {
   case $1 in
     install) install ;;
     doctor) python3 -m suite doctor --device cuda 2>&1 | tee "$OUT/doctor.txt" ;;
-    tests) timeout 120 python3 -m pytest -q tests/test_cuda_paths.py 2>&1 | tail -n 15 ;;
+    tests) timeout 120 python3 -m pytest -q tests/test_variants/impls/test_cuda_paths.py 2>&1 | tail -n 15 ;;
     checks) timeout 240 python3 benchmarks/gpu_checks.py "$OUT/gpu_checks.json" 2>&1 | tee "$OUT/checks.txt" ;;
     triton) triton_step ;;
     profile) timeout 240 python3 benchmarks/gpu_profile.py "$OUT/profile.json" --check 4096 --rep 100 2>&1 | grep -v -i warn | tee "$OUT/profile.txt" ;;
