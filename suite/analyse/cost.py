@@ -235,6 +235,7 @@ class Tests:
     higher: str
     higher_share: float
     with_higher: Model | None = None  # the claim's model with that higher term
+    higher_q: float | None = None  # that term's exponent
 
 
 def tests(x, y, claimed: float, hw: Machine | None) -> Tests:
@@ -252,9 +253,9 @@ def tests(x, y, claimed: float, hw: Machine | None) -> Tests:
     found = []
     for q in higher_classes(claimed):
         model = best(x, y, claimed, hw, q)
-        found.append((f_test(claim, model, len(x)), power_name(q), model.shares.get(power_name(q), 0.0), model))
-    higher_p, name, share, model = min(found, key=lambda h: (math.inf if math.isnan(h[0]) else h[0], -h[2]))
-    return Tests(claim, need_p, higher_p, name, share, model)
+        found.append((f_test(claim, model, len(x)), power_name(q), model.shares.get(power_name(q), 0.0), model, q))
+    higher_p, name, share, model, q = min(found, key=lambda h: (math.inf if math.isnan(h[0]) else h[0], -h[2]))
+    return Tests(claim, need_p, higher_p, name, share, model, q)
 
 
 def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: list | None = None,
@@ -283,8 +284,10 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     status, why = _rule(claimed, result, x)
     if status == "refuted" and hw is not None and hw.levels()[1]:
         status, why = _edge(x, y, claimed, hw, why)
-    lo, hi = _share_intervals(x, y, claimed, result.claim, hw, process_times, bootstrap, seed)
-    shown = result.with_higher if status == "refuted" and result.with_higher is not None else result.claim
+    shown, extra = result.claim, None
+    if status == "refuted" and result.with_higher is not None:
+        shown, extra = result.with_higher, result.higher_q
+    lo, hi = _share_intervals(x, y, claimed, shown, hw, process_times, bootstrap, seed, extra)
     return CostVerdict(status, why, shown, result.need_p, result.higher_p, result.higher,
                        result.higher_share, steps, lo, hi)
 
@@ -321,14 +324,17 @@ def _rule(claimed, t: Tests, x) -> tuple[str, str]:
                             f"lengths past n = {x[-1]:g} would tell")
 
 
-def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: int, seed: int):
-    """95% intervals of each term's share at the largest length (the steps' centres held): the
-    points redrawn from their processes (each length's per-process medians, resampled), or from the
-    model's relative residuals where no length has several processes."""
+def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: int, seed: int,
+                     extra: float | None = None):
+    """95% intervals of each term's share at the largest length in the model shown (`claim`, with its
+    higher term n^extra where it has one; the steps' centres held): the points redrawn from their
+    processes (each length's per-process medians, resampled), or from the model's relative residuals
+    where no length has several processes."""
     if bootstrap <= 0 or not claim.names:
         return {}, {}
     rng = np.random.default_rng(seed)
-    cols = design(x, claimed, claim.centres, hw)
+    cols = design(x, claimed, claim.centres, hw, extra)
+    assert tuple(cols) == claim.names, (tuple(cols), claim.names)  # the intervals are of the model shown
     modelled = np.column_stack(list(cols.values())) @ np.array(claim.coef)
     resid = y / np.where(modelled > 0, modelled, y)
     per_process = [np.asarray(p, float) if p is not None and len(p) > 1 else None

@@ -43,6 +43,18 @@ def test_a_dense_mask_is_refuted_and_a_quadratic_claim_confirmed():
     assert cost.judge(X, y, 2.0, bootstrap=0).verdict == "confirmed"
 
 
+def test_a_refuted_series_shows_intervals_of_the_model_it_shows():
+    """Refuted, the shares are read off the model with the higher term: their intervals come from
+    bootstrap fits of that same model, so each share lies inside its own interval (they once came
+    from the claim's model: "the leading term n^1.5 3% [29%, 33%]")."""
+    y = noisy(1e-3 + 2e-7 * X**1.5 + 1e-10 * X**2 * 3)
+    result = cost.judge(X, y, 1.5, machine(X), bootstrap=60)
+    assert result.verdict == "refuted", result.why
+    assert set(result.share_lo) == set(result.model.shares)
+    for name, share in result.model.shares.items():
+        assert result.share_lo[name] - 1e-9 <= share <= result.share_hi[name] + 1e-9, (name, share)
+
+
 def test_a_time_growing_slower_than_the_claim_is_never_refuted():
     """n^1.5 claimed, time all per-row cost (a path whose blocks' overhead hides its leading term):
     inconclusive, saying what would tell, at the test's level; never refuted."""
