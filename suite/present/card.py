@@ -19,7 +19,7 @@ from suite.errors import UsageError
 from suite.plan.settings import Settings
 from suite.present import figures
 from suite.present import markdown as md
-from suite.present.report import efficiency_rows, fmt_n, fmt_shares, fmt_si, fmt_slope
+from suite.present.report import efficiency_rows, fmt_n, fmt_shares, fmt_si, fmt_slope, fmt_text
 from suite.store.journal import Journal
 from suite.store.rundir import RunDir
 
@@ -28,6 +28,7 @@ from suite.store.rundir import RunDir
 FINISHED, FINISHED_FIELDS = "finished.jsonl", ("case_id", "replicate", "status", "finished_at", "wall_s")
 COPIED = tuple(name for name in RunDir.SAVED if name != RunDir.CSV) + (RunDir.BASELINE,)
 FILES = COPIED + (FINISHED, RunDir.JOURNAL)  # what the card links to, where present
+ROOFLINES = ("traffic", "compulsory")  # the roofline shares, by which bytes they count
 STATUS_ORDER = ("ok", "skipped", "invalid", "oom", "timeout", "error", "not_run")
 
 
@@ -81,6 +82,19 @@ def _peaks(peaks: dict) -> str:
     return "; ".join(out) or "not measured in this run"
 
 
+def _bandwidth(bandwidth: dict) -> str:
+    out = []
+    for device, b in bandwidth.items():
+        if "bytes_per_s" not in b:
+            out.append(f"{device} not measured ({b.get('error', 'no figure')})")
+            continue
+        cache = (f", in cache {fmt_si(b['cache_bytes_per_s'], 'B/s')} ± {50 * b.get('cache_spread', 0):.1f}%"
+                 if "cache_bytes_per_s" in b else "")
+        out.append(f"{device} {fmt_si(b['bytes_per_s'], 'B/s')} ± {50 * b.get('spread', 0):.1f}% ({b.get('kernel', '?')})"
+                   f"{cache}")
+    return "; ".join(out) or "not measured in this run (a run before the bandwidth probe)"
+
+
 def _facts(run: RunDir, frame: pd.DataFrame) -> str:
     env, plan = run.env(), run.plan()
     finished, wall = timing(run)
@@ -94,33 +108,42 @@ def _facts(run: RunDir, frame: pd.DataFrame) -> str:
             ["commit", md.code(env.get("git_commit", "?"))],
             ["environment fingerprint", md.code(env.get("fingerprint_id", "?"))],
             ["finished", finished], ["wall time", wall], ["cases", _counts(frame, plan)],
-            ["matmul peak (the run's probe)", _peaks(run.probe())]]
+            ["matmul peak (the run's probe)", _peaks(run.probe())],
+            ["memory bandwidth (the run's probe)", _bandwidth(run.bandwidth())]]
     return md.table(["the run", "from its files"], rows)
 
 
 def _verdict_rows(table: pd.DataFrame, length: str = "n") -> list[list[str]]:
     rows = []
     for _, r in table.iterrows():
-        why = r["why"] if r["verdict"] == "inconclusive" else ""
+        why = r["why"] if r["verdict"] != "confirmed" else ""
         lengths = r.get("lengths") or ""
         if lengths and not str(lengths).startswith("settled"):
+            lengths = str(lengths).replace(f": {why}", "") if why else lengths  # the ladder repeats the verdict's why
             why = f"{why}; lengths: {lengths}" if why else f"lengths: {lengths}"
         claim = f"{r['claimed']:g}" if pd.notna(r["claimed"]) else "–"
         rows.append([r["variant"], r["series"], f"{r['device']}/{r['dtype']}", r.get("length", length), claim,
-                     fmt_slope(r), r["verdict"], f"{fmt_n(r['used_min'])}–{fmt_n(r['used_max'])}", why])
+                     r["verdict"], fmt_text(r.get("terms")), fmt_slope(r), fmt_text(r.get("power_verdict")),
+                     f"{fmt_n(r['used_min'])}–{fmt_n(r['used_max'])}", why])
     return rows
 
 
-VERDICT_HEADERS = ["variant", "implementation", "device", "in", "claim", "exponent [95% CI]", "verdict",
-                   "fitted over", "not settled: why, and what would settle it"]
+VERDICT_HEADERS = ["variant", "implementation", "device", "in", "claim", "verdict", "what the time is made of",
+                   "time exponent here [95% CI]", "power law", "fitted over", "why, and what would settle it"]
 
 
 def _verdicts(result: Analysis) -> list[str]:
-    blocks = ["## Verdicts: the exponent of each claim",
-              "Per variant and implementation, forward, non-causal: the exponent p of time ∝ nᵖ fitted to each "
-              "case's fastest call, with its 95% interval, beside the claim; **confirmed** within ± 0.15, "
-              "**refuted** wholly outside, else **inconclusive** (how to read one: "
-              "[the report](../report.md#how-to-read-a-verdict)).",
+    blocks = ["## Verdicts: the leading term of each claim",
+              "Per variant and implementation, forward, non-causal. Each series' time in n is fitted as the sum of "
+              "its own terms: a call's floor, a per-row cost, the claim's leading term, and a step in the time per "
+              "unit of work where the working set leaves a cache level, bounded by the run's cache-over-memory "
+              "bandwidth. **Confirmed**: the leading term is needed and no higher term is; **refuted**: a higher "
+              "term is needed, or the counted FLOPs grow faster than the claim; else **inconclusive**, saying what "
+              "would tell. \"What the time is made of\" is each term's share of the largest n's time. The time "
+              "exponent here is the power law log(time) = a + p·log(n) over the points above the overhead floor, "
+              "with the verdict its interval gave against the claim ± 0.15 (\"power law\"): it mixes the algorithm "
+              "with this machine's overheads and caches ([how to read a verdict](../report.md#how-to-read-a-verdict), "
+              "[the rule](../CLAIMS.md#verdicts)).",
               md.table(VERDICT_HEADERS, _verdict_rows(result.claims)) if not result.claims.empty
               else "No exponent could be fitted (a series needs 3 lengths)."]
     for title, table in (("Decode: one query against a cache of n", result.decode),
@@ -131,22 +154,32 @@ def _verdicts(result: Analysis) -> list[str]:
     return blocks
 
 
+def _pct(x, binds=None) -> str:
+    if not pd.notna(x):
+        return ""
+    return f"{100 * x:.1f}%" + (f" ({binds})" if isinstance(binds, str) else "")
+
+
 def _efficiency(result: Analysis) -> list[str]:
     eff = efficiency_rows(result.efficiency)
     if eff.empty:
         return []
     rows = []
     for _, r in eff.iterrows():
-        share = lambda x: f"{100 * x:.1f}%" if pd.notna(x) else ""  # noqa: E731
-        rows.append([r["variant"], r["series"], f"{r['device']}/{r['dtype']}", int(r["seq_len"]), fmt_si(r["time_s"], "s"),
-                     fmt_si(r["useful_flops_per_s"], "FLOP/s"), share(r["peak_share"]), share(r["all_terms_share"]),
+        roof = [_pct(r.get(f"roofline_{bound}_share"), r.get(f"roofline_{bound}_binds")) for bound in ROOFLINES]
+        rows.append([r["variant"], r["series"], f"{r['device']}/{r['dtype']}", r.get("mode", ""), int(r["seq_len"]),
+                     fmt_si(r["time_s"], "s"), fmt_si(r["useful_flops_per_s"], "FLOP/s"), _pct(r["peak_share"]),
+                     _pct(r["all_terms_share"]), *roof,
                      f"{r['memory_ratio']:.2f}" if pd.notna(r["memory_ratio"]) else "", fmt_shares(r.get("op_shares"))])
-    return ["## Efficiency against the run's matmul peak",
+    return ["## Efficiency: against the run's matmul peak and its roofline",
             "Each series' largest n at the main shape: the median time, the algorithm's FLOPs over it, their share of "
-            "the probe's peak (and with every named term), the call's peak memory above its inputs in outputs, and "
-            "where one warm call's time went ([the report](../report.md#efficiency)).",
-            md.table(["variant", "implementation", "device", "n", "time", "useful FLOP/s", "share of peak",
-                      "with every term", "memory / output", "where one call's time went"], rows)]
+            "the probe's peak (and with every named term); the share of the roofline bound max(FLOPs / peak, bytes / "
+            "bandwidth), with the algorithm's traffic and with the compulsory bytes, and which ceiling binds "
+            "(blank: no bandwidth probe in the run); the call's peak memory above its inputs in outputs; and where "
+            "one warm call's time went ([the report](../report.md#efficiency), [bytes](../CLAIMS.md#bytes-what-a-call-must-move-and-what-its-algorithm-moves)).",
+            md.table(["variant", "implementation", "device", "mode", "n", "time", "useful FLOP/s", "share of peak",
+                      "with every term", "% of roofline, traffic (binds)", "% of roofline, compulsory (binds)",
+                      "memory / output", "where one call's time went"], rows)]
 
 
 def _sentence(text: str) -> str:
