@@ -4,7 +4,10 @@ each case was timed (suite.run.measurement.host_load), the hypervisor's steal, a
 A case is *busy* when other processes used more than the run's `busy_limit_cores` while it was
 timed (after its re-timings); a run is *too noisy to trust* when more than TOO_MANY_BUSY of its
 cases were busy, or the median spread between processes exceeds TOO_WIDE. The verdicts touched
-are the series with a busy case among their points.
+are the series with a busy case among their points. On a GPU, a case whose kept timing was still
+unsteady (its SM clock dipped more than 10% below its median, or it slowed for heat or power:
+suite.run.measurement.gpu_load) is flagged the same way: it counts towards "too noisy" and touches
+its series.
 """
 
 from __future__ import annotations
@@ -29,11 +32,16 @@ class Noise:
     median_cv: float | None = None  # between processes
     touched: list[str] = field(default_factory=list)  # "variant/series" with a busy point
     recorded: bool = False  # the rows carry load figures (not an old run)
+    gpu_sampled: int = 0  # cases with GPU figures (NVML)
+    gpu_unsteady: int = 0  # of them, timed while the GPU's clock dipped or it slowed, after the re-timing
+    gpu_retimed: int = 0  # timings thrown away for an unsteady GPU
+    flagged: int = 0  # cases busy or GPU-unsteady: what "too noisy" counts
 
     @property
     def too_noisy(self) -> bool:
         wide = self.median_cv is not None and self.median_cv > TOO_WIDE
-        return wide or (self.timed > 0 and self.busy / self.timed > TOO_MANY_BUSY)
+        flagged = max(self.busy, self.flagged)  # NB: flagged is 0 where a Noise was made by hand
+        return wide or (self.timed > 0 and flagged / self.timed > TOO_MANY_BUSY)
 
     def line(self) -> str:
         """One sentence for the terminal and the report's header."""
@@ -47,7 +55,9 @@ class Noise:
         steal = f"; hypervisor steal up to {self.max_steal:.2f} core" if self.max_steal else ""
         touched = f"; verdicts touched: {', '.join(self.touched[:12])}{' …' if len(self.touched) > 12 else ''}" \
             if self.touched else ""
-        return f"machine load: {head}: {busy}{steal}; {cv}{touched}"
+        gpu = (f"; GPU: {self.gpu_unsteady} of {self.gpu_sampled} cases timed while its clock dipped > 10% or it "
+               f"slowed ({self.gpu_retimed} timings redone)") if self.gpu_sampled else ""
+        return f"machine load: {head}: {busy}{steal}{gpu}; {cv}{touched}"
 
 
 def noise(frame: pd.DataFrame, limit: float = 0.5) -> Noise:
@@ -58,14 +68,27 @@ def noise(frame: pd.DataFrame, limit: float = 0.5) -> Noise:
         return out
     busy = ok["busy_cores"].astype(float)
     out.recorded = True
-    out.busy = int((busy > limit).sum())
+    unsteady = _gpu(ok, out)
+    flagged = (busy > limit) | unsteady
+    out.busy, out.flagged = int((busy > limit).sum()), int(flagged.sum())
     out.retimed = int(ok["retimed"].fillna(0).sum())
     out.max_busy = float(busy.max())
     out.max_steal = float(ok["steal_cores"].astype(float).max()) if ok["steal_cores"].notna().any() else None
     out.median_cv = _median_cv(ok)
-    hit = ok[busy > limit]
+    hit = ok[flagged]
     out.touched = sorted({f"{v}/{s}" for v, s in zip(hit["variant"], hit["series"])})
     return out
+
+
+def _gpu(ok: pd.DataFrame, out: Noise) -> pd.Series:
+    """Which cases the GPU disturbed (their kept timing still unsteady); the counts into `out`."""
+    if "gpu_unsteady" not in ok:
+        return pd.Series(False, index=ok.index)
+    sampled = ok["gpu_unsteady"].notna()
+    unsteady = ok["gpu_unsteady"].fillna(0).astype(float) > 0
+    out.gpu_sampled, out.gpu_unsteady = int(sampled.sum()), int(unsteady.sum())
+    out.gpu_retimed = int(ok["gpu_retimed"].fillna(0).sum()) if "gpu_retimed" in ok else 0
+    return unsteady
 
 
 def _median_cv(ok: pd.DataFrame) -> float | None:

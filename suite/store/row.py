@@ -57,6 +57,17 @@ class Row:
     steal_cores: float | None = None  # CPU the hypervisor gave away while timing, in cores
     load_avg: float | None = None  # 1-minute load average when timing ended
     retimed: int | None = None  # timings thrown away because the machine was busy
+    # what the GPU did while timing, through NVML (suite.run.measurement.gpu_load); None on CPU or without NVML
+    gpu_sm_clock_mhz: float | None = None  # median SM clock of the samples taken while the GPU was not idle
+    gpu_sm_clock_min_mhz: float | None = None
+    gpu_power_w: float | None = None  # mean power draw
+    gpu_temp_c: float | None = None  # highest temperature
+    gpu_energy_j: float | None = None  # the energy counter over the timing window
+    gpu_calls: int | None = None  # calls the timer made in that window, its warm-ups included
+    gpu_energy_per_call_j: float | None = None  # gpu_energy_j / gpu_calls: an upper bound (L2 flushes included)
+    gpu_throttle: str | None = None  # slowing reasons seen, comma-separated ("" none)
+    gpu_unsteady: int | None = None  # 1: the kept timing's clock dipped > 10% below its median, or it slowed
+    gpu_retimed: int | None = None  # timings thrown away because the GPU was unsteady (at most 1)
     left_bytes: int | None = None  # device memory still allocated after the case, above before it
     approx_error: float | None = None  # against the variant it approximates, float64
     approx_seq_len: int | None = None
@@ -167,4 +178,23 @@ def aggregate(replicates: list[Row]) -> Row:
     return replace(base, time_s=statistics.median(medians), time_iqr_s=iqr,
                    time_min_s=min(t for r in reps for t in r.samples), samples=[t for r in reps for t in r.samples], replicate_times_s=medians, replicates=len(medians),
                    busy_cores=worst("busy_cores"), steal_cores=worst("steal_cores"), load_avg=worst("load_avg"),
-                   retimed=sum(r.retimed or 0 for r in reps))
+                   retimed=sum(r.retimed or 0 for r in reps), **gpu_fields(reps))
+
+
+def _seen(text_values: list[str]) -> str:
+    return ",".join(sorted({name for text in text_values for name in text.split(",") if name}))
+
+
+# how each process's GPU figure joins the case's: the median of medians and energies, the worst of the rest
+GPU_JOIN = {"gpu_sm_clock_mhz": statistics.median, "gpu_sm_clock_min_mhz": min, "gpu_power_w": statistics.fmean,
+            "gpu_temp_c": max, "gpu_energy_j": statistics.median, "gpu_calls": lambda v: int(statistics.median(v)),
+            "gpu_energy_per_call_j": statistics.median, "gpu_throttle": _seen, "gpu_unsteady": max, "gpu_retimed": sum}
+
+
+def gpu_fields(reps: list[Row]) -> dict[str, Any]:
+    """The case's gpu_ fields from its processes' (None where no process had one)."""
+    out = {}
+    for name, join in GPU_JOIN.items():
+        values = [getattr(r, name) for r in reps if getattr(r, name) is not None]
+        out[name] = join(values) if values else None
+    return out

@@ -20,6 +20,7 @@ from suite.machine import device as devices
 from suite.machine import probe, stream
 from suite.plan.case import DTYPES, Case, reasons_of, theory_of
 from suite.plan.settings import Settings
+from suite.run.measurement import gpu_load
 from suite.run.measurement import host_load as load
 from suite.run.measurement.check import approximation_error, check
 from suite.run.measurement.counting import count_flops
@@ -91,9 +92,17 @@ def _ready(row: Row) -> Row:
 
 
 def _timed(row: Row, fn, settings: Settings, warmed: float | None = None) -> Row:
-    """The samples, with what else the machine did meanwhile; timed again (up to `retimes` more) while
-    other processes used more than `busy_limit_cores`, keeping the quietest timing."""
-    dev = devices.get(row.case.device)
+    """The samples, with what else the machine did meanwhile (host_load): timed again (up to `retimes`
+    more) while other processes used more than `busy_limit_cores`, keeping the quietest timing. On CUDA,
+    what the GPU did too (gpu_load): timed once more where its clock dipped or it throttled."""
+    (samples, seen, attempt), gpu = gpu_load.timed(lambda call: _quietest(row.case.device, call, settings, warmed),
+                                                   fn, row.case.device)
+    return replace(row.with_samples(samples), **seen, retimed=attempt, **gpu)
+
+
+def _quietest(device: str, fn, settings: Settings, warmed: float | None) -> tuple[list[float], dict, int]:
+    """(samples, the load while they were taken, timings thrown away) of the quietest of the timings."""
+    dev = devices.get(device)
     min_samples = max(2, -(-MIN_SAMPLES // settings.replicates))
     best = None
     for attempt in range(settings.retimes + 1):
@@ -105,7 +114,7 @@ def _timed(row: Row, fn, settings: Settings, warmed: float | None = None) -> Row
             best = (samples, seen)
         if seen["busy_cores"] <= settings.busy_limit_cores:
             break
-    return replace(row.with_samples(best[0]), **best[1], retimed=attempt)
+    return best[0], best[1], attempt
 
 
 def _measured(row: Row, settings: Settings, replicate: int) -> Row:
