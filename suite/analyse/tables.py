@@ -95,7 +95,17 @@ def efficiency(frame: pd.DataFrame, peaks: dict | None, bandwidth: dict | None =
     ok["output_bytes"] = output_bytes(ok)
     ok["memory_ratio"] = ok["peak_bytes"] / ok["output_bytes"]  # the call's own memory, in outputs
     ok["op_shares"] = ok["op_seconds"].map(op_shares) if "op_seconds" in ok else None
+    ok["energy_per_call_j"] = ok["gpu_energy_per_call_j"].astype(float) if "gpu_energy_per_call_j" in ok else np.nan
+    ok["energy_per_token_j"] = ok["energy_per_call_j"] / tokens(ok)
     return pd.concat([ok, roofline(ok, bandwidth)], axis=1)
+
+
+def tokens(frame: pd.DataFrame) -> pd.Series:
+    """The tokens one call attends for: B·n queries; one per sequence in decode; a padded batch's valid
+    tokens. What energy per token divides by."""
+    rows = np.where(frame["mode"] == "decode", 1, frame["seq_len"]) * frame["batch"]
+    valid = frame["valid_tokens"].astype(float) if "valid_tokens" in frame else pd.Series(np.nan, index=frame.index)
+    return valid.where(valid.notna() & (frame["mode"] != "decode"), rows).astype(float)
 
 
 def op_shares(spent) -> dict[str, float] | None:

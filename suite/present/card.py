@@ -19,7 +19,7 @@ from suite.errors import UsageError
 from suite.plan.settings import Settings
 from suite.present import figures
 from suite.present import markdown as md
-from suite.present.report import efficiency_rows, fmt_n, fmt_shares, fmt_si, fmt_slope, fmt_text
+from suite.present.report import efficiency_rows, fmt_joules, fmt_n, fmt_shares, fmt_si, fmt_slope, fmt_text, measured_energy
 from suite.store.journal import Journal
 from suite.store.rundir import RunDir
 
@@ -164,22 +164,27 @@ def _efficiency(result: Analysis) -> list[str]:
     eff = efficiency_rows(result.efficiency)
     if eff.empty:
         return []
-    rows = []
+    energy, rows = measured_energy(eff), []
     for _, r in eff.iterrows():
         roof = [_pct(r.get(f"roofline_{bound}_share"), r.get(f"roofline_{bound}_binds")) for bound in ROOFLINES]
+        joules = [fmt_joules(r["energy_per_call_j"]), fmt_joules(r["energy_per_token_j"])] if energy else []
         rows.append([r["variant"], r["series"], f"{r['device']}/{r['dtype']}", r.get("mode", ""), int(r["seq_len"]),
                      fmt_si(r["time_s"], "s"), fmt_si(r["useful_flops_per_s"], "FLOP/s"), _pct(r["peak_share"]),
                      _pct(r["all_terms_share"]), *roof,
-                     f"{r['memory_ratio']:.2f}" if pd.notna(r["memory_ratio"]) else "", fmt_shares(r.get("op_shares"))])
+                     f"{r['memory_ratio']:.2f}" if pd.notna(r["memory_ratio"]) else "", fmt_shares(r.get("op_shares")),
+                     *joules])
     return ["## Efficiency: against the run's matmul peak and its roofline",
             "Each series' largest n at the main shape: the median time, the algorithm's FLOPs over it, their share of "
             "the probe's peak (and with every named term); the share of the roofline bound max(FLOPs / peak, bytes / "
             "bandwidth), with the algorithm's traffic and with the compulsory bytes, and which ceiling binds "
             "(blank: no bandwidth probe in the run); the call's peak memory above its inputs in outputs; and where "
-            "one warm call's time went ([the report](../report.md#efficiency), [bytes](../CLAIMS.md#bytes-what-a-call-must-move-and-what-its-algorithm-moves)).",
+            "one warm call's time went ([the report](../report.md#efficiency), [bytes](../CLAIMS.md#bytes-what-a-call-must-move-and-what-its-algorithm-moves))"
+            + ("; on the GPU, the energy of a call (NVML's counter over the timing window over the calls made in it, L2 "
+               "flushes included: an upper bound) and per token ([GPUs](../gpu.md#what-the-gpu-was-doing))." if energy else "."),
             md.table(["variant", "implementation", "device", "mode", "n", "time", "useful FLOP/s", "share of peak",
                       "with every term", "% of roofline, traffic (binds)", "% of roofline, compulsory (binds)",
-                      "memory / output", "where one call's time went"], rows)]
+                      "memory / output", "where one call's time went"] + (["energy / call", "energy / token"] if energy else []),
+                     rows)]
 
 
 def _sentence(text: str) -> str:

@@ -43,6 +43,23 @@ def fmt_si(x, unit="") -> str:
     return f"{x:.3g} {unit}"
 
 
+def fmt_joules(x) -> str:
+    """Energy from joules down to nanojoules (a token's share of a call is µJ to nJ): "3.2 mJ"."""
+    if x is None or pd.isna(x):
+        return ""
+    if abs(x) >= 1:
+        return fmt_si(x, "J")
+    for scale, prefix in ((1e-3, "m"), (1e-6, "µ")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}J"
+    return f"{x / 1e-9:.3g} nJ"
+
+
+def measured_energy(eff: pd.DataFrame) -> bool:
+    """Whether a row of the efficiency table has the GPU's energy (NVML): its columns are shown only then."""
+    return "energy_per_call_j" in eff and bool(eff["energy_per_call_j"].notna().any())
+
+
 def fmt_shares(shares, top: int = 3) -> str:
     """The `top` largest of a profiled call's operator shares: "bmm 52% · mul 11% · _softmax 6%"."""
     if not isinstance(shares, dict):
@@ -109,6 +126,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     bandwidth = run.bandwidth()
     result = analyse(frame, peaks, Settings.from_plan(plan.get("settings", {})).busy_limit_cores,
                      run.read_json(RunDir.LADDERS).get("ladders", []), bandwidth, env)
+    efficiency = efficiency_rows(result.efficiency)
     images = {name: (caption, base64.b64encode(data).decode()) for name, (caption, data)
               in figures.all_figures(result).items()}
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -116,11 +134,11 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     env_loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                     undefined=jinja2.StrictUndefined)
     env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded, shares=fmt_shares,
-                              text=fmt_text)
+                              text=fmt_text, joules=fmt_joules)
     page = env_loader.get_template("report.html.j2").render(
         name=run.name, plan=plan, env=env, peaks=peaks, bandwidth=bandwidth, claims=result.claims,
         others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers, result.speedups), speedup=SPEEDUP,
-        efficiency=efficiency_rows(result.efficiency), status=result.status,
+        efficiency=efficiency, energy=measured_energy(efficiency), status=result.status,
         failures=failures(frame), images=images, counts=frame["status"].value_counts().to_dict(),
         tolerance=fits.TOLERANCE, min_span=fits.MIN_SPAN, max_width=fits.MAX_WIDTH,
         floor_share=fits.FLOOR_SHARE,
