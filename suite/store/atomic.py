@@ -9,10 +9,13 @@ a regular file (/dev/stdout, a pipe) is written in place: there is nothing to re
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+from suite.errors import UsageError
 
 
 @contextmanager
@@ -71,6 +74,20 @@ def write_all(path: Path, data: bytes) -> None:
             view = view[written:]
     finally:
         os.close(fd)
+
+
+def link_refused(path: Path) -> UsageError:
+    return UsageError(f"{path} is a symbolic link: a run folder holds plain files only (replace the link by the file)")
+
+
+def open_plain(path: Path, flags: int, mode: int = 0o644) -> int:
+    """os.open that never follows a symbolic link at `path` (O_NOFOLLOW): a link is a UsageError naming it."""
+    try:
+        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # NB: what O_NOFOLLOW answers for a link
+            raise link_refused(path) from None
+        raise
 
 
 def sync_dir(directory: Path) -> None:

@@ -13,7 +13,31 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from suite.store import atomic
 from suite.store.row import Row
+
+
+def append_line(path: Path, data: dict) -> None:
+    """`data` as one JSON line at the end of a journal (a run's, `suite ab`'s), fsynced, never through a
+    link. A short write is completed; a failed one (a full disk, a signal) is cut back, so the journal
+    stays whole lines and the next one never lands glued onto a partial one."""
+    line = (json.dumps(data, sort_keys=True, allow_nan=True) + "\n").encode()
+    fd = atomic.open_plain(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # O_APPEND: after the last line
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(line)
+            while view:  # NB: os.write may write fewer bytes than asked (a full disk, a signal)
+                written = os.write(fd, view)
+                if written <= 0:
+                    raise OSError(f"no progress appending to {path}")
+                view = view[written:]
+            os.fsync(fd)  # on disk before we go on
+        except BaseException:
+            os.ftruncate(fd, start)
+            raise
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -27,24 +51,7 @@ class Journal:
         self.path = Path(path)
 
     def append(self, row: Row) -> None:
-        line = json.dumps(row.to_json(), sort_keys=True, allow_nan=True) + "\n"
-        # O_APPEND: each line lands after the last; fsync: it is on disk before we go on.
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            start = os.fstat(fd).st_size
-            try:
-                view = memoryview(line.encode())
-                while view:  # NB: os.write may write fewer bytes than asked (a full disk, a signal)
-                    written = os.write(fd, view)
-                    if written <= 0:
-                        raise OSError(f"no progress appending to {self.path}")
-                    view = view[written:]
-                os.fsync(fd)
-            except BaseException:
-                os.ftruncate(fd, start)  # the partial line goes: the journal stays whole lines
-                raise
-        finally:
-            os.close(fd)
+        append_line(self.path, row.to_json())
 
     def read(self) -> JournalRead:
         out = JournalRead()
@@ -79,12 +86,12 @@ class Journal:
         return found, problems
 
     def repair(self) -> None:
-        """Cut a partial last line so the next append starts on a line of its own."""
-        if not self.path.exists():
+        """Cut a partial last line so the next append starts on a line of its own (never through a link)."""
+        if not os.path.lexists(self.path):
             return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            with open(self.path, "r+b") as fh:
+        with os.fdopen(atomic.open_plain(self.path, os.O_RDWR), "r+b") as fh:
+            data = fh.read()
+            if data and not data.endswith(b"\n"):
                 fh.truncate(data.rfind(b"\n") + 1)
                 fh.flush()
                 os.fsync(fh.fileno())

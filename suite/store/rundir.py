@@ -106,8 +106,7 @@ class RunDir:
         """The path of one of the run's files; UsageError where it is a symbolic link."""
         path = self.path / name
         if path.is_symlink():
-            raise UsageError(f"{path} is a symbolic link: a run folder holds plain files only "
-                             "(replace the link by the file)")
+            raise atomic.link_refused(path)
         return path
 
     def read_json(self, name: str) -> dict:
@@ -141,11 +140,11 @@ class RunDir:
 
     @property
     def journal(self) -> Journal:
-        return Journal(self.path / self.JOURNAL)
+        return Journal(self.file(self.JOURNAL))
 
     @property
     def log_path(self) -> Path:
-        return self.path / self.LOG
+        return self.file(self.LOG)
 
     def has_results(self) -> bool:
         return self.file(self.PARQUET).is_file()
@@ -212,7 +211,7 @@ class RunDir:
 
     def ab_lines(self) -> tuple[list[dict], list[str]]:
         """`suite ab`'s journal: its blocks as objects, and a problem per unreadable line."""
-        lines, problems = Journal(self.path / self.AB_JOURNAL).lines()
+        lines, problems = Journal(self.file(self.AB_JOURNAL)).lines()
         return [data for _, data in lines], problems
 
     def write_ab_table(self, frame: pd.DataFrame) -> None:

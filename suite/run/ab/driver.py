@@ -24,6 +24,8 @@ from suite.plan.settings import Settings
 from suite.run.env import fingerprint
 from suite.run.executors.orphan import die_with_parent
 from suite.run.ab.checkouts import Side
+from suite.store import atomic
+from suite.store.journal import append_line
 from suite.store.row import Row
 from suite.store.rundir import RunDir
 
@@ -57,7 +59,7 @@ class ServeWorker:
 
     def launch(self) -> None:
         """Start the process and send it the settings; `ready` waits for its answer."""
-        with open(self.log, "ab") as log:
+        with os.fdopen(atomic.open_plain(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", server_module(self.side.root)], cwd=self.side.root,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
                                          preexec_fn=die_with_parent)  # NB: any checkout's serve dies with us
@@ -131,15 +133,6 @@ def block_line(row: Row, side: str, pair: int, position: int) -> dict:
     return {"side": side, "pair": pair, "position": position, **row.to_json()}
 
 
-def append(path: Path, line: dict) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (json.dumps(line, sort_keys=True, allow_nan=True) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def sweep(cases: list[Case], a: Side, b: Side, settings: Settings, plugins: list[str], pairs: int,
           journal: Path, log: Path, out=sys.stderr, rounds: int = 1) -> None:
     """Time every case P × R × (A, B, B, A), pair by pair; a case that fails on a side is not timed further."""
@@ -185,6 +178,6 @@ def _case(case: Case, pair: int, workers: dict[str, ServeWorker], journal: Path,
             first = pair == 0 and label not in seen
             row = worker.run(case, 0 if first else 1 + pair)
         seen.add(label)
-        append(journal, block_line(replace(row, finished_at=time.time()), label, pair, position))
+        append_line(journal, block_line(replace(row, finished_at=time.time()), label, pair, position))
         if row.status != "ok":
             dropped.add(case.case_id)

@@ -69,7 +69,7 @@ def main(conn, settings: Settings, plugins: list[str], device: str, log_path: st
 
     exit_with(conn)  # NB: first: a worker must not outlive its runner, even one stuck in a case
     if log_path:  # compiler output, library warnings, the profiler's lines: kept, but off the terminal
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
     setup(settings, plugins, device)

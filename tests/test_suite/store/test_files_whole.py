@@ -10,6 +10,7 @@ import errno
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from suite.store.journal import Journal
 from suite.store.row import Row
 from suite.store.rundir import RunDir
-from helpers import LEGACY, legacy_run, suite_in_process
+from helpers import LEGACY, ROOT, legacy_run, suite_in_process
 
 
 def first_row() -> Row:
@@ -58,6 +59,94 @@ def test_a_full_disk_mid_line_leaves_whole_lines_only(tmp_path, monkeypatch):
     journal.append(first_row())  # the next line starts on a line of its own
     read = journal.read()
     assert len(read.rows) == 2 and not read.problems
+
+
+# ------------------------------------------------------------------ `suite ab`'s journal
+def _ab_blocks(journal: Path) -> None:
+    """One case's four blocks (A, B, B, A) into `journal`, as a sweep writes them."""
+    from suite.plan.case import Case
+    from suite.run.ab import driver
+
+    case = Case.from_key(json.loads((LEGACY / "plan.json").read_text())["cases"][0])
+    worker = SimpleNamespace(has=lambda c: True, run=lambda c, r: first_row(), side=SimpleNamespace(given="HEAD"))
+    driver._case(case, 0, {"a": worker, "b": worker}, journal, set())
+
+
+def test_a_short_write_to_the_ab_journal_is_completed(tmp_path, monkeypatch):
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, bytes(data[: max(1, len(data) // 3)])))
+    _ab_blocks(tmp_path / "ab.jsonl")
+    lines, problems = Journal(tmp_path / "ab.jsonl").lines()
+    assert len(lines) == 4 and not problems, problems
+
+
+def test_a_full_disk_mid_line_of_the_ab_journal_leaves_whole_lines_only(tmp_path, monkeypatch):
+    journal = tmp_path / "ab.jsonl"
+    _ab_blocks(journal)
+    real = os.write
+
+    def full_disk(fd, data):
+        real(fd, bytes(data[:40]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full_disk)
+    with pytest.raises(OSError):
+        _ab_blocks(journal)
+    monkeypatch.setattr(os, "write", real)
+    _ab_blocks(journal)
+    lines, problems = Journal(journal).lines()
+    assert len(lines) == 8 and not problems, problems
+
+
+# ------------------------------------------------------------------ links in a run folder: refused, never followed
+def _linked(path: Path, name: str, outside: Path, content: bytes) -> Path:
+    """`path/name` made a link to `outside`, which holds `content`."""
+    outside.write_bytes(content)
+    (path / name).unlink(missing_ok=True)
+    (path / name).symlink_to(outside)
+    return outside
+
+
+def test_resume_refuses_a_linked_journal_and_leaves_its_target_alone(tmp_path):
+    path = legacy_run(tmp_path / "results")
+    content = (path / "journal.jsonl").read_bytes() + b'{"case_id": "cut'  # repair would cut this line
+    outside = _linked(path, "journal.jsonl", tmp_path / "elsewhere.jsonl", content)
+    res = suite_in_process("run", "--resume", "r", "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
+    assert res.returncode == 2 and "journal.jsonl is a symbolic link" in res.stderr, res.stderr
+    assert outside.read_bytes() == content
+
+
+@pytest.mark.parametrize("act", ["append", "repair"])
+def test_the_journal_never_writes_through_a_link(tmp_path, act):
+    from suite.errors import UsageError
+
+    outside = _linked(tmp_path, "journal.jsonl", tmp_path / "elsewhere.jsonl", b'{"partial')
+    journal = Journal(tmp_path / "journal.jsonl")
+    with pytest.raises(UsageError, match="journal.jsonl is a symbolic link"):
+        journal.append(first_row()) if act == "append" else journal.repair()
+    assert outside.read_bytes() == b'{"partial'
+
+
+def test_the_ab_journal_and_a_serve_log_are_never_written_through_a_link(tmp_path):
+    from suite.errors import UsageError
+    from suite.run.ab import driver
+
+    outside = _linked(tmp_path, "ab.jsonl", tmp_path / "elsewhere.jsonl", b"keep")
+    with pytest.raises(UsageError, match="ab.jsonl is a symbolic link"):
+        _ab_blocks(tmp_path / "ab.jsonl")
+    log = _linked(tmp_path, "worker.log", tmp_path / "elsewhere.log", b"keep")
+    side = SimpleNamespace(root=ROOT, label="a", given="HEAD")
+    with pytest.raises(UsageError, match="worker.log is a symbolic link"):
+        driver.ServeWorker(side, "cpu", SimpleNamespace(to_plan=dict), [], tmp_path / "worker.log", wait=False)
+    assert outside.read_bytes() == b"keep" and log.read_bytes() == b"keep"
+
+
+def test_resume_refuses_a_linked_worker_log_before_any_worker_starts(tmp_path):
+    path = legacy_run(tmp_path / "results")
+    outside = _linked(path, "worker.log", tmp_path / "elsewhere.log", b"keep")
+    res = suite_in_process("run", "--resume", "r", "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
+    assert res.returncode == 2 and "worker.log is a symbolic link" in res.stderr, res.stderr
+    assert outside.read_bytes() == b"keep"
 
 
 # ------------------------------------------------------------------ files written whole
