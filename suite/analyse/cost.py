@@ -120,11 +120,7 @@ class CostVerdict:
     steps: dict[str, float] = field(default_factory=dict)  # cache level -> length its step centres on
     share_lo: dict[str, float] = field(default_factory=dict)  # bootstrap 95% interval of each share
     share_hi: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def higher_needed(self) -> bool:
-        """A term above the claim was needed on some model (refuted, or inconclusive for an edge step)."""
-        return self.verdict == "refuted" or "above the claim" in self.why
+    higher_needed: bool = False  # a term above the claim was needed (refuted, or inconclusive for an edge step)
 
 
 def power_name(p: float) -> str:
@@ -282,6 +278,7 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     steps = {level: float(np.exp(np.interp(c, np.log2(hw.working_set), np.log(x))))
              for level, c in result.claim.centres.items() if result.claim.shares.get(f"{level} step", 0) > 0}
     status, why = _rule(claimed, result, x)
+    higher_needed = status == "refuted"  # by time; an edge step may make it inconclusive, still needed
     if status == "refuted" and hw is not None and hw.levels()[1]:
         status, why = _edge(x, y, claimed, hw, why)
     shown, extra = result.claim, None
@@ -289,7 +286,7 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
         shown, extra = result.with_higher, result.higher_q
     lo, hi = _share_intervals(x, y, claimed, shown, hw, process_times, bootstrap, seed, extra)
     return CostVerdict(status, why, shown, result.need_p, result.higher_p, result.higher,
-                       result.higher_share, steps, lo, hi)
+                       result.higher_share, steps, lo, hi, higher_needed)
 
 
 def _edge(x, y, claimed: float, hw: Machine, why: str) -> tuple[str, str]:
