@@ -9,6 +9,7 @@ a regular file (/dev/stdout, a pipe) is written in place: there is nothing to re
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import tempfile
@@ -88,6 +89,23 @@ def open_plain(path: Path, flags: int, mode: int = 0o644) -> int:
         if err.errno == errno.ELOOP:  # NB: what O_NOFOLLOW answers for a link
             raise link_refused(path) from None
         raise
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 with RENAME_EXCHANGE): at no moment is either name
+    missing. False where the system cannot (not Linux, an old kernel or C library, a file system without it)."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
 
 
 def sync_dir(directory: Path) -> None:

@@ -80,6 +80,7 @@ class RunDir:
             if like is None:
                 raise UsageError("`baseline` can only stand for BASE, beside a NEW run")
             run = cls(baseline_path(results_dir, like.env().get("fingerprint_id"), like.plan().get("grid")))
+            _restore(run.path)
             if not run.has_results():
                 raise UsageError(f"no baseline for fingerprint {like.env().get('fingerprint_id')} and grid "
                                  f"{like.plan().get('grid')} in {run.path.parent} (save one: python -m suite baseline save RUN)")
@@ -241,8 +242,9 @@ def baseline_path(results_dir: Path, fingerprint_id: object, grid: object) -> Pa
 
 def save_baseline(run: RunDir, results_dir: Path, force: bool = False) -> Path:
     """Copy the run to the baseline of its fingerprint and grid. Refuses a baseline as its source, a
-    run with nothing measured, and an existing baseline unless `force`; the replaced baseline is kept
-    until the new one is whole (written beside it, then swapped by renames)."""
+    run with nothing measured, and an existing baseline unless `force`. The new baseline is written
+    whole beside the old one, then put in its place (`_swap`): a save stopped at any step leaves the
+    old baseline or the new one, and what it left beside them is undone by the next save (`_recover`)."""
     if run.file(RunDir.BASELINE).exists() or (Path(results_dir) / BASELINES).resolve() in run.path.resolve().parents:
         raise UsageError(f"baseline save {run.path}: that is a saved baseline, not a run")
     env, plan = run.env(), run.plan()
@@ -250,10 +252,11 @@ def save_baseline(run: RunDir, results_dir: Path, force: bool = False) -> Path:
     measured = run.read_table()["status"].isin(["ok"]).sum()
     if not measured:
         raise UsageError(f"baseline save {run.name}: no case of it measured ok: nothing to compare against")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _recover(target)
     if target.exists() and not force:
         raise UsageError(f"baseline save {run.name}: {target} exists (from run "
                          f"{RunDir(target).read_json(RunDir.BASELINE).get('run')}); --force replaces it")
-    target.parent.mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(prefix=f".{target.name}.new.", dir=target.parent))
     try:
         run.copy_to(fresh)
@@ -262,23 +265,54 @@ def save_baseline(run: RunDir, results_dir: Path, force: bool = False) -> Path:
             "grid": plan.get("grid"), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=1))
         _swap(fresh, target)
     finally:
-        shutil.rmtree(fresh, ignore_errors=True)
+        shutil.rmtree(fresh, ignore_errors=True)  # the new one where it was not swapped in, else the old one
     return target
 
 
 def _swap(fresh: Path, target: Path) -> None:
-    """`fresh` becomes `target`; an old `target` is renamed aside first and removed only after."""
-    old = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-        os.replace(target, old / target.name)
-    os.replace(fresh, target)
-    atomic.sync_dir(target.parent)
-    if old is not None:
+    """`fresh` becomes `target`. Where the system can, the two are exchanged in one step (the old one is
+    then at `fresh`); elsewhere the old one is renamed aside first, put back if `fresh` does not take
+    its place, and removed only after."""
+    if target.exists() and atomic.exchange(fresh, target):
+        atomic.sync_dir(target.parent)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+    try:
+        if target.exists():
+            os.replace(target, old / target.name)
+        os.replace(fresh, target)
+        atomic.sync_dir(target.parent)
+    finally:
+        _restore(target)  # NB: only where the new one is not in place
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _restore(target: Path) -> None:
+    """A baseline that a stopped save renamed aside (`.NAME.old.*/NAME`) and never replaced goes back."""
+    if target.exists():
+        return
+    aside = [old / target.name for old in target.parent.glob(f".{target.name}.old.*")
+             if (old / target.name / RunDir.BASELINE).is_file()]
+    if aside:
+        os.rename(max(aside, key=lambda path: path.stat().st_mtime_ns), target)
+        atomic.sync_dir(target.parent)
+
+
+def _recover(target: Path) -> None:
+    """Undo what a stopped save left: the baseline it renamed aside goes back, then every folder it
+    worked in beside the baseline (`.NAME.new.*`, `.NAME.old.*`) goes."""
+    _restore(target)
+    if target.exists():
+        for left in [*target.parent.glob(f".{target.name}.new.*"), *target.parent.glob(f".{target.name}.old.*")]:
+            shutil.rmtree(left, ignore_errors=True)
+
+
 def baselines(results_dir: Path) -> list[tuple[Path, dict]]:
+    """Every saved baseline (FINGERPRINT/GRID, its baseline.json). One that a stopped save renamed aside
+    is put back first; the hidden folders a save works in are never listed."""
     root = Path(results_dir) / BASELINES
+    for aside in root.glob("*/.*.old.*/*"):
+        _restore(aside.parent.parent / aside.name)
     return [(path.parent.relative_to(root), RunDir(path.parent).read_json(RunDir.BASELINE))
-            for path in sorted(root.glob(f"*/*/{RunDir.BASELINE}"))]
+            for path in sorted(root.glob(f"*/*/{RunDir.BASELINE}"))
+            if not any(part.startswith(".") for part in path.parent.relative_to(root).parts)]
