@@ -4,6 +4,7 @@
 #
 #   bash benchmarks/gpu_session.sh install doctor checks profile smoke pack
 #   bash benchmarks/gpu_session.sh install triton      # the triton paths (variants.kernels): ~8 minutes
+#   bash benchmarks/gpu_session.sh install coldwarm pack  # a first case's compile, cold and warm
 #
 # `triton` checks the triton paths compiled on the GPU (tests/test_variants/triton/test_triton.py: float32 against dense
 # float64 at n = 1, 61, 130, 257, output and gradients; bf16 at n = 130; the kernel families), then profiles them beside FlexAttention, SDPA and
@@ -16,14 +17,83 @@
 # The machine has torch, triton, pandas, seaborn, scipy, jinja2 and pytest and no network: packages it
 # lacks travel as wheels in .whl/ (xformers and the peers; see docs/gpu.md).
 # Results of earlier calls travel back in as results/ (carried) so that `--resume` finishes a run.
+#
+# Runs that finish across leases (15 minutes of device time each, the start included): the compile caches
+# travel too, so a resumed run does not compile FlexAttention and the triton paths again. Inductor and Triton
+# keep them in .compile-cache/ at the repository root (gitignored; never under results/, whose files are
+# data and never executed; `python -m suite run --compile-cache DIR` sets the same two variables).
+# `pack` returns $OUT/results.tgz and $OUT/compile-cache.tgz; before the next call, here:
+#
+#   tar xzf FILES_AT/results.tgz && mkdir -p .compile-cache && cp FILES_AT/compile-cache.tgz .compile-cache/
+#
+# and carry both: `carry: [".compile-cache", "results"]`. `install` (or `unpack`) extracts the carried
+# tarball in place. The carry holds 64 MiB in all, so `pack` keeps the tarball under COMPILE_CACHE_MAX_BYTES
+# (40 MiB): over it, the oldest entries (by modification time) go until it fits, each one a kernel compiled
+# again on its next use, never a wrong one (both caches are keyed by content); if it cannot fit, no tarball
+# is returned and the next call compiles cold. NB: Triton's cache names its files by absolute path, so its
+# entries hit only where the repository lies at the same path on every call. `coldwarm` measures what the
+# cache saves: a fresh process's first FlexAttention case cold and warm ($OUT/coldwarm.txt).
 set -u
 PR_ARGS=${PR_ARGS:-}; GRID_ARGS=${GRID_ARGS:-}
 OUT=${OUT:-/tmp/gpu_out}
+CACHE=.compile-cache
+COMPILE_CACHE_MAX_BYTES=${COMPILE_CACHE_MAX_BYTES:-$((40 << 20))}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+export TORCHINDUCTOR_CACHE_DIR="$PWD/$CACHE/inductor" TRITON_CACHE_DIR="$PWD/$CACHE/triton"
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/steps.txt"; }
 
+unpack_cache() {  # the carried tarball, extracted where the variables point
+  if [ -f "$CACHE/compile-cache.tgz" ]; then
+    tar xzf "$CACHE/compile-cache.tgz" -C "$CACHE" && echo "compile cache: $(du -sh "$CACHE" | cut -f1) carried in"
+  else
+    echo "compile cache: none carried in (cold)"
+  fi
+}
+
+cache_entries() {  # "mtime bytes path" per entry: a Triton kernel's folder, an inductor cache's subfolder
+  { find "$CACHE/triton" -mindepth 1 -maxdepth 1; find "$CACHE/inductor" -mindepth 2 -maxdepth 2; } 2>/dev/null |
+    while read -r entry; do echo "$(stat -c %Y "$entry") $(du -sb "$entry" | cut -f1) $entry"; done
+}
+
+prune_cache() {  # prune_cache BYTES: keep the newest entries holding BYTES at most, remove the rest
+  cache_entries | sort -rn | awk -v keep="$1" '{ total += $2 } total > keep { sub(/^[^ ]+ [^ ]+ /, ""); print }' |
+    while read -r entry; do rm -rf "$entry"; done
+}
+
+pack_cache() {  # $OUT/compile-cache.tgz under COMPILE_CACHE_MAX_BYTES, pruned to fit, or none
+  local parts=() part size total round tgz="$OUT/compile-cache.tgz"
+  for part in inductor triton; do [ -d "$CACHE/$part" ] && parts+=("$part"); done
+  if [ ${#parts[@]} = 0 ]; then echo "compile cache: empty, nothing packed"; return 0; fi
+  for round in 1 2 3; do
+    tar czf "$tgz" -C "$CACHE" "${parts[@]}" || return 1
+    size=$(stat -c %s "$tgz")
+    if [ "$size" -le "$COMPILE_CACHE_MAX_BYTES" ]; then echo "compile cache: $size bytes packed"; return 0; fi
+    total=$(du -sb "$CACHE/inductor" "$CACHE/triton" 2>/dev/null | awk '{ t += $1 } END { print t }')
+    echo "compile cache: $size bytes packed, over $COMPILE_CACHE_MAX_BYTES: pruning (round $round)"
+    prune_cache "$(awk -v t="$total" -v s="$size" -v m="$COMPILE_CACHE_MAX_BYTES" 'BEGIN { printf "%d", 0.9 * t * m / s }')"
+  done
+  rm -f "$tgz"
+  echo "compile cache: still over $COMPILE_CACHE_MAX_BYTES bytes after pruning: not returned (the next call compiles cold)"
+}
+
+coldwarm() {  # a fresh process's first FlexAttention case, with an empty compile cache, then with the one it filled
+  local cache state began code
+  cache=$(mktemp -d)
+  for state in cold warm; do
+    began=$(date +%s.%N)
+    TORCHINDUCTOR_CACHE_DIR="$cache/inductor" TRITON_CACHE_DIR="$cache/triton" timeout "${COLDWARM_S:-240}" \
+      python3 benchmarks/first_case.py --device "${COLDWARM_DEVICE:-cuda}" ${COLDWARM_ARGS:-} \
+      > "$OUT/coldwarm-$state.json" 2>> "$OUT/coldwarm.log"
+    code=$?
+    echo "$state: exit $code, the process's wall time $(awk -v a="$began" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s;" \
+      "$(cat "$OUT/coldwarm-$state.json")" | tee -a "$OUT/coldwarm.txt"
+  done
+  rm -rf "$cache"
+}
+
 install() {
+  unpack_cache
   if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   fi
@@ -63,7 +133,9 @@ step() {
     pr) run_grid "${PR_S:-240}" gpu-pr-a --grid pr $PR_ARGS; run_grid "${PR_S:-240}" gpu-pr-b --grid pr $PR_ARGS;
         python3 -m suite compare gpu-pr-a gpu-pr-b 2>&1 | tail -n 25 | tee "$OUT/compare.txt" ;;
     grid) run_grid "${GRID_S:-480}" gpu-grid --grid benchmarks/gpu.toml $GRID_ARGS ;;
-    pack) tar czf "$OUT/results.tgz" results/gpu-* 2>/dev/null; ls -la "$OUT" ;;
+    unpack) unpack_cache ;;
+    coldwarm) coldwarm ;;
+    pack) tar czf "$OUT/results.tgz" results/gpu-* 2>/dev/null; pack_cache; ls -la "$OUT" ;;
     *) echo "unknown step $1"; return 2 ;;
   esac
 }

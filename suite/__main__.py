@@ -1,6 +1,10 @@
 import sys
 
-if sys.argv[1:2] == ["run"]:  # its workers' fork server imports torch beside this process's own imports
+from suite.machine import compile_cache  # NB: imports nothing heavy
+
+# its workers' fork server imports torch beside this process's own imports; NB: not where --compile-cache
+# is given, whose variables the server must inherit (set once the command line is parsed)
+if sys.argv[1:2] == ["run"] and not compile_cache.named(sys.argv[2:]):
     from suite.run.executors import forks
 
     forks.start_early()

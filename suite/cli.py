@@ -103,10 +103,12 @@ def _check_executor(args: argparse.Namespace) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from suite.plan import shard as shards
     from suite.run import runner
+    from suite.machine import compile_cache
     from suite.run.executors.local import WorkerError
     from suite.store import lock
 
     try:
+        compile_cache.use(args.compile_cache, Path(args.results_dir))
         job = _job(args)
         _check_executor(args)
     except (UsageError, ImportError) as err:
@@ -219,12 +221,14 @@ def _emit(verdict, base_name: str, new_name: str, rule, args: argparse.Namespace
 def cmd_ab(args: argparse.Namespace) -> int:
     """Interleaved A/B of two checkouts on one grid: A, B, B, A per case and process pair."""
     from suite.analyse import paired
+    from suite.machine import compile_cache
     from suite.plan import grid as grids
     from suite.run import plugins
     from suite.run.ab import driver as ab
     from suite.run.ab import checkouts as sides
 
     rule = _rule(args)
+    compile_cache.use(args.compile_cache, Path(args.results_dir))  # the servers of both sides inherit it
     plugins.load(args.plugin, Path(args.results_dir))
     if not Path(args.repo).is_dir():
         raise UsageError(f"--repo {args.repo!r}: no such folder (allowed: a git repository's folder)")

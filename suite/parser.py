@@ -68,6 +68,7 @@ def _run(sub, commands: dict) -> None:
                                                    "(default: the cluster's CPUs / threads, or its GPUs)")
     r.add_argument("--shard", metavar="K/N", help="run only shard K of N (balanced by predicted cost); "
                                                  "join the shards with `merge`")
+    _compile_cache(r)
     r.set_defaults(func=commands["run"])
     rep = sub.add_parser("report", help="the HTML report and verdicts of a run, from its results alone")
     rep.add_argument("name", help="a run name under --results-dir, or a run folder")
@@ -108,8 +109,15 @@ def _ab(sub, commands: dict, rule) -> None:
     a.add_argument("--repo", default=".", help="the git repository the commits are in (default: here)")
     a.add_argument("--run-id", help="name of the run folder under --results-dir")
     a.add_argument("--results-dir", default="results")
+    _compile_cache(a)
     _gate_options(a, rule, "cases only side B has do not block")
     a.set_defaults(func=commands["ab"])
+
+
+def _compile_cache(p) -> None:
+    p.add_argument("--compile-cache", metavar="DIR",
+                   help="keep inductor's and Triton's compiled kernels in DIR (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR), "
+                        "for later processes, resumed runs and CI jobs; not inside --results-dir")
 
 
 def _gate_options(p, rule, new_help: str) -> None:
