@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
@@ -94,13 +95,33 @@ def _planted(tmp_path: Path) -> Path:
     return marker
 
 
-def test_a_plan_naming_a_plugin_imports_nothing(tmp_path):
+def test_a_plan_naming_a_plugin_imports_nothing(tmp_path, monkeypatch):
     marker = _planted(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # importable: only the guard keeps it out
     path = legacy_run(tmp_path / "results", "r")
     plan = json.loads((path / "plan.json").read_text())
     (path / "plan.json").write_text(json.dumps({**plan, "plugins": ["results.evil.payload"]}))
     res = suite_in_process("run", "--resume", "r", "--results-dir", "results", cwd=tmp_path)
     assert res.returncode == 2 and "--plugin results.evil.payload" in res.stderr
+    assert not marker.exists()
+
+
+def test_compare_confirm_imports_no_plugin_the_plan_names_unless_the_command_line_does(tmp_path, monkeypatch):
+    """The re-run of `compare --confirm` starts workers with the run's plugins: they must come from --plugin."""
+    marker, folder = tmp_path / "it-ran", tmp_path / "code"
+    folder.mkdir()
+    (folder / "planted_plugin.py").write_text(f"open({str(marker)!r}, 'w').write('imported')\n")
+    monkeypatch.syspath_prepend(str(folder))  # importable: only the guard keeps it out
+    legacy_run(tmp_path / "results", "b")
+    run = RunDir(legacy_run(tmp_path / "results", "r"))
+    frame = run.read_table()  # one case three times slower: flagged on its own, so --confirm re-runs it
+    for column in ("samples", "replicate_times_s", "time_s", "time_iqr_s", "time_min_s"):
+        frame.at[0, column] = np.asarray(frame.at[0, column]) * 3
+    run.write_table(frame)
+    plan = json.loads((run.path / "plan.json").read_text())
+    (run.path / "plan.json").write_text(json.dumps({**plan, "plugins": ["planted_plugin"]}))
+    res = suite_in_process("compare", "b", "r", "--confirm", "--results-dir", "results", cwd=tmp_path)
+    assert res.returncode == 2 and "--plugin planted_plugin" in res.stderr, res.stderr
     assert not marker.exists()
 
 

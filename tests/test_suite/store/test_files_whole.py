@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -233,6 +234,44 @@ def test_a_table_older_than_its_journal_is_rebuilt(tmp_path):
     assert res.returncode == 0 and "measured more after its table was written" in res.stderr
     late = pd.read_parquet(path / "results.parquet")
     assert (late["status"] == "ok").sum() > (early["status"] == "ok").sum()
+
+
+def _compare(tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """`suite compare b r` (two copies of the legacy run) with its JSON."""
+    out = tmp_path / "compare.json"
+    out.unlink(missing_ok=True)
+    res = suite_in_process("compare", "b", "r", "--json", str(out), "--results-dir", str(tmp_path), cwd=tmp_path)
+    return res, (json.loads(out.read_text()) if out.is_file() else None)
+
+
+@pytest.mark.parametrize("cut", [0, 4096])
+def test_compare_of_a_run_with_a_cut_table_rebuilds_it_and_answers(tmp_path, cut):
+    legacy_run(tmp_path, "b")
+    path = legacy_run(tmp_path)
+    whole_res, whole = _compare(tmp_path)
+    (path / "results.parquet").write_bytes((path / "results.parquet").read_bytes()[:cut])
+    res, payload = _compare(tmp_path)
+    assert res.returncode == whole_res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    assert "has a table that cannot be read; its table is written from its journal" in res.stderr
+    assert payload["counts"] == whole["counts"] and pd.read_parquet(path / "results.parquet").shape[0] == 24
+
+
+def test_compare_counts_and_names_the_journal_lines_it_cannot_read(tmp_path):
+    legacy_run(tmp_path, "b")
+    path = legacy_run(tmp_path)
+    lines = (path / "journal.jsonl").read_text().splitlines()
+    lines[1] = lines[1][:50]
+    lines[4] = json.dumps({**json.loads(lines[4]), "replicate": "0"})
+    (path / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    for fresh_table in (True, False):  # the table is read as it is, or rebuilt from the journal
+        if fresh_table:
+            os.utime(path / "journal.jsonl", ns=(os.stat(path / "results.parquet").st_mtime_ns - 10**9,) * 2)
+        else:
+            (path / "results.parquet").unlink()
+        res, payload = _compare(tmp_path)
+        assert payload is not None and res.returncode in (0, 1), res.stderr
+        assert "journal.jsonl line 2 is corrupt" in res.stderr and "line 5" in res.stderr and "replicate" in res.stderr
+        assert "2 line(s) of" in res.stderr, res.stderr
 
 
 # ------------------------------------------------------------------ damaged files: exit 2, nothing written
