@@ -44,6 +44,7 @@ def append_line(path: Path, data: dict) -> None:
 class JournalRead:
     rows: list[Row] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # human-readable, one per bad line
+    size: int = 0  # bytes read: what a table built from these rows holds
 
 
 class Journal:
@@ -54,8 +55,9 @@ class Journal:
         append_line(self.path, row.to_json())
 
     def read(self) -> JournalRead:
-        out = JournalRead()
-        lines, out.problems = self.lines()
+        raw = self._bytes()
+        out = JournalRead(size=len(raw))
+        lines, out.problems = self._parse(raw)
         for number, data in lines:
             try:
                 out.rows.append(Row.from_json(data))
@@ -66,10 +68,14 @@ class Journal:
 
     def lines(self) -> tuple[list[tuple[int, dict]], list[str]]:
         """(line number, object) of every readable line, and a problem per line that is not."""
+        return self._parse(self._bytes())
+
+    def _bytes(self) -> bytes:
+        return self.path.read_bytes() if self.path.exists() else b""
+
+    def _parse(self, data: bytes) -> tuple[list[tuple[int, dict]], list[str]]:
         found, problems = [], []
-        if not self.path.exists():
-            return found, problems
-        lines = self.path.read_bytes().split(b"\n")
+        lines = data.split(b"\n") if data else []
         last = len(lines) - 1  # after the final newline comes b"" (or a partial line)
         for number, raw in enumerate(lines, start=1):
             if not raw.strip():

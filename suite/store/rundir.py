@@ -15,7 +15,8 @@ A name that becomes a path (run id, grid name, fingerprint) is checked first: le
 '.', '_' and '-', not starting with '.' or '-', so nothing can be written outside the results folder.
 Every file is written whole or not at all (suite.store.atomic); a file that cannot be read is a
 UsageError naming it (exit 2), and a symbolic link inside a run folder is refused, never followed.
-The table is rebuilt from the journal whenever it is older than the journal or unreadable.
+The table is rebuilt from the journal whenever it is older than the journal, holds fewer of its bytes
+(recorded in the table: `table.built_from`), or is unreadable.
 """
 
 from __future__ import annotations
@@ -168,11 +169,15 @@ class RunDir:
 
     def stale_table(self) -> str | None:
         """Why the table does not hold the journal (None where it does): missing (a run killed before
-        writing it), older than the journal (measured more since), or unreadable (cut)."""
+        writing it), older than the journal or built from fewer of its bytes (measured more since; the
+        times alone miss it where they are equal, as on a file system that keeps whole seconds), or
+        unreadable (cut)."""
         parquet, journal = self.file(self.PARQUET), self.file(self.JOURNAL)
         if not parquet.is_file():
             return "stopped before writing its table"
-        if journal.is_file() and journal.stat().st_mtime_ns > parquet.stat().st_mtime_ns:
+        built = table.built_from(parquet)  # NB: None for a table written before it was recorded: the times alone
+        if journal.is_file() and (journal.stat().st_mtime_ns > parquet.stat().st_mtime_ns
+                                  or (built is not None and journal.stat().st_size > built)):
             return "measured more after its table was written"
         if not table.readable(parquet):
             return "has a table that cannot be read"
@@ -198,7 +203,7 @@ class RunDir:
         measured = len({r.case_id for r in read.rows} & {c.case_id for c in cases})
         print(f"note: run {self.name} {why}; its table is written from its journal "
               f"({measured} of {len(cases)} cases measured)", file=sys.stderr)
-        return self.write_table(table.table(cases, read.rows))
+        return self.write_table(table.table(cases, read.rows), read.size)
 
     def read_table(self) -> pd.DataFrame:
         path = self.file(self.PARQUET)
@@ -207,8 +212,12 @@ class RunDir:
         except Exception as err:  # NB: pyarrow raises its own kinds (ArrowInvalid, OSError) for a cut file
             raise damaged(path, f"{type(err).__name__}: {err}") from None
 
-    def write_table(self, frame: pd.DataFrame) -> list[Path]:
-        return table.write(frame, self.path / self.PARQUET, self.path / self.CSV)
+    def write_table(self, frame: pd.DataFrame, journal_bytes: int | None = None) -> list[Path]:
+        """The table, recording the journal's size it holds (`journal_bytes`, or the journal's now)."""
+        if journal_bytes is None:
+            journal = self.file(self.JOURNAL)
+            journal_bytes = journal.stat().st_size if journal.is_file() else 0
+        return table.write(frame, self.path / self.PARQUET, self.path / self.CSV, journal_bytes)
 
     def ab_lines(self) -> tuple[list[dict], list[str]]:
         """`suite ab`'s journal: its blocks as objects, and a problem per unreadable line."""

@@ -16,6 +16,7 @@ from suite.store import atomic
 from suite.store.row import COLUMNS, JSON_COLUMNS, Row, aggregate
 
 LIST_COLUMNS = ("samples", "replicate_times_s")
+JOURNAL_BYTES = "suite_journal_bytes"  # the table's metadata: the size of the journal it was built from
 
 
 def by_case(rows: list[Row]) -> dict[str, Row]:
@@ -47,20 +48,37 @@ def table(cases: list[Case], rows: list[Row]) -> pd.DataFrame:
     return frame
 
 
-def write(frame: pd.DataFrame, parquet: Path, csv: Path) -> list[Path]:
-    """Both files, each written whole (the CSV first: a table whose Parquet is whole is whole)."""
+def write(frame: pd.DataFrame, parquet: Path, csv: Path, journal_bytes: int = 0) -> list[Path]:
+    """Both files, each written whole (the CSV first: a table whose Parquet is whole is whole). The
+    Parquet file records how many bytes of the journal it holds (`journal_bytes`: read by `built_from`)."""
     flat = frame.copy()
     for col in LIST_COLUMNS:
         flat[col] = flat[col].map(lambda v: json.dumps(list(v)) if v is not None else None)
     with atomic.replacing(csv) as tmp:
         flat.to_csv(tmp, index=False)
+    frame = frame.copy(deep=False)
+    frame.attrs = {JOURNAL_BYTES: int(journal_bytes)}  # NB: pandas keeps attrs in the Parquet file's metadata
     with atomic.replacing(parquet) as tmp:
         frame.to_parquet(tmp, index=False)
     return [parquet, csv]
 
 
 def read(parquet: Path) -> pd.DataFrame:
-    return _upgrade(pd.read_parquet(parquet))
+    frame = pd.read_parquet(parquet)
+    frame.attrs.pop(JOURNAL_BYTES, None)
+    return _upgrade(frame)
+
+
+def built_from(parquet: Path) -> int | None:
+    """The journal's size in bytes when the table was built from it; None for a table that does not say
+    (written before this was recorded, or unreadable)."""
+    import pyarrow.parquet as pq
+
+    try:
+        attrs = json.loads(pq.read_metadata(parquet).metadata[b"PANDAS_ATTRS"])
+        return int(attrs[JOURNAL_BYTES])
+    except Exception:  # NB: no metadata, no key, a cut file: the table does not say
+        return None
 
 
 def readable(parquet: Path) -> bool:

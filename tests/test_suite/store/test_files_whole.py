@@ -236,6 +236,27 @@ def test_a_table_older_than_its_journal_is_rebuilt(tmp_path):
     assert (late["status"] == "ok").sum() > (early["status"] == "ok").sum()
 
 
+def test_a_table_is_rebuilt_when_its_journal_grew_even_with_equal_times(tmp_path):
+    """Times alone miss it: a file system that keeps whole seconds, a copy that sets them alike."""
+    path = legacy_run(tmp_path)
+    lines = (path / "journal.jsonl").read_text().splitlines(keepends=True)
+    (path / "journal.jsonl").write_text("".join(lines[:3]))
+    (path / "results.parquet").unlink()
+    export = ("export", "r", "--format", "github-action-benchmark", "-o", str(tmp_path / "o.json"),
+              "--results-dir", str(tmp_path))
+    assert suite_in_process(*export, cwd=tmp_path).returncode == 0
+    early = pd.read_parquet(path / "results.parquet")
+    with open(path / "journal.jsonl", "a") as fh:
+        fh.write("".join(lines[3:]))
+    stamp = os.stat(path / "results.parquet").st_mtime_ns
+    os.utime(path / "journal.jsonl", ns=(stamp, stamp))
+    res = suite_in_process(*export, cwd=tmp_path)
+    assert res.returncode == 0 and "measured more after its table was written" in res.stderr, res.stderr
+    late = pd.read_parquet(path / "results.parquet")
+    assert (late["status"] == "ok").sum() > (early["status"] == "ok").sum()
+    assert "measured more" not in suite_in_process(*export, cwd=tmp_path).stderr  # and then it is current
+
+
 def _compare(tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict | None]:
     """`suite compare b r` (two copies of the legacy run) with its JSON."""
     out = tmp_path / "compare.json"
