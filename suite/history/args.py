@@ -27,18 +27,35 @@ def add_parser(sub, commands: dict, csv_list) -> None:
     b.add_argument("--variant", type=csv_list, help="only these variants (comma-separated)")
     b.add_argument("--paths", nargs="+", metavar="PATH", help="only the commits that changed these paths "
                                                               "(e.g. variants suite)")
+    b.add_argument("--order", choices=["shuffled", "sequential"], default="shuffled",
+                   help="the order the commits are measured in: shuffled (the default: a host's drift over the "
+                        "backfill's hours is not the commits' order) or sequential (oldest first)")
+    b.add_argument("--seed", type=int, default=0, help="the shuffle's seed (default 0; recorded with the order)")
     _common(b)
     c = actions.add_parser("check", help="exit 1 when the newest points of a case or an exponent form a slowdown "
                                          "change point, 0 when none does, 2 when it cannot judge")
     c.add_argument("--fingerprint", help="the machine to judge, where the database holds several")
     c.add_argument("--markdown", help="write the verdict as Markdown here (also appended to $GITHUB_STEP_SUMMARY)")
+    _against(c)
+    c.add_argument("--host-level", choices=["fail", "warn"], default="fail",
+                   help="a slowdown of the host's level (every case at once: the host, or a commit that slowed "
+                        "everything) fails the check (fail, the default) or is a warning (warn: a shared host "
+                        "whose load moves)")
     _common(c)
     r = actions.add_parser("report", help="the trend page: each series' time and exponent over the commits, "
                                           "its change points, a summary first")
     r.add_argument("--fingerprint", help="the machine to show, where the database holds several")
     r.add_argument("-o", "--output", default="reports/history/index.html", help="the page's path")
+    _against(r)
     _common(r)
     h.set_defaults(func=commands["history"])
+
+
+def _against(p) -> None:
+    p.add_argument("--against", choices=["auto", "level", "raw"], default="auto",
+                   help="judge each case's time against its run's level (the median shift of the run's other "
+                        "series), raw, or auto (the default: against the level where the cases' series spread "
+                        "less so)")
 
 
 def _common(p) -> None:

@@ -1,8 +1,11 @@
 """The `history` command's actions: add, backfill, check, report (suite.cli maps UsageError to exit 2).
 
 check's exit codes: 0 no series' newest points form a slowdown change point; 1 some do (each named,
-with its size, interval and commit range); 2 it cannot judge (no database, no series with enough
-points, several fingerprints and none chosen, a damaged file).
+with its size, interval and commit range), or the host's level does (every case slower at once: the
+host, or a commit that slowed everything) unless `--host-level warn`; 2 it cannot judge (no database,
+no series with enough points, several fingerprints and none chosen, a damaged file). A case is judged
+against its run's level (suite.history.level) where that makes the cases' series quieter, raw
+elsewhere (`--against`); the output's second line says which, and why.
 """
 
 from __future__ import annotations
@@ -72,26 +75,44 @@ def _line(row) -> str:
     return f"{row['series']}: {what} {fmt_size(row)} in {row['commits']}"
 
 
+def _host_lines(found: pd.DataFrame, fail: bool) -> tuple[list[str], bool]:
+    """The host level's slowdowns: a regression (fails the check unless --host-level warn) or suspicious."""
+    from suite.history.page import fmt_size
+
+    mine = found[(found["kind"] == "level") & found["slower"]]
+    new = mine[(mine["class"] == "regression") & mine["newest"]]
+    why = "every case slower at once: the host (busier) or a commit that slowed everything (e.g. a library upgrade)"
+    lines = [f"{'HOST LEVEL REGRESSION' if fail else 'host level slower (warning only: --host-level warn)'} "
+             f"{fmt_size(row)} in {row['commits']}: {why}" for _, row in new.iterrows()]
+    lines += [f"suspicious host level {fmt_size(row)} in {row['commits']}: {why}"
+              for _, row in mine[mine["class"] == "suspicious"].iterrows()]
+    return lines, bool(len(new)) and fail
+
+
 def check(args) -> int:
+    from suite.history.page import rule_text
     from suite.history.series import judge
 
     fingerprint, runs, cases, exponents = _load(args)
-    judged = judge(runs, cases, exponents)
-    verdicts, found = judged.verdicts, judged.changes
+    judged = judge(runs, cases, exponents, args.against)
+    verdicts, found = judged.verdicts[judged.verdicts["kind"] != "level"], judged.changes
     counts = verdicts["class"].value_counts().to_dict()
     tally = ", ".join(f"{n} {name}" for name, n in counts.items())
     if verdicts.empty or (verdicts["class"] == "insufficient data").all():
         print(f"cannot judge: {len(runs)} runs of fingerprint {fingerprint} in {args.db}; a series needs "
               f"{changes.MIN_POINTS} points ({tally or 'no series'})", file=sys.stderr)
         return 2
+    host, host_fails = _host_lines(found, args.host_level == "fail")
+    found = found[found["kind"] != "level"]
     bad = found[(found["class"] == "regression") & found["newest"]]
-    lines = [f"history check {args.db} (fingerprint {fingerprint}, {len(runs)} runs): {tally}"]
+    lines = [f"history check {args.db} (fingerprint {fingerprint}, {len(runs)} runs): {tally}", rule_text(judged),
+             *host]
     lines += [f"REGRESSION {_line(row)}" for _, row in bad.iterrows()]
     lines += [f"suspicious {_line(row)}" for _, row in found[(found["class"] == "suspicious") & found["slower"]].iterrows()]
     text = "\n".join(lines)
     print(text)
     _markdown(args, text)
-    return 1 if len(bad) else 0
+    return 1 if len(bad) or host_fails else 0
 
 
 def _markdown(args, text: str) -> None:
@@ -108,7 +129,7 @@ def report(args) -> int:
     from suite.history.series import judge
 
     fingerprint, runs, cases, exponents = _load(args)
-    judged = judge(runs, cases, exponents)
+    judged = judge(runs, cases, exponents, args.against)
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(output, render(judged, {"fingerprint": fingerprint, "db": str(args.db)}))

@@ -1,8 +1,10 @@
-"""The trend page's figures, as PNG bytes: one per series, time at each n and the exponent over the runs.
+"""The trend page's figures, as PNG bytes: one per series, time at each n and the exponent over the runs,
+and one of the host's level.
 
 Pure: suite.history.series' tables in (points with their run's position, change points), bytes out;
-nothing here knows of the database or of HTML. Left: each case's median time over the runs (log
-scale), a line per n with the 95% interval of its median as a band. Right: the series' fitted time
+nothing here knows of the database or of HTML. Left: each case's median time over the runs as it is
+judged (its run's level divided out where it is judged against it; log scale), a line per n with the
+95% interval of its median as a band. Right: the series' fitted time
 exponent in n with its 95% interval as a band, and its claim as a dashed line. A change point is a
 shaded span from the last run before it to the first after it (red: slower, green: faster), labelled
 with its size.
@@ -51,10 +53,12 @@ def _times(ax, points: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFrame) 
                        sns.color_palette("viridis", n_colors=data["seq_len"].nunique())))
     for n, rows in data.groupby("seq_len"):
         ax.plot(rows["run"], rows["value"], marker="o", ms=3, lw=1, color=palette[n], label=f"n={int(n)}")
-        ax.fill_between(rows["run"], rows["time_lo_s"], rows["time_hi_s"], color=palette[n], alpha=0.2, lw=0)
+        at = rows["value"] / rows["time_s"]  # the run's level divided out, as from the point
+        ax.fill_between(rows["run"], rows["time_lo_s"] * at, rows["time_hi_s"] * at, color=palette[n], alpha=0.2, lw=0)
     _spans(ax, changes, percent=True)
     ax.set_yscale("log")
-    ax.set_ylabel("median time per call (s)")
+    leveled = bool((data["value"] != data["time_s"]).any())
+    ax.set_ylabel("median time per call (s)" + (",\nrun's level divided out" if leveled else ""))
     ax.legend(fontsize=7, loc="upper left", ncol=2)
     _ticks(ax, runs)
 
@@ -75,6 +79,19 @@ def _exponent(ax, points: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFram
     ax.set_ylabel("time exponent in n")
     ax.legend(fontsize=7, loc="upper left")
     _ticks(ax, runs)
+
+
+def level_figure(points: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFrame) -> bytes:
+    """The host's level over the runs (each run's median shift of its cases, in percent), its change points."""
+    fig, ax = plt.subplots(figsize=(11, 2.8))
+    rows = points.sort_values("run")
+    ax.plot(rows["run"], 100 * (rows["value"] - 1), marker="o", ms=3, lw=1, color="#333")
+    ax.axhline(0, color="#999", lw=0.8)
+    _spans(ax, changes, percent=True)
+    ax.set_ylabel("host level: every case's\nshift from its median (%)")
+    _ticks(ax, runs)
+    fig.tight_layout()
+    return png(fig)
 
 
 def series_figure(times: pd.DataFrame, exponents: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFrame) -> bytes:

@@ -2,7 +2,8 @@
 run report's style. Built from suite.history.series' tables alone: it knows nothing of the database.
 
 A summary table first (one row per series: the worst class of its cases and of its exponent, and its
-newest change point), then per series its figure (suite.history.figures) and its change points.
+newest change point), the host's level (every case at once) with its figure and change points, then per
+series its figure (suite.history.figures) and its change points.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import jinja2
 import pandas as pd
 
 from suite.history import changes as rules
-from suite.history import figures
+from suite.history import figures, level
 from suite.history.series import SEVERITY, Judged
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -23,7 +24,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 def fmt_size(row) -> str:
     """A change's size and interval: time as percent, an exponent as a difference."""
-    if row["kind"] == "time":
+    if row["kind"] != "exponent":
         return f"{row['size']:+.1%} [{row['lo']:+.1%}, {row['hi']:+.1%}]"
     return f"{row['size']:+.2f} [{row['lo']:+.2f}, {row['hi']:+.2f}]"
 
@@ -31,7 +32,7 @@ def fmt_size(row) -> str:
 def summary(judged: Judged) -> pd.DataFrame:
     """One row per series: its worst class, its classes of time and exponent, its newest change point."""
     rows = []
-    for key, verdicts in judged.verdicts.groupby("series_key", sort=False):
+    for key, verdicts in judged.verdicts[judged.verdicts["kind"] != "level"].groupby("series_key", sort=False):
         mine = judged.changes[judged.changes["series_key"] == key]
         exponent = verdicts[verdicts["kind"] == "exponent"]
         time = verdicts[verdicts["kind"] == "time"]
@@ -52,6 +53,22 @@ def summary(judged: Judged) -> pd.DataFrame:
     return table.assign(order=table["class"].map(SEVERITY)).sort_values(["order", "series"]).drop(columns="order")
 
 
+def rule_text(judged) -> str:
+    """What each case was judged against (its run's level, or raw) and why, with how many runs had no level."""
+    rule, runs = judged.rule, judged.runs
+    few = f"under {level.MIN_OTHERS + 1} cases of {level.MIN_SERIES} series"
+    if rule is None or rule.raw_runs == len(runs):
+        return f"judged raw: no run has a level (each has {few}), so a busy host and a change look alike"
+    spreads = f"each case's robust spread, median over the cases: {rule.spread_level:.1%} against the level, " \
+              f"{rule.spread_raw:.1%} raw"
+    without = f"; {rule.raw_runs} of {len(runs)} runs judged raw ({few})" if rule.raw_runs else ""
+    if rule.against == "level":
+        return ("each case judged against its run's level (the median shift of the run's cases of other series; "
+                f"{spreads}){without}; the level judged as a series of its own")
+    why = "--against raw" if rule.asked == "raw" else "the level would add more noise than it takes away"
+    return f"judged raw ({why}: {spreads}); the host's level judged as a series of its own"
+
+
 def _figures(judged: Judged, keys: list[str]) -> dict[str, str]:
     points, out = judged.points, {}
     for key in keys:
@@ -60,6 +77,17 @@ def _figures(judged: Judged, keys: list[str]) -> dict[str, str]:
             mine[mine["kind"] == "time"], mine[mine["kind"] == "exponent"],
             judged.changes[judged.changes["series_key"] == key], judged.runs)).decode()
     return out
+
+
+def _host(judged: Judged) -> dict | None:
+    """The host level's verdict, change points and figure (None where no run has a level)."""
+    verdict = judged.verdicts[judged.verdicts["kind"] == "level"]
+    if verdict.empty:
+        return None
+    points = judged.points[judged.points["kind"] == "level"]
+    mine = judged.changes[judged.changes["kind"] == "level"]
+    return {"verdict": verdict.iloc[0], "changes": mine,
+            "image": base64.b64encode(figures.level_figure(points, mine, judged.runs)).decode()}
 
 
 def render(judged: Judged, title: dict) -> str:
@@ -72,5 +100,12 @@ def render(judged: Judged, title: dict) -> str:
     runs = judged.runs
     return loader.get_template("history.html.j2").render(
         title=title, summary=table, images=_figures(judged, keys), changes=judged.changes, verdicts=judged.verdicts,
+        host=_host(judged), rule=rule_text(judged), level=level,
         runs=runs, first=runs.iloc[0] if len(runs) else None, last=runs.iloc[-1] if len(runs) else None,
-        rules=rules, time_pct=100 * math.expm1(rules.THRESHOLD["time"]), counts=judged.verdicts["class"].value_counts().to_dict() if not judged.verdicts.empty else {})
+        rules=rules, time_pct=100 * math.expm1(rules.THRESHOLD["time"]), counts=table_counts(judged))
+
+
+def table_counts(judged: Judged) -> dict:
+    """The classes of every case's time and series' exponent (the host's level apart)."""
+    verdicts = judged.verdicts[judged.verdicts["kind"] != "level"] if not judged.verdicts.empty else judged.verdicts
+    return verdicts["class"].value_counts().to_dict() if not verdicts.empty else {}

@@ -2,8 +2,12 @@
 
 Pure: the store's frames in (suite.history.store.read), tables out; nothing here knows of files or the
 database. A case's series is its `METRIC` over the runs, in commit-then-run order, of the runs where it
-measured `ok`; a series' exponent is its fitted time exponent in n over the runs where it was fitted.
-Only the newest WINDOW points are judged (a nightly history grows without end).
+measured `ok`, each point divided by its run's level (suite.history.level: the median shift of the
+run's cases of other series; a run with too few cases has none, and its points are judged raw); the
+level itself is judged as a series of its own (kind `level`, key HOST). A series' exponent is its
+fitted time exponent in n over the runs where it was fitted, not adjusted (an exponent is a ratio
+within a run: docs/history.md measured no common shift to remove). Only the newest WINDOW points are
+judged (a nightly history grows without end).
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from suite.history import level as levels
 from suite.history.changes import Change, change_points, classify
 
 METRIC = "time_s"  # the median time: the figure a run reports (docs/history.md: why not the fastest call)
 WINDOW = 120
+HOST = "host level"  # the key and series of the host's level
 SEVERITY = {"regression": 0, "suspicious": 1, "improvement": 2, "no change": 3, "insufficient data": 4}
 VERDICT_COLUMNS = ["kind", "key", "series_key", "series", "label", "seq_len", "points", "class", "changes",
                    "newest", "newest_commit", "claimed"]
@@ -29,7 +35,9 @@ class Judged:
     verdicts: pd.DataFrame  # one row per case (kind time) and per series (kind exponent)
     changes: pd.DataFrame  # one row per change point
     points: pd.DataFrame  # the judged points of every case and series: `value`, and `run`, its run's position
-    runs: pd.DataFrame  # every run of the history in order, with its `position`
+    runs: pd.DataFrame  # every run of the history in order, with its `position`, its `level` (the host's, NaN
+    # where it has too few cases: its points judged raw) and `cases` (its ok cases)
+    rule: Rule | None = None  # what the cases' times were judged against
 
 
 def commit_range(before: str, after: str) -> str:
@@ -41,12 +49,12 @@ def commit_range(before: str, after: str) -> str:
 
 def _one(kind: str, key: str, rows: pd.DataFrame, column: str) -> tuple[dict, list[dict]]:
     rows = rows.tail(WINDOW)
-    changes: list[Change] = change_points(rows[column].to_numpy(float), kind)
+    changes: list[Change] = change_points(rows[column].to_numpy(float), "exponent" if kind == "exponent" else "time")
     status = classify(len(rows), changes)
     first = rows.iloc[-1]
     commits = rows["git_commit"].tolist()
     base = {"kind": kind, "key": key, "series_key": first["series_key"], "series": first["series"],
-            "label": first["label"] if kind == "time" else first["series"],
+            "label": first["series"] if kind == "exponent" else first["label"],
             "seq_len": first["seq_len"] if kind == "time" else np.nan}
     verdict = {**base, "points": len(rows), "class": status, "changes": len(changes), "newest": first[column],
                "newest_commit": first["git_commit"], "claimed": first["claimed"] if kind == "exponent" else np.nan}
@@ -59,20 +67,68 @@ def _one(kind: str, key: str, rows: pd.DataFrame, column: str) -> tuple[dict, li
     return verdict, found
 
 
-def judge(runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame) -> Judged:
-    """Change points and classes of every case's time and every series' exponent (the store's frames)."""
+@dataclass(frozen=True)
+class Rule:
+    """What each case's time was judged against: `level` (its run's) or `raw`, and why."""
+
+    against: str  # "level" or "raw"
+    asked: str  # "auto", "level" or "raw"
+    spread_raw: float  # the median over the cases of each one's robust sd, in log: raw
+    spread_level: float  # the same against the level (NaN: no run has a level)
+    raw_runs: int  # runs without a level (too few cases): their points judged raw
+
+
+def leveled(ok: pd.DataFrame, count: int, against: str = "auto") -> tuple[pd.DataFrame, np.ndarray, Rule]:
+    """`ok` with each point's `level` (its run's, in log; NaN: judged raw) and `value` (METRIC at the
+    history's usual level), the host's level of each of `count` runs (log; NaN: too few cases), and the
+    rule: `against` level, raw, or auto (the level where the cases' series spread less against it)."""
+    if against not in ("auto", "level", "raw"):
+        raise ValueError(f"against {against!r} (allowed: auto, level, raw)")
+    if ok.empty:
+        return ok.assign(level=np.nan, value=ok[METRIC]), np.full(count, np.nan), \
+            Rule("raw", against, np.nan, np.nan, count)
+    logs = ok.pivot_table(index="case_id", columns="run", values=METRIC, aggfunc="first").reindex(
+        columns=range(count))
+    logs = np.log(logs.astype(float))
+    series = ok.groupby("case_id")["series_key"].first().reindex(logs.index)
+    own, host = levels.levels(logs.to_numpy(), series.to_numpy())
+    helps, spread_raw, spread_level = levels.quieter(logs.to_numpy(), own)
+    use = not np.isnan(spread_level) and (against == "level" or (against == "auto" and helps))
+    runs_without = int(np.isnan(host).sum())
+    rule = Rule("level" if use else "raw", against, spread_raw, spread_level, runs_without)
+    where = {case: i for i, case in enumerate(logs.index)}
+    level = own[ok["case_id"].map(where).to_numpy(), ok["run"].to_numpy()] if use else np.full(len(ok), np.nan)
+    return ok.assign(level=level, value=ok[METRIC] * np.exp(-np.nan_to_num(level))), host, rule
+
+
+def _host(runs: pd.DataFrame) -> pd.DataFrame:
+    """The host's level as a series' points: `value` the ratio exp(level), in the runs where it is defined."""
+    rows = runs.dropna(subset=["level"])
+    return rows.assign(series_key=HOST, series=HOST, label=f"{HOST} (every case at once)", seq_len=np.nan,
+                       claimed=np.nan, run=rows["position"], value=np.exp(rows["level"]))
+
+
+def judge(runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame, against: str = "auto") -> Judged:
+    """Change points and classes of every case's time (against its run's level, or raw: `against`, see
+    `leveled`), the host's level and every series' exponent (the store's frames)."""
     runs = runs.reset_index(drop=True).assign(position=lambda r: np.arange(len(r)))
     where = dict(zip(runs["run_key"], runs["position"]))
     ok = cases[(cases["status"] == "ok") & (cases[METRIC] > 0)].assign(run=lambda c: c["run_key"].map(where))
+    ok, host, rule = leveled(ok, len(runs), against)
+    runs = runs.assign(level=host, cases=ok.groupby("run").size().reindex(runs["position"]).fillna(0).astype(int)
+                       .to_numpy())
     fitted = exponents.dropna(subset=["slope"]).assign(run=lambda e: e["run_key"].map(where))
     verdicts, changes, points = [], [], []
-    for kind, frame, key, column in (("time", ok, "case_id", METRIC), ("exponent", fitted, "series_key", "slope")):
+    for kind, frame, key, column in (("time", ok, "case_id", "value"), ("level", _host(runs), "series_key", "value"),
+                                     ("exponent", fitted, "series_key", "slope")):
+        if frame.empty:
+            continue
         for name, rows in frame.sort_values("run").groupby(key, sort=False):
             verdict, found = _one(kind, name, rows, column)
             verdicts.append(verdict)
             changes += found
-            points.append(rows.tail(WINDOW).assign(kind=kind, key=name, value=rows.tail(WINDOW)[column]))
+            points.append(rows.tail(WINDOW).assign(kind=kind, key=name, value=rows.tail(WINDOW)[column].to_numpy()))
     table = pd.DataFrame(verdicts, columns=VERDICT_COLUMNS)
     table = table.assign(order=table["class"].map(SEVERITY)).sort_values(["order", "series", "kind", "seq_len"])
     return Judged(table.drop(columns="order").reset_index(drop=True), pd.DataFrame(changes, columns=CHANGE_COLUMNS),
-                  pd.concat(points, ignore_index=True) if points else pd.DataFrame(), runs)
+                  pd.concat(points, ignore_index=True) if points else pd.DataFrame(), runs, rule)
