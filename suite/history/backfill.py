@@ -7,13 +7,23 @@ suite and the variants measured are that commit's. Runs are named `backfill-COMM
 goes on where it stopped). A commit whose run fails or stops is reported and skipped; the others are
 added. `--paths variants suite` takes only the commits that changed those paths (a commit that changed
 neither the suite nor the variants cannot change a time). The grid, where it is a file, is read by each checkout: give one those commits understand.
+
+The commits are measured in a shuffled order by default (`--order shuffled`, seeded by `--seed`), so
+a host that grows busier or quieter over the hours of a backfill drifts across the commits at random,
+not along their order, where it would look like a change at some commit (docs/history.md: the
+backfill of 19 commits found two such). The order and its seed are printed and appended to
+`backfill-orders.jsonl` in --results-dir; each run's time in the history says when it was measured.
+The history orders its points by commit whatever order they were measured in.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from suite.errors import UsageError, check_name
@@ -80,13 +90,40 @@ def measure(commit: str, args, results_dir: Path, name: str) -> Path:
     return folder
 
 
+ORDERS = "backfill-orders.jsonl"  # under --results-dir: one line per backfill, the order it measured in
+
+
+def ordered(chosen: list[str], order: str, seed: int) -> list[str]:
+    """The commits in the order they are measured: as listed (sequential) or a seeded shuffle."""
+    if order == "sequential":
+        return list(chosen)
+    if order != "shuffled":
+        raise UsageError(f"history backfill: --order {order!r} (allowed: shuffled, sequential)")
+    out = list(chosen)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def _record(results_dir: Path, args, measured: list[str]) -> None:
+    """Append the order measured in, with its seed, to ORDERS (the runs' own times say the same)."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    line = {"range": args.range, "paths": args.paths or [], "grid": args.grid, "order": args.order,
+            "seed": args.seed if args.order == "shuffled" else None, "commits": measured,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with open(results_dir / ORDERS, "a") as out:
+        out.write(json.dumps(line) + "\n")
+
+
 def backfill(args) -> list[tuple[str, str]]:
     """Measure and add every commit of the range; (commit, why) of each one that could not be added."""
     repo = Path(args.repo).resolve()
     results_dir = Path(args.results_dir).resolve()
     grid_name = check_name("--grid", Path(args.grid).stem)
-    chosen = commits(args.range, repo, args.paths or [])
-    print(f"history backfill: {len(chosen)} commits of {args.range}, grid {args.grid}, into {args.db}", file=sys.stderr)
+    chosen = ordered(commits(args.range, repo, args.paths or []), args.order, args.seed)
+    how = f"shuffled (seed {args.seed})" if args.order == "shuffled" else "sequential"
+    print(f"history backfill: {len(chosen)} commits of {args.range}, grid {args.grid}, into {args.db}; measured in "
+          f"{how} order: {' '.join(c[:12] for c in chosen)} (recorded in {results_dir / ORDERS})", file=sys.stderr)
+    _record(results_dir, args, chosen)
     failed = []
     for i, commit in enumerate(chosen, 1):
         name = f"backfill-{commit[:12]}-{grid_name}"

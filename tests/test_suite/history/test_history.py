@@ -255,21 +255,58 @@ def test_report_renders_in_headless_chromium(history, tmp_path):
 
 
 # ------------------------------------------------------------------ backfill's range
+def git_repo(repo: Path, count: int) -> list[str]:
+    """A repository of `count` commits; their hashes, oldest first."""
+    repo.mkdir()
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    git("init", "-q")
+    for i in range(count):
+        (repo / "f").write_text(str(i))
+        git("add", "f")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"c{i}")
+    return git("rev-list", "--reverse", "HEAD").split()
+
+
 def test_backfill_reads_its_range_as_git_does_and_refuses_a_bad_one(tmp_path, capsys):
     from suite.history.backfill import commits
 
     repo = tmp_path / "repo"
-    repo.mkdir()
-    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
-    git("init", "-q")
-    for i in range(4):
-        (repo / "f").write_text(str(i))
-        git("add", "f")
-        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"c{i}")
-    made = git("rev-list", "--reverse", "HEAD").split()
+    made = git_repo(repo, 4)
     assert commits("HEAD~2..HEAD", repo) == made[2:]
     assert commits("HEAD~2^..HEAD", repo) == made[1:]
     for bad in ("HEAD", "HEAD..", "nosuch..HEAD", "HEAD..HEAD~2", "HEAD~1..HEAD:x"):
         assert cli.main(["history", "backfill", bad, "--grid", "smoke", "--repo", str(repo),
                          "--db", str(tmp_path / "h.duckdb")]) == 2
     assert "A..B" in capsys.readouterr().err and not (tmp_path / "h.duckdb").exists()
+
+
+def test_backfill_measures_in_a_seeded_shuffled_order_by_default_and_records_it(tmp_path, monkeypatch, capsys):
+    """A host's drift over a backfill's hours must not line up with the commits' order: by default the
+    commits are measured shuffled (seeded: the same seed, the same order), the order is printed and
+    recorded; `--order sequential` measures oldest first."""
+    import json
+
+    from suite.history import backfill, runs
+
+    repo, results = tmp_path / "repo", tmp_path / "results"
+    made = git_repo(repo, 9)[1:]  # the root commit has no parent: the range is HEAD~8..HEAD
+    measured: list[str] = []
+    monkeypatch.setattr(backfill, "measure", lambda commit, *a: measured.append(commit) or results)
+    monkeypatch.setattr(runs, "load", lambda *a, **k: None)
+    monkeypatch.setattr(store, "add", lambda *a, **k: True)
+
+    def run(*extra: str) -> list[str]:
+        measured.clear()
+        assert cli.main(["history", "backfill", "HEAD~8..HEAD", "--grid", "smoke", "--repo", str(repo),
+                         "--results-dir", str(results), "--db", str(tmp_path / "h.duckdb"), *extra]) == 0
+        return list(measured)
+
+    shuffled = run()
+    assert sorted(shuffled) == sorted(made) and shuffled != made
+    assert "measured in shuffled (seed 0) order: " + " ".join(c[:12] for c in shuffled) in capsys.readouterr().err
+    assert run("--seed", "0") == shuffled and run("--seed", "1") not in (shuffled, made)
+    assert run("--order", "sequential") == made
+    lines = [json.loads(line) for line in (results / backfill.ORDERS).read_text().splitlines()]
+    assert [(line["order"], line["seed"], line["commits"]) for line in lines] == [
+        ("shuffled", 0, shuffled), ("shuffled", 0, shuffled), ("shuffled", 1, lines[2]["commits"]),
+        ("sequential", None, made)]
