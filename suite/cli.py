@@ -267,7 +267,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     results_dir = Path(args.results_dir)
     if args.action == "list":
         for where, info in rundir.baselines(results_dir):
-            print(f"{where}: from run {info['run']} (commit {info.get('git_commit')}, {info['saved_at']})")
+            print(f"{where}: from run {info.get('run', '?')} (commit {info.get('git_commit')}, {info.get('saved_at', '?')})")
         return 0
     if not args.run:
         raise UsageError("baseline save: which run? (python -m suite baseline save RUN)")

@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.errors import UsageError, check_name
-from suite.store import atomic, table
+from suite.store import atomic, shapes, table
 from suite.store.journal import Journal
 
 BASELINES = "baselines"
@@ -45,6 +45,8 @@ class RunDir:
     LADDERS = "ladders.json"  # adaptive lengths: where each series stopped, and why (suite.run.climb)
     BANDWIDTH = "bandwidth.json"  # per device: the bandwidth probe (suite.machine.stream); absent in older runs
     SAVED = (PARQUET, CSV, ENV, PLAN, PROBE, BANDWIDTH, LADDERS)  # what a baseline keeps and a report copies
+    SHAPES = {ENV: shapes.ENV, PROBE: shapes.PROBE, BANDWIDTH: shapes.BANDWIDTH, LADDERS: shapes.LADDERS,
+              BASELINE: shapes.BASELINE}  # what each JSON file holds (plan.json: suite.run.runner.load)
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -121,8 +123,9 @@ class RunDir:
             data = json.loads(path.read_bytes().decode())
         except (UnicodeDecodeError, ValueError) as err:
             raise damaged(path, err) from None
-        if not isinstance(data, dict):
-            raise damaged(path, f"holds a {type(data).__name__}, not an object")
+        wrong = shapes.mismatch(data, self.SHAPES.get(name, dict))
+        if wrong:
+            raise damaged(path, wrong)
         return data
 
     def write_json(self, name: str, payload: dict) -> Path:

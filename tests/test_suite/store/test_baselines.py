@@ -14,7 +14,7 @@ import pytest
 
 from suite.store import atomic, rundir
 from suite.store.rundir import RunDir, baselines, save_baseline
-from helpers import LEGACY, legacy_run
+from helpers import LEGACY, legacy_run, suite_in_process
 
 # every call a save makes that can fail or be killed: (module, attribute)
 STEPS = [(atomic, "write_bytes"), (os, "fsync"), (atomic, "exchange"), (os, "replace"), (os, "rename"),
@@ -119,3 +119,10 @@ def test_a_baseline_save_stopped_at_any_step_leaves_one_whole_baseline(results, 
                 (str(target.relative_to(results / "baselines")), whole(target))] and whole(target), step
             save_baseline(RunDir(results / "s"), results, force=True)
             assert whole(target) == "s" and [p.name for p in target.parent.iterdir()] == [target.name], step
+
+
+def test_a_baseline_json_that_names_nothing_is_listed_without_a_traceback(results):
+    target = save_baseline(RunDir(results / "r"), results)
+    (target / RunDir.BASELINE).write_text("{}")
+    res = suite_in_process("baseline", "list", "--results-dir", str(results), cwd=results)
+    assert res.returncode == 0 and "from run ?" in res.stdout, res.stderr

@@ -333,6 +333,36 @@ def test_a_damaged_plan_is_named_and_nothing_is_written(tmp_path, kind):
     assert sorted(p.name for p in path.iterdir()) == before and not (tmp_path / "reports").exists()
 
 
+DAMAGED_SIDECARS = {  # what the file holds: text as it is, a list, or fields replacing the run's own
+    "env a list": ("env.json", [1, 2]), "env devices text": ("env.json", {"devices": "cpu"}),
+    "env cache size text": ("env.json", {"cpu_caches": {"L2": {"bytes": "1 MiB"}}}),
+    "probe a list": ("probe.json", ["cpu"]), "probe device text": ("probe.json", {"cpu": "fast"}),
+    "probe peak text": ("probe.json", {"cpu": {"float32": {"flops_per_s": "fast"}}}),
+    "bandwidth device a list": ("bandwidth.json", {"cpu": ["fast"]}),
+    "bandwidth text": ("bandwidth.json", {"cpu": {"bytes_per_s": "fast", "spread": 0.1}}),
+    "ladders text": ("ladders.json", {"ladders": "all"}),
+    "ladder why a number": ("ladders.json", {"ladders": [{"series": "x", "stop": "settled", "why": 5}]}),
+    "baseline a list": ("baseline.json", ["r"]), "baseline run a number": ("baseline.json", {"run": 5}),
+    "baseline saved_at a number": ("baseline.json", {"saved_at": 2026}),
+}
+
+
+@pytest.mark.parametrize("name, damage", DAMAGED_SIDECARS.values(), ids=DAMAGED_SIDECARS)
+def test_a_damaged_sidecar_file_is_named_and_nothing_is_written(tmp_path, name, damage):
+    path = legacy_run(tmp_path)
+    command = ("report", "r", "--reports-dir", str(tmp_path / "reports"))
+    if name == "baseline.json":  # a saved baseline's: read where baselines are listed
+        assert suite_in_process("baseline", "save", "r", "--results-dir", str(tmp_path), cwd=tmp_path).returncode == 0
+        path, command = next((tmp_path / "baselines").glob("*/*")), ("baseline", "list")
+    own = json.loads((path / name).read_text()) if (path / name).is_file() else {}
+    text = damage if isinstance(damage, str) else json.dumps({**own, **damage} if isinstance(damage, dict) else damage)
+    (path / name).write_text(text)
+    before = {p.name: p.read_bytes() for p in path.iterdir()}
+    res = suite_in_process(*command, "--results-dir", str(tmp_path), cwd=tmp_path)
+    assert res.returncode == 2 and f"{path / name} cannot be read" in res.stderr, res.stderr
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == before and not (tmp_path / "reports").exists()
+
+
 @pytest.mark.parametrize("field, value", [("params", "abc"), ("replicate", "0"), ("samples", ["x"]),
                                           ("status", "great"), ("time_s", "fast"), ("op_seconds", [1])])
 def test_a_journal_line_with_a_bad_field_is_named_and_the_rest_kept(tmp_path, field, value):
