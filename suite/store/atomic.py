@@ -4,7 +4,9 @@ A crash, a full disk or a kill at any moment leaves either the old file or the n
 one. Inside a run folder the rename replaces a symbolic link at the target instead of writing
 through it, so a link planted there cannot redirect a write elsewhere; an output the user named
 (`-o`, `--markdown`, a card) may follow its link (`follow_links`). A target that exists and is not
-a regular file (/dev/stdout, a pipe) is written in place: there is nothing to replace.
+a regular file (/dev/stdout, a pipe) is written in place: there is nothing to replace. A file
+appended in place (a journal, a log) is opened with `open_plain`, which refuses a link; a folder
+replaced whole (a baseline) is swapped with `exchange`, in one step where the system can.
 """
 
 from __future__ import annotations
