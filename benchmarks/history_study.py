@@ -1,37 +1,61 @@
 """How often `suite history check` flags a step, how soon, and how often it flags none (issue 48's study).
 
-    python benchmarks/history_study.py --noise benchmarks/history_noise.csv --trials 400 --seed 2
+    python benchmarks/history_study.py --noise benchmarks/history_noise.csv --trials 400 --seed 2 \
+        --scales 1,0.1 --out benchmarks/history_study.csv
 
 Synthetic histories of 60 points whose noise is this machine's own run-to-run spread of real cases
-(benchmarks/history_noise.py measured it: ten runs of a small grid, as separate processes):
+(benchmarks/history_noise.py measured it: ten runs of a small grid, twelve cases of three series each,
+as separate processes). A synthetic history is every one of those twelve cases over 60 runs:
 
-    time      point i = the case's own deviation in a run drawn at random (its log-time from its median,
-              less that run's level) + a run level drawn at random (the run's median deviation over its
-              cases: how busy the machine was) — and with probability SPELL a busy spell of 1-3 points
-              begins, in which the level is the busiest run's (the bimodal spells of a shared machine)
+    time      at each point a measured run r is drawn; its level (the run's median deviation over its
+              cases: how busy the machine was) is shared by every case of the synthetic run, and each
+              case's own deviation (its log-time from its median, less that run's level) is added:
+              `--draw joint` takes every case's own deviation from the same run r (what a busy run
+              does to cases together, beyond the level, is kept), `--draw independent` from a run
+              drawn for each case (the level is all they share). With probability SPELL a busy spell
+              of 1-3 points begins, in which the level is the busiest run's (the bimodal spells of a
+              shared machine).
     exponent  point i = the series' exponent deviation in a run drawn at random (its fit less the
               series' median fit); in a spell, its deviation in the busiest run
 
-A step of +STEP (time: ×1.10; exponent: +0.3) starts at point 57 of 60; the check runs on the first
-58, 59 and 60 points (1, 2, 3 points after the step), as a nightly job would. A series is detected
-when one of those checks classifies it `regression`; its delay is the first such check. A step-free
-series is a false positive when one of the same three checks says `regression`. The decision rule is
-suite.history.changes' (its defaults unless --penalty/--threshold are given); `--asv-autogamma`
-replaces its segmentation by asv's own penalty search (detect_steps), for comparison.
+A step of +STEP (time: one series, all its lengths ×1.10 — a commit acts on a series; exponent: +0.3)
+starts at point 57 of 60; the check runs on the first 58, 59 and 60 points (1, 2, 3 points after the
+step), as a nightly job would, on one case of the stepped series. Three rules judge the same histories:
+`raw` (the case's own times, the rule before runs' levels), `level` (suite.history.level: each point
+divided by its run's level, the median over the run's cases of other series) and `auto` (`history
+check`'s default: the level where the cases' series spread less against it, level.quieter, decided on
+the points each check sees; raw otherwise). `host level` rows step
+every case at once and judge the host's level as a series (a change there is reported as every case
+at once). A series is detected when one of the three checks classifies it `regression`; its delay is
+the first such check. A step-free series is a false positive when one of the same checks says
+`regression`. The rule is suite.history.changes' (its defaults unless --penalty/--threshold are
+given); `--asv-autogamma` replaces its segmentation by asv's own penalty search (detect_steps).
+
+Before the table it prints what the level explains of the measured noise (robust standard deviations
+of the deviations raw, of the runs' levels, less the true level, less the rule's level), and the same
+for exponents (why they are not level-adjusted: docs/history.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from suite.history import changes
+from suite.history import changes, level
 
 LENGTH, STEP_AT, CHECKS = 60, 57, (1, 2, 3)
 SPELL = 0.05
+
+
+def robust_sd(values) -> float:
+    """1.4826 · the median absolute deviation from the median (a normal's standard deviation)."""
+    v = np.asarray(values, float).ravel()
+    v = v[~np.isnan(v)]
+    return 1.4826 * float(np.median(np.abs(v - np.median(v))))
 
 
 class Noise:
@@ -40,16 +64,16 @@ class Noise:
     def __init__(self, table: pd.DataFrame, time_kind: str, scale: float = 1.0):
         table = table.assign(value=table["value"] * scale)
         time = table[table["kind"] == time_kind]
-        levels = table[table["kind"] == f"level_{time_kind}"].set_index("run")["value"]
+        levels = table[table["kind"] == f"level_{time_kind}"].set_index("run")["value"].sort_index()
         self.levels = levels.to_numpy()
-        self.busiest = int(levels.abs().idxmax())
-        own = time.assign(value=time["value"] - time["run"].map(levels))
-        self.own = {case: g.set_index("run")["value"] for case, g in own.groupby("case")}
+        self.busiest = int(np.argmax(np.abs(self.levels)))
+        self.deviations = time.pivot(index="case", columns="run", values="value").reindex(columns=levels.index)
+        self.series = np.array([case.split(" n=")[0] for case in self.deviations.index])
+        self.own = self.deviations.to_numpy() - self.levels[None, :]  # cases × runs, the run's level taken out
         exps = table[table["kind"] == "exponent"]
         self.exps = {case: g.set_index("run")["value"] for case, g in exps.groupby("case") if len(g) >= 5}
-        self.busy_level = float(levels[self.busiest])
-        spread = lambda v: 1.4826 * float(np.median(np.abs(v)))  # noqa: E731  (a robust standard deviation)
-        self.spread = {"time": spread(time["value"]), "exponent": spread(exps["value"])}
+        self.exponent_table = exps.pivot(index="case", columns="run", values="value")
+        self.spread = {"time": robust_sd(time["value"]), "exponent": robust_sd(exps["value"])}
 
     def spells(self, rng: np.random.Generator) -> np.ndarray:
         busy = np.zeros(LENGTH, bool)
@@ -63,11 +87,18 @@ class Noise:
                 i += 1
         return busy
 
-    def time(self, rng: np.random.Generator) -> np.ndarray:
-        own = self.own[rng.choice(list(self.own))].to_numpy()
-        level = rng.choice(self.levels, LENGTH)
-        level[self.spells(rng)] = self.busy_level
-        return rng.choice(own, LENGTH) + level
+    def times(self, rng: np.random.Generator, draw: str) -> np.ndarray:
+        """Log deviations of every measured case over LENGTH synthetic runs (cases × runs): one level
+        per synthetic run, shared by its cases, plus each case's own deviation."""
+        runs = rng.integers(len(self.levels), size=LENGTH)
+        level_of = self.levels[runs]
+        level_of[self.spells(rng)] = self.levels[self.busiest]
+        if draw == "joint":
+            own = self.own[:, runs]
+        else:
+            own = np.take_along_axis(self.own, rng.integers(len(self.levels), size=self.own.shape[0] * LENGTH)
+                                     .reshape(self.own.shape[0], LENGTH), axis=1)
+        return own + level_of[None, :]
 
     def exponent(self, rng: np.random.Generator) -> np.ndarray:
         series = self.exps[rng.choice(list(self.exps))]
@@ -76,37 +107,91 @@ class Noise:
         out[busy] = series.get(self.busiest, 0.0)
         return out
 
+    def explained(self) -> dict:
+        """What the runs' level explains of the measured spread (robust sd of log deviations)."""
+        d = self.deviations.to_numpy()
+        own, _ = level.levels(d, self.series)
+        e = self.exponent_table.to_numpy()
+        others = np.array([np.median(np.delete(e, i, axis=0), axis=0) for i in range(len(e))])
+        return {"time: every case's deviation": robust_sd(d), "time: the runs' levels": robust_sd(self.levels),
+                "time: less its run's level (as measured)": robust_sd(self.own),
+                "time: less the rule's level (other series' median)": robust_sd(d - own),
+                "exponent: every series' deviation": robust_sd(e),
+                "exponent: less the other series' median": robust_sd(e - others),
+                "exponent: correlation of the runs' median with the time level":
+                    float(np.corrcoef(np.median(e, axis=0), self.levels)[0, 1])}
+
 
 def first_flag(values: np.ndarray, kind: str, options: dict) -> int | None:
-    """The first check (points after the step) that classifies the series `regression`, or None."""
+    """The first check (points after the step) that classifies the series `regression`, or None;
+    `values(n)` gives the series as judged on the first n points."""
     for k in CHECKS:
         n = STEP_AT + k
-        if changes.classify(n, changes.change_points(values[:n], kind, **options)) == "regression":
+        if changes.classify(n, changes.change_points(values(n), kind, **options)) == "regression":
             return k
     return None
 
 
-def trial(noise: Noise, kind: str, step: float, rng: np.random.Generator, options: dict) -> int | None:
-    if kind == "time":
-        y = noise.time(rng)
-        y[STEP_AT:] += math.log1p(step)
-        return first_flag(0.01 * np.exp(y), kind, options)
-    y = 1.0 + noise.exponent(rng)
-    y[STEP_AT:] += step
-    return first_flag(y, kind, options)
+def judged(logs: np.ndarray, series: np.ndarray, case: int, rule: str):
+    """The case's series as `rule` judges it on the first n points (times in seconds)."""
+    if rule == "raw":
+        return lambda n: 0.01 * np.exp(logs[case, :n])
+    if rule == "host level":
+        return lambda n: np.exp(level.levels(logs[:, :n], series)[1])
+
+    def against(n: int) -> np.ndarray:
+        own, _ = level.levels(logs[:, :n], series)
+        if rule == "auto" and not level.quieter(logs[:, :n], own)[0]:
+            return 0.01 * np.exp(logs[case, :n])
+        return 0.01 * np.exp(logs[case, :n] - np.nan_to_num(own[case]))
+    return against
 
 
-def study(noise: Noise, trials: int, seed: int, options: dict) -> pd.DataFrame:
+def time_trials(noise: Noise, step: float, trials: int, rng, options: dict, draw: str) -> dict[str, list]:
+    """Flags of each rule on the same histories: one series stepped (raw, level), every case (host level)."""
+    flags = {"raw": [], "level": [], "auto": [], "host level": []}
+    names = np.unique(noise.series)
+    for _ in range(trials):
+        logs = noise.times(rng, draw)
+        stepped = noise.series == rng.choice(names)
+        case = int(rng.choice(np.flatnonzero(stepped)))
+        one = logs.copy()
+        one[stepped, STEP_AT:] += math.log1p(step)
+        for rule in ("raw", "level", "auto"):
+            flags[rule].append(first_flag(judged(one, noise.series, case, rule), "time", options))
+        every = logs.copy()
+        every[:, STEP_AT:] += math.log1p(step)
+        flags["host level"].append(first_flag(judged(every, noise.series, case, "host level"), "time", options))
+    return flags
+
+
+def row(series: str, rule: str, spread: float, step: float, flags: list) -> dict:
+    hit = [f for f in flags if f is not None]
+    trials = len(flags)
+    return {"series": series, "rule": rule, "noise (robust sd)": spread, "step": step, "trials": trials,
+            "flagged": len(hit) / trials, **{f"by {k}": sum(f <= k for f in hit) / trials for k in CHECKS},
+            "median delay": float(np.median(hit)) if hit else np.nan}
+
+
+def study(noise: Noise, trials: int, seed: int, options: dict, draw: str) -> pd.DataFrame:
     rows = []
-    for kind, steps in (("time", (0.0, 0.05, 0.10, 0.20)), ("exponent", (0.0, 0.15, 0.3))):
-        for step in steps:
-            rng = np.random.default_rng([seed, int(step * 1000), kind == "time"])
-            flags = [trial(noise, kind, step, rng, options[kind]) for _ in range(trials)]
-            hit = [f for f in flags if f is not None]
-            rows.append({"series": kind, "noise (robust sd)": noise.spread[kind], "step": step, "trials": trials,
-                         "flagged": len(hit) / trials, **{f"by {k}": sum(f <= k for f in hit) / trials for k in CHECKS},
-                         "median delay": float(np.median(hit)) if hit else np.nan})
-    return pd.DataFrame(rows)
+    for step in (0.0, 0.05, 0.10, 0.20):
+        rng = np.random.default_rng([seed, int(step * 1000), 1])
+        flags = time_trials(noise, step, trials, rng, options["time"], draw)
+        rows += [row("time" if rule != "host level" else "host level", rule, noise.spread["time"], step, flags[rule])
+                 for rule in flags]
+    for step in (0.0, 0.15, 0.3):
+        rng = np.random.default_rng([seed, int(step * 1000), 0])
+        flags = []
+        for _ in range(trials):
+            y = 1.0 + noise.exponent(rng)
+            y[STEP_AT:] += step
+            flags.append(first_flag(lambda n, y=y: y[:n], "exponent", options["exponent"]))
+        rows.append(row("exponent", "raw", noise.spread["exponent"], step, flags))
+    order = {"raw": 0, "level": 1, "auto": 2, "host level": 3}
+    out = pd.DataFrame(rows)
+    return out.assign(o=out["series"].map({"time": 0, "host level": 1, "exponent": 2}), r=out["rule"].map(order)) \
+        .sort_values(["o", "r", "step"], kind="stable").drop(columns=["o", "r"])
 
 
 def autogamma(y: np.ndarray, kind: str, penalty: float) -> list[list[int]]:
@@ -126,10 +211,14 @@ def main() -> None:
                         help="which deviations stand for a point's time: the median's (time) or the fastest call's")
     parser.add_argument("--scales", default="1", help="comma-separated factors on the measured deviations "
                         "(1: as measured; under 1: a quieter machine, the same shape of noise)")
+    parser.add_argument("--draw", default="joint", choices=["joint", "independent"],
+                        help="each case's own deviation in a synthetic run: from the same measured run as the "
+                             "others' (joint) or from a run drawn for each case (independent)")
     parser.add_argument("--penalty", type=float)
     parser.add_argument("--time-threshold", type=float, help="smallest time change called, a fraction (0.05 = 5%%)")
     parser.add_argument("--exponent-threshold", type=float, help="smallest exponent change called")
     parser.add_argument("--asv-autogamma", action="store_true")
+    parser.add_argument("--out", help="also write the table here (CSV)")
     args = parser.parse_args()
     table = pd.read_csv(args.noise)
     common = {} if args.penalty is None else {"penalty": args.penalty}
@@ -140,14 +229,22 @@ def main() -> None:
         options["exponent"]["threshold"] = args.exponent_threshold
     if args.asv_autogamma:
         changes._segments = autogamma
-    print(f"noise: {args.noise} ({args.metric}); seed {args.seed}; penalty {common.get('penalty', changes.PENALTY)}, "
-          f"thresholds {options}" + ("; asv detect_steps' own penalty" if args.asv_autogamma else ""))
+    print(f"noise: {args.noise} ({args.metric}, draw {args.draw}); seed {args.seed}; penalty "
+          f"{common.get('penalty', changes.PENALTY)}, thresholds {options}"
+          + ("; asv detect_steps' own penalty" if args.asv_autogamma else ""))
+    for what, value in Noise(table, args.metric).explained().items():
+        print(f"  {what}: {value:.3f}")
     results = []
     for scale in map(float, args.scales.split(",")):
         noise = Noise(table, args.metric, scale)
-        results.append(study(noise, args.trials, args.seed, options).assign(scale=scale))
+        results.append(study(noise, args.trials, args.seed, options, args.draw).assign(scale=scale, draw=args.draw))
     out = pd.concat(results, ignore_index=True)
-    print(out[["scale", *out.columns[:-1]]].to_markdown(index=False, floatfmt=".3f"))
+    out = out[["scale", "draw", *out.columns[:-2]]]
+    print(out.to_markdown(index=False, floatfmt=".3f"))
+    if args.out:
+        from suite.store import atomic
+
+        atomic.write_text(Path(args.out), out.to_csv(index=False))
 
 
 if __name__ == "__main__":
