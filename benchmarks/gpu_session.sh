@@ -140,9 +140,11 @@ step() {
   esac
 }
 
-[ -d /tmp/site ] && export PYTHONPATH=/tmp/site
+if [ -d /tmp/site ]; then export PYTHONPATH=/tmp/site; fi  # the carried wheels (install); never the exit status
+failed=""
 for name in "$@"; do
   log "$name"
-  step "$name"
-  [ -d /tmp/site ] && export PYTHONPATH=/tmp/site
+  step "$name" || { log "$name failed (exit $?)"; failed="$failed $name"; }
+  if [ -d /tmp/site ]; then export PYTHONPATH=/tmp/site; fi
 done
+[ -z "$failed" ] || { log "failed:$failed"; exit 1; }  # every step still ran: a lease is not wasted on the first

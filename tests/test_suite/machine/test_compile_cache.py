@@ -147,3 +147,11 @@ def test_each_gpu_job_restores_and_keeps_the_compile_caches_keyed_by_torch_gpu_a
     assert suite_calls and all("--compile-cache .compile-cache" in line for line in suite_calls)
     torch = importlib.metadata.version("torch")
     assert _key(key_step, tmp_path) == f"suite-compile-{torch}-NVIDIA-H100-80GB-HBM3-{grid}"
+
+
+def test_the_session_exits_0_when_its_steps_pass_and_1_naming_a_failed_one(tmp_path):
+    """Its exit status is its steps' (it once ended on a test for /tmp/site: 1 wherever no wheels were carried);
+    a failed step does not stop the ones after it."""
+    assert _session(tmp_path, "pack").returncode == 0
+    res = _session(tmp_path, "nonsense", "pack")
+    assert res.returncode == 1 and "failed: nonsense" in res.stdout and (tmp_path / "out" / "results.tgz").exists()
