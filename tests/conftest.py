@@ -10,3 +10,14 @@ import torch
 # before anything imports triton. With a GPU they run compiled, as they are timed.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_collection_modifyitems(items):
+    """A test module names in SLOW_FIXTURES the fixtures that run real sweeps in subprocesses: every test
+    that uses one is slow (left out of the fast lane, `pytest -m "not slow"`), whatever else it checks."""
+    import pytest
+
+    for item in items:
+        slow = getattr(getattr(item, "module", None), "SLOW_FIXTURES", ())
+        if set(slow) & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -7,6 +7,8 @@ import ast
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "suite"
 VARIANTS = ROOT / "variants"
@@ -151,6 +153,7 @@ def test_modules_and_functions_are_short():
     assert long_modules == [] and long_functions == []
 
 
+@pytest.mark.slow
 def test_a_run_starts_without_the_statistics_libraries():
     """`python -m suite run` parses, plans the full grid and loads its runner without scipy.stats or
     statsmodels (1.5 s of its start here, loaded by the parser for the gate's defaults); they load

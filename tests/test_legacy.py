@@ -30,6 +30,7 @@ def test_every_legacy_journal_line_reads_as_a_row():
         assert read.problems == [] and len(read.rows) >= 12
 
 
+@pytest.mark.slow  # the whole report, figures and bootstraps
 def test_legacy_report_gives_the_verdicts_that_version_printed(results, tmp_path, capsys, monkeypatch):
     """Fitted to the medians, as that version fitted, by its rule (the power law's interval), the
     figures are the ones it printed; fitted to the fastest calls (read from its samples), as now, the

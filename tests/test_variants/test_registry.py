@@ -132,6 +132,7 @@ def test_mask_shows_itself():
     assert picture.splitlines()[0] == "██······" and picture.splitlines()[4] == "···███··"
 
 
+@pytest.mark.slow
 def test_cli_list_shows_every_variant_and_impl_with_status():
     out = subprocess.run([sys.executable, "-m", "suite", "list", "--device", "cpu"], capture_output=True, text=True, check=True).stdout
     for name in variants.names():
@@ -140,6 +141,7 @@ def test_cli_list_shows_every_variant_and_impl_with_status():
     assert "unavailable: xformers" in out or torch.cuda.is_available()
 
 
+@pytest.mark.slow
 def test_cli_rejects_unknown_variant_with_exit_2():
     res = subprocess.run([sys.executable, "-m", "suite", "list", "--variant", "nope"], capture_output=True, text=True)
     assert res.returncode == 2 and "unknown variant 'nope'" in res.stderr

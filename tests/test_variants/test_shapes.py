@@ -407,6 +407,7 @@ def test_flex_decode_scores_the_last_row_of_its_block_mask(name):
 
 
 # ----------------------------------------------------------------------------- end to end
+@pytest.mark.slow
 def test_a_grid_of_the_three_shapes_runs_and_reports_each(tmp_path):
     """Cross attention, padding and decode through the runner, the table, the terminal and the report."""
     from helpers import suite, write_grid

@@ -83,6 +83,9 @@ def compare_runs(tmp, base: str, new: str, *extra, env_extra=None):
     return res, (json.loads(out.read_text()) if out.is_file() else None)
 
 
+SLOW_FIXTURES = ("runs", "many")  # real runs in subprocesses (tests/conftest.py: their tests are slow)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Three real runs of the same grid: A, A again, and A with paced/native slowed by 50%.
@@ -220,6 +223,7 @@ def _frame(times: dict[str, list[float]], status=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@pytest.mark.slow
 def test_false_alarm_rate_per_case_over_repeated_a_a_comparisons_of_measured_noise(tmp_path):
     """Real kernels timed in 10 processes, redrawn 300 times into disjoint 5-vs-5 A/A pairs (the
     gate's 5 processes): at most 1% of case comparisons are called changed. (3 vs 3 gave 1.3%
@@ -306,6 +310,7 @@ def test_an_exponent_that_drifts_from_linear_to_quadratic_is_a_regression():
     assert "fitted in both runs: 1; the same verdict in 1 (100%); 0 drifted" in comparison.markdown(same, "a", "b")
 
 
+@pytest.mark.slow  # pytest-benchmark in three subprocesses
 def test_the_pytest_benchmark_module_times_a_grid_and_its_compare_fail_gate_works(tmp_path):
     grid = tmp_path / "tiny.toml"
     grid.write_text('name = "tiny"\n[settings]\nthreads = 1\nmax_samples = 5\n[defaults]\nbatch = [1]\n'

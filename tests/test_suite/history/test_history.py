@@ -128,6 +128,7 @@ store.add({db!r}, run)
 """
 
 
+@pytest.mark.slow
 def test_a_killed_add_leaves_the_database_as_it_was(tmp_path):
     db = tmp_path / "h.duckdb"
     assert store.add(db, synthetic_run(0))
@@ -207,6 +208,7 @@ def test_check_exits_1_naming_the_slowdowns_their_size_and_commits(history, caps
     assert any("linear/native" in line and "exponent in n +0.3" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_check_exits_0_without_a_step_and_2_when_it_cannot_judge(tmp_path, capsys):
     db = tmp_path / "h.duckdb"
     for i in range(5):
@@ -235,6 +237,7 @@ def test_report_shows_every_series_its_change_points_and_figures(history, tmp_pa
     assert "<script" not in html and not re.search(r'(src|href)="(https?:)?//', html)
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(history, tmp_path):
     from helpers import BROWSER_ARGS, CHROMIUM, browser_or_skip
 

@@ -83,6 +83,7 @@ def test_a_case_is_judged_against_the_other_series_of_its_run():
 
 
 # ------------------------------------------------------------------ check
+@pytest.mark.slow
 def test_a_host_that_shifts_every_case_together_is_no_change_of_a_case(tmp_path, capsys):
     """(a) Every case of a run shifts with the host, which drifts 30% slower over the last runs: no case
     is flagged; the level's change is reported as the host's (every case at once)."""
@@ -97,6 +98,7 @@ def test_a_host_that_shifts_every_case_together_is_no_change_of_a_case(tmp_path,
     assert code == 0 and any(line.startswith("host level slower (warning only") for line in out)
 
 
+@pytest.mark.slow
 def test_one_case_that_steps_10_percent_on_a_busy_host_is_flagged(tmp_path, capsys):
     """(b) The host moves every run ±8%; one case steps 10% and the others do not: that case is flagged,
     no other case is, and the host's level has no change."""
@@ -109,6 +111,7 @@ def test_one_case_that_steps_10_percent_on_a_busy_host_is_flagged(tmp_path, caps
     assert not any("host level" in line for line in out)
 
 
+@pytest.mark.slow
 def test_every_case_slower_at_one_commit_is_reported_not_lost(tmp_path, capsys):
     """(c) A real regression of every case at once (a library upgrade): 15% from one commit on and kept.
     Judged against the level no case changed, so the level's change fails the check, once, named."""
@@ -128,6 +131,7 @@ def test_every_case_slower_at_one_commit_is_reported_not_lost(tmp_path, capsys):
     assert 'class="regression">regression' in section
 
 
+@pytest.mark.slow
 def test_runs_with_too_few_cases_for_a_level_are_judged_raw_and_say_so(tmp_path, capsys):
     """(d) A history whose runs hold two series: no level, every case judged raw (a 10% step of one case
     on a quiet host is still found), and the output says so; a history where some runs are small says
@@ -141,6 +145,7 @@ def test_runs_with_too_few_cases_for_a_level_are_judged_raw_and_say_so(tmp_path,
     assert code == 0 and "2 of 20 runs judged raw (under 4 cases of 3 series)" in out[1], out
 
 
+@pytest.mark.slow
 def test_where_the_level_adds_noise_the_cases_are_judged_raw_and_it_says_why(tmp_path, capsys):
     """A quiet host (no shift common to the cases, each case's own 1% noise): the other series' median
     would add its own noise, so `--against auto` judges raw and says why; `--against level` forces it."""

@@ -37,6 +37,7 @@ def test_a_bad_shard_spec_is_refused_naming_it(spec):
         shard.parse(spec)
 
 
+@pytest.mark.slow
 def test_a_bad_shard_spec_exits_2_before_any_work(tmp_path):
     res = suite("run", "--grid", "smoke", "--shard", "4/3", "--run-id", "x", cwd=tmp_path)
     assert res.returncode == 2 and "--shard '4/3'" in res.stderr and not (tmp_path / "results").exists()

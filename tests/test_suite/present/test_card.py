@@ -24,6 +24,7 @@ def test_there_are_cards_of_the_cpu_and_of_a_gpu():
     assert len(FOLDERS) >= 3 and {"cpu", "cuda"} <= devices
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS, ids=[p.name for p in FOLDERS])
 def test_each_card_is_what_its_files_give(folder):
     committed = (RUNS / f"{folder.name}.md").read_text()
@@ -40,6 +41,7 @@ def test_a_run_that_stopped_says_where_from_its_own_table():
         assert f"The run stopped after {len(frame) - left} of {len(frame)} cases" in text
 
 
+@pytest.mark.slow
 def test_a_card_says_its_host_software_commit_noise_and_verdicts():
     folder = next(f for f in FOLDERS if (f / card.FINISHED).is_file())
     text = card.card(RunDir(folder), files=folder.name)
@@ -49,6 +51,7 @@ def test_a_card_says_its_host_software_commit_noise_and_verdicts():
         assert fact in text, fact
 
 
+@pytest.mark.slow
 def test_card_into_copies_the_files_and_writes_the_page(tmp_path):
     source = tmp_path / "results" / "mine"
     shutil.copytree(FOLDERS[0], source)
@@ -60,6 +63,7 @@ def test_card_into_copies_the_files_and_writes_the_page(tmp_path):
     assert [p.name for p in (tmp_path / "docs").rglob(".*")] == []  # written whole: no temporary file left
 
 
+@pytest.mark.slow
 def test_card_figure_is_a_png_of_the_variants_asked(tmp_path):
     folder = FOLDERS[0]
     res = suite_in_process("card", str(folder), "--figure", str(tmp_path / "f.png"), "--variant", "full,linear",
@@ -80,6 +84,7 @@ def test_bad_card_and_docs_input_exits_2_naming_it(tmp_path, args, says):
     assert res.returncode == 2 and says in res.stderr, res.stderr
 
 
+@pytest.mark.slow
 def test_version_is_one_figure_shown_by_the_cli_and_in_the_changelog():
     res = run_suite("--version", cwd=ROOT)
     assert res.returncode == 0 and res.stdout.split() == ["python", "-m", "suite", suite.__version__]

@@ -135,6 +135,7 @@ def test_a_plugin_under_the_results_folder_is_refused_before_it_is_imported(tmp_
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_resumed_run_takes_its_plugins_from_the_command_line(tmp_path):
     grid = tmp_path / "g.toml"
     grid.write_text('name = "p"\n[settings]\nmin_run_time_s = 0.01\nmax_samples = 3\ncheck_seq_len = 16\n'
@@ -178,6 +179,7 @@ def test_bad_run_options_exit_2_before_any_work(tmp_path, args, field):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_a_report_of_a_dotted_path_writes_where_the_folder_is_named(tmp_path):
     legacy_run(tmp_path / "results")
     (tmp_path / "results" / "r" / "sub").mkdir()
@@ -243,6 +245,7 @@ def _workers(proc: subprocess.Popen) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow
 def test_a_worker_in_a_hanging_case_dies_with_its_runner(tmp_path):
     proc = _start(tmp_path, "fault_hang")
     try:
@@ -259,6 +262,7 @@ def test_a_worker_in_a_hanging_case_dies_with_its_runner(tmp_path):
             p.kill()
 
 
+@pytest.mark.slow
 def test_sigterm_and_sighup_end_a_run_with_one_line(tmp_path):
     for sig in (signal.SIGTERM, signal.SIGHUP):
         shutil.rmtree(tmp_path / "results", ignore_errors=True)
@@ -271,6 +275,7 @@ def test_sigterm_and_sighup_end_a_run_with_one_line(tmp_path):
         assert (tmp_path / "results" / "h" / "results.parquet").is_file()
 
 
+@pytest.mark.slow
 def test_a_worker_killed_from_outside_is_not_called_oom_and_runs_again_on_resume(tmp_path):
     proc = _start(tmp_path, "fault_killed")
     _, err = proc.communicate(timeout=300)
@@ -284,6 +289,7 @@ def test_a_worker_killed_from_outside_is_not_called_oom_and_runs_again_on_resume
     assert len(journal.read_text().splitlines()) == 2
 
 
+@pytest.mark.slow
 def test_ab_removes_its_worktrees_on_sigterm_and_sighup(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()

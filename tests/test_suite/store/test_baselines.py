@@ -97,6 +97,7 @@ def target_of(results: Path) -> Path:
     return rundir.baseline_path(results, run.env()["fingerprint_id"], run.plan()["grid"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["interrupt", "enospc", "kill"])
 @pytest.mark.parametrize("can_exchange", [True, False], ids=["exchange", "renames"])
 def test_a_baseline_save_stopped_at_any_step_leaves_one_whole_baseline(results, monkeypatch, fault, can_exchange):

@@ -203,6 +203,7 @@ def test_a_symlink_in_a_run_folder_is_replaced_never_written_through(tmp_path):
 
 
 # ------------------------------------------------------------------ a table holds its journal
+@pytest.mark.slow
 @pytest.mark.parametrize("cut", [0, 4096])
 def test_a_cut_table_is_rebuilt_from_the_journal(tmp_path, cut):
     path = legacy_run(tmp_path)
@@ -217,6 +218,7 @@ def test_a_cut_table_is_rebuilt_from_the_journal(tmp_path, cut):
     assert len(rebuilt) == len(whole) and (rebuilt["status"] == "ok").sum() == (whole["status"] == "ok").sum()
 
 
+@pytest.mark.slow
 def test_a_table_older_than_its_journal_is_rebuilt(tmp_path):
     """`report` during a run wrote a table of the rows so far; the run then measured more and was killed."""
     path = legacy_run(tmp_path)
@@ -365,6 +367,7 @@ def test_a_damaged_sidecar_file_is_named_and_nothing_is_written(tmp_path, name, 
 
 @pytest.mark.parametrize("field, value", [("params", "abc"), ("replicate", "0"), ("samples", ["x"]),
                                           ("status", "great"), ("time_s", "fast"), ("op_seconds", [1])])
+@pytest.mark.slow
 def test_a_journal_line_with_a_bad_field_is_named_and_the_rest_kept(tmp_path, field, value):
     path = legacy_run(tmp_path)
     lines = (path / "journal.jsonl").read_text().splitlines()

@@ -142,6 +142,7 @@ def test_flex_setup_time_includes_the_compile_it_waits_for():
     assert run.setup_s["first_call_s"] > 0 and torch.cuda.memory_allocated() > 0
 
 
+@pytest.mark.slow
 def test_doctor_says_what_runs_on_cpu_and_fails_for_a_device_that_cannot_be_measured(capsys):
     from suite import cli
 

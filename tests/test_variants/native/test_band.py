@@ -28,7 +28,7 @@ def _fused_rows(monkeypatch, heads: int = 8) -> list[int]:
 
 
 @pytest.mark.skipif(fused.FUSED is None, reason="this torch has no fused CPU attention kernel")
-@pytest.mark.parametrize("n", [700, 2048])
+@pytest.mark.parametrize("n", [700, pytest.param(2048, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", BANDS)
 def test_the_fused_forward_equals_dense_and_scores_the_interior(name, n, monkeypatch):
     """B = 1, H = 8, d = 64 (the grids' shape), float64 and float32: the fused kernel takes every
@@ -44,7 +44,7 @@ def test_the_fused_forward_equals_dense_and_scores_the_interior(name, n, monkeyp
         assert (spec.attention(q32, k32, v32, impl="native", causal=causal).double() - ref).abs().max() <= 2e-5
 
 
-@pytest.mark.parametrize("n", [256, 2048])
+@pytest.mark.parametrize("n", [256, pytest.param(2048, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", BANDS)
 def test_the_unfused_forward_equals_dense(name, n, monkeypatch):
     """Without the fused kernel (a GPU, or a torch without it) the band goes by its steps, as it

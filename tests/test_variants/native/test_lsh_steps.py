@@ -42,6 +42,7 @@ def test_gradients_equal_dense(n, params, causal):
         assert (a - b).abs().max().item() < 1e-12 * max(1.0, b.abs().max().item()), f"d{x}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 def test_gradients_equal_the_readable_rounds_at_the_full_grids_fwd_bwd_shape(causal):
     """At the full grid's largest fwd_bwd length (n = 4096), H = 8, d = 64, float64: the head and
@@ -59,7 +60,7 @@ def test_gradients_equal_the_readable_rounds_at_the_full_grids_fwd_bwd_shape(cau
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
-@pytest.mark.parametrize("n", [1024, 4096])
+@pytest.mark.parametrize("n", [1024, pytest.param(4096, marks=pytest.mark.slow)])
 def test_fwd_bwd_holds_a_few_outputs(n, causal):
     """The timed fwd_bwd call above its inputs (H = 8, d = 64, float32): the output, dQ and dV (k is
     not used: shared QK), a step (half an output) and the order (2R/d of an output: 1/8). Autograd
