@@ -1,8 +1,9 @@
 """`suite docs`: every page the documentation takes from the code, written or checked.
 
 Generated: the variant pages and their table (from the registry), the command-line reference (from the
-parser), the run cards (each from its folder under docs/runs/), the runs' index, the README's variants
-table and the two lists in mkdocs.yml's nav that follow the registry and the cards. Each marked block of a
+parser), the run cards (each from its folder under docs/runs/), the runs' index, the front picture (the
+verdict figure of one card's run), the README's variants table and the two lists in mkdocs.yml's nav that
+follow the registry and the cards. Each marked block of a
 hand-written file (README.md, mkdocs.yml) sits between a `begin generated: KEY` and an `end generated: KEY` line.
 """
 
@@ -19,6 +20,8 @@ from suite.store import atomic
 from suite.store.rundir import RunDir
 
 RUNS = "docs/runs"
+# The README's and the docs' front picture: the report's verdict figure of one card's run, redrawn by `suite docs`
+FIGURE, FIGURE_CARD, FIGURE_VARIANTS = "docs/img/verdicts.png", "cpu-full", ["full", "sliding_window", "random", "linear"]
 
 
 def cards(root: Path) -> dict[str, RunDir]:
@@ -83,10 +86,12 @@ def _leftovers(root: Path, wanted: dict[Path, str]) -> list[Path]:
 
 
 def stale(root: Path, parser) -> list[Path]:
-    """Generated files that differ from what the code and the run folders give (or should not exist)."""
+    """Generated files that differ from what the code and the run folders give (or should not exist); the
+    figure only where it is missing (its bytes follow the plotting library's version)."""
     wanted = expected(root, parser)
     wrong = [path for path, text in wanted.items() if not path.is_file() or path.read_text() != text]
-    return wrong + _leftovers(root, wanted)
+    figure = Path(root) / FIGURE
+    return wrong + _leftovers(root, wanted) + ([] if figure.is_file() else [figure])
 
 
 def write(root: Path, parser) -> list[Path]:
@@ -100,4 +105,7 @@ def write(root: Path, parser) -> list[Path]:
     for path in _leftovers(root, wanted):
         path.unlink()
         changed.append(path)
+    run = cards(root).get(FIGURE_CARD)
+    if run is not None:  # NB: redrawn every time: a card's files or the figure's code may have changed
+        changed.append(atomic.write_bytes(Path(root) / FIGURE, card.figure(run, FIGURE_VARIANTS), follow_links=True))
     return changed

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow  # the MkDocs build and `suite docs` in subprocess
 
 DOCS = ROOT / "docs"
 HAND_WRITTEN_TOPICS = ("index", "install", "running", "shapes", "report", "regression", "gpu", "scale", "api",
-                       "native", "layout")
+                       "native", "layout", "CLAIMS", "TRITON")  # history.md is a study: its tables name their script
 
 
 def _nav_pages(nav) -> list[str]:
@@ -114,7 +114,7 @@ def test_the_readme_test_command_is_what_ci_runs():
     assert ci in readme, ci
 
 
-TIMING = re.compile(r"\d\s?(ms|µs|GFLOP/s|TFLOP/s|min\b|minutes)")
+TIMING = re.compile(r"\d\s?(ms|µs|GFLOP/s|TFLOP/s|GB/s|min\b|minutes)")
 
 
 def test_no_figure_in_a_topic_page_without_its_card():
@@ -126,3 +126,12 @@ def test_no_figure_in_a_topic_page_without_its_card():
             if TIMING.search(block) and "runs/" not in block and not block.lstrip().startswith("```"):
                 loose.append(f"{name}.md: {block.strip()[:80]}")
     assert loose == []
+
+
+def test_the_front_picture_is_drawn_from_a_card_and_checked(monkeypatch):
+    """The README's figure comes from a card's run by `suite docs` (its variants in that run); a missing one is stale."""
+    run = site.cards(ROOT)[site.FIGURE_CARD]
+    assert set(site.FIGURE_VARIANTS) <= set(run.read_table()["variant"])
+    assert site.FIGURE in (ROOT / "README.md").read_text() and "python -m suite docs" in (ROOT / "README.md").read_text()
+    monkeypatch.setattr(site, "FIGURE", "docs/img/no-such-figure.png")
+    assert ROOT / "docs/img/no-such-figure.png" in site.stale(ROOT, build_parser(COMMANDS))
