@@ -165,6 +165,19 @@ def table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def stored_table() -> pd.DataFrame:
+    """`table()` as a run stores it: every column of a row, each time its own single sample and fastest call."""
+    from suite.store.row import COLUMNS
+
+    frame = table()
+    for col in COLUMNS:
+        if col not in frame:
+            frame[col] = None
+    frame["samples"] = frame["time_s"].map(lambda t: [t] if t == t and t is not None else None)
+    frame["time_min_s"] = frame["time_s"]
+    return frame
+
+
 def synthetic_rows(variant, impl, times: dict, *, claimed, flops_counted=None, peak=None, **shape):
     base = dict(variant=variant, impl=impl, device="cpu", dtype="float32", mode="fwd", batch=1,
                 num_heads=8, num_kv_heads=8, head_dim=64, causal=False, params="{}", status="ok",

@@ -12,19 +12,14 @@ from suite.analyse.tables import efficiency
 from suite.present import card, report
 from suite.store.row import COLUMNS
 from suite.store.rundir import RunDir
-from helpers import table
+from helpers import stored_table, table
 
 
 def _run(root: Path, energy: bool) -> RunDir:
     """A run folder of the synthetic table; with `energy`, each ok row's GPU energy per call 2 mJ."""
     path = root / ("gpu" if energy else "cpu")
     path.mkdir(parents=True)
-    frame = table()
-    for col in COLUMNS:
-        if col not in frame:
-            frame[col] = None
-    frame["samples"] = frame["time_s"].map(lambda t: [t] if t == t and t is not None else None)
-    frame["time_min_s"] = frame["time_s"]
+    frame = stored_table()
     if energy:
         frame["gpu_energy_per_call_j"] = [2e-3 if status == "ok" else None for status in frame["status"]]
     RunDir(path).write_table(frame[COLUMNS])

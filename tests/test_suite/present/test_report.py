@@ -15,7 +15,7 @@ from suite import analyse as analysis
 from suite.present import report
 from suite.store.row import COLUMNS
 from suite.store.rundir import RunDir
-from helpers import BROWSER_ARGS, CHROMIUM, browser_or_skip, table
+from helpers import BROWSER_ARGS, CHROMIUM, browser_or_skip, stored_table
 
 pytestmark = pytest.mark.slow  # the report built, and rendered in a headless browser (the fast lane: pytest -m "not slow")
 
@@ -26,12 +26,7 @@ def built(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("report")
     run = root / "results" / "synthetic"
     run.mkdir(parents=True)
-    frame = table()
-    for col in COLUMNS:
-        if col not in frame:
-            frame[col] = None
-    frame["samples"] = frame["time_s"].map(lambda t: [t] if t == t and t is not None else None)
-    frame["time_min_s"] = frame["time_s"]
+    frame = stored_table()
     native = (frame["variant"] == "sliding_window") & (frame["impl"] == "native")
     frame["op_seconds"] = [{"bmm": 6e-3, "_softmax": 3e-3, "mul": 1e-3, "fill_": 5e-4} if is_native else None
                            for is_native in native]
