@@ -1,11 +1,13 @@
-"""Implementations shared by many variants: dense, SDPA, nested, flex, xformers (library), the peers
-(libraries people run), compiled steps, and the builders of the pattern, linearized, classic and shared-KV
-forms."""
+"""Implementations shared by many variants: dense (dense.py), SDPA and nested (sdpa.py), flex (flex.py),
+xformers (xformers_ops.py), the peers (libraries people run), compiled steps, and the builders of the
+pattern, linearized, classic and shared-KV forms."""
 
 from variants.impls.classic import FusedMHA, PerHeadMHA, additive, to_heads, to_streams, weights_like
 from variants.impls.compiled import Fused
-from variants.impls.library import (REDUCED, dense_attention, dense_impl, flex_impl, nested_impl, sdpa_impl, xformers_bias,
-                                    xformers_impl)
+from variants.impls.dense import REDUCED, dense_attention, dense_impl
+from variants.impls.flex import flex_impl
+from variants.impls.sdpa import nested_impl, sdpa_impl
+from variants.impls.xformers_ops import xformers_bias, xformers_impl
 from variants.impls.linearized import linear_theory, linearized_variant
 from variants.impls.pattern import native_impl, pattern_theory, pattern_variant, range_reads, rows, tile_bounds
 from variants.impls.peers import peer

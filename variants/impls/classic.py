@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from variants.impls.library import dense_attention
+from variants.impls.dense import dense_attention
 from variants.rules import SOFTMAX_OPS_PER_PAIR, Impl, Param, Prepared, Theory, VariantSpec, io_bytes, register, score_flops
 
 SEED = Param("seed", 0, "seed of the weights", minimum=0)

@@ -14,7 +14,9 @@ from typing import Callable
 
 import torch
 
-from variants.impls.library import dense_attention, dense_impl, flex_impl, sdpa_impl
+from variants.impls.dense import dense_attention, dense_impl
+from variants.impls.flex import flex_impl
+from variants.impls.sdpa import sdpa_impl
 from variants.rules import NOT_PREFIX, Impl, MaskMod, Param, Prepared, Theory, VariantSpec, dense_mask, register, score_theory, tiles, with_causal
 
 

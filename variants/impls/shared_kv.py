@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from variants.impls.library import dense_impl, flex_impl, sdpa_impl, xformers_bias, xformers_impl
+from variants.impls.dense import dense_impl
+from variants.impls.flex import flex_impl
+from variants.impls.sdpa import sdpa_impl
+from variants.impls.xformers_ops import xformers_bias, xformers_impl
 from variants.impls.pattern import pattern_theory
 from variants.native.grouped import grouped
 from variants.rules import Impl, Param, Prepared, VariantSpec, register
