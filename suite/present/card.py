@@ -19,7 +19,7 @@ from suite.errors import UsageError
 from suite.plan.settings import Settings
 from suite.present import figures
 from suite.present import markdown as md
-from suite.present.report import efficiency_rows, fmt_joules, fmt_n, fmt_shares, fmt_si, fmt_slope, fmt_text, measured_energy
+from suite.present.report import efficiency_rows, fmt_joules, fmt_lengths, fmt_n, fmt_shares, fmt_si, fmt_slope, fmt_text, measured_energy
 from suite.store.journal import Journal
 from suite.store.rundir import RunDir
 
@@ -116,10 +116,8 @@ def _facts(run: RunDir, frame: pd.DataFrame) -> str:
 def _verdict_rows(table: pd.DataFrame, length: str = "n") -> list[list[str]]:
     rows = []
     for _, r in table.iterrows():
-        why = r["why"] if r["verdict"] != "confirmed" else ""
-        lengths = r.get("lengths") or ""
-        if lengths and not str(lengths).startswith("settled"):
-            lengths = str(lengths).replace(f": {why}", "") if why else lengths  # the ladder repeats the verdict's why
+        why, lengths = (r["why"] if r["verdict"] != "confirmed" else ""), fmt_lengths(r)
+        if lengths:
             why = f"{why}; lengths: {lengths}" if why else f"lengths: {lengths}"
         claim = f"{r['claimed']:g}" if pd.notna(r["claimed"]) else "–"
         rows.append([r["variant"], r["series"], f"{r['device']}/{r['dtype']}", r.get("length", length), claim,

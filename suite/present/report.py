@@ -60,6 +60,16 @@ def measured_energy(eff: pd.DataFrame) -> bool:
     return "energy_per_call_j" in eff and bool(eff["energy_per_call_j"].notna().any())
 
 
+def fmt_lengths(row) -> str:
+    """Where a series' adaptive lengths stopped and why ("" where they settled), without the verdict's why
+    that the ladder's note repeats when the verdict shown beside it is that same one."""
+    lengths = row.get("lengths") if isinstance(row.get("lengths"), str) else ""
+    if not lengths or lengths.startswith("settled"):
+        return ""
+    why = row.get("why") if isinstance(row.get("why"), str) else ""
+    return lengths.replace(f": {why}", "") if why and row.get("verdict") != "confirmed" else lengths
+
+
 def fmt_shares(shares, top: int = 3) -> str:
     """The `top` largest of a profiled call's operator shares: "bmm 52% · mul 11% · _softmax 6%"."""
     if not isinstance(shares, dict):
@@ -134,7 +144,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     env_loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                     undefined=jinja2.StrictUndefined)
     env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded, shares=fmt_shares,
-                              text=fmt_text, joules=fmt_joules)
+                              text=fmt_text, joules=fmt_joules, lengths=fmt_lengths)
     page = env_loader.get_template("report.html.j2").render(
         name=run.name, plan=plan, env=env, peaks=peaks, bandwidth=bandwidth, claims=result.claims,
         others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers, result.speedups), speedup=SPEEDUP,
@@ -185,6 +195,7 @@ def summary(table: pd.DataFrame, length: str = "n") -> str:
     if not open_.empty:
         lines.append("not settled, and what would settle it:")
     for i, row in open_.iterrows():
+        lengths = fmt_lengths(row)
         lines.append(f"  {row['variant']}/{row['series']}{(' ' + shape[i]) if shape[i] else ''}: {row['why']}" + (
-            f"; lengths {row['lengths']}" if row.get("lengths") else ""))
+            f"; lengths {lengths}" if lengths else ""))
     return "\n".join(lines)

@@ -105,7 +105,9 @@ def write(root: Path, parser) -> list[Path]:
     for path in _leftovers(root, wanted):
         path.unlink()
         changed.append(path)
-    run = cards(root).get(FIGURE_CARD)
-    if run is not None:  # NB: redrawn every time: a card's files or the figure's code may have changed
-        changed.append(atomic.write_bytes(Path(root) / FIGURE, card.figure(run, FIGURE_VARIANTS), follow_links=True))
+    run, figure = cards(root).get(FIGURE_CARD), Path(root) / FIGURE
+    if run is not None:  # NB: redrawn every time (a card's files or the figure's code may have changed), kept if the same
+        image = card.figure(run, FIGURE_VARIANTS)
+        if not figure.is_file() or figure.read_bytes() != image:
+            changed.append(atomic.write_bytes(figure, image, follow_links=True))
     return changed
