@@ -151,6 +151,26 @@ def browser_or_skip():
     return sync_playwright
 
 
+IMAGE_WIDTHS = "Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)"  # 0: an image that did not load
+
+
+def in_browser(path: Path, *expressions: str) -> tuple[list[str], list]:
+    """Open a local page in headless Chromium: the errors it logged (console and uncaught) and each
+    JavaScript expression's value. Skips (or fails under SUITE_REQUIRE_BROWSER) without a browser."""
+    sync_playwright = browser_or_skip()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        page.goto(Path(path).as_uri(), wait_until="load")
+        values = [page.evaluate(expression) for expression in expressions]
+        browser.close()
+    return errors, values
+
+
+
 # ----------------------------------------------------------------------------- on a results table
 def table() -> pd.DataFrame:
     """A synthetic results table: full (sdpa, dense) and sliding_window (native, sdpa) over n, one OOM row."""

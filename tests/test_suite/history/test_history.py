@@ -239,21 +239,11 @@ def test_report_shows_every_series_its_change_points_and_figures(history, tmp_pa
 
 @pytest.mark.slow
 def test_report_renders_in_headless_chromium(history, tmp_path):
-    from helpers import BROWSER_ARGS, CHROMIUM, browser_or_skip
+    from helpers import IMAGE_WIDTHS, in_browser
 
-    sync_playwright = browser_or_skip()
     page_path = tmp_path / "index.html"
     assert cli.main(["history", "report", "--db", str(history), "-o", str(page_path)]) == 0
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
-        page = browser.new_page(viewport={"width": 1300, "height": 900})
-        errors: list[str] = []
-        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-        page.on("pageerror", lambda err: errors.append(str(err)))
-        page.goto(page_path.as_uri(), wait_until="load")
-        widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
-        rows = page.evaluate("document.querySelectorAll('#summary ~ table tr').length")
-        browser.close()
+    errors, (widths, rows) = in_browser(page_path, IMAGE_WIDTHS, "document.querySelectorAll('#summary ~ table tr').length")
     assert errors == [] and len(widths) == 2 and all(w > 500 for w in widths) and rows >= 3
 
 

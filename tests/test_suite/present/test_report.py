@@ -15,7 +15,7 @@ from suite import analyse as analysis
 from suite.present import report
 from suite.store.row import COLUMNS
 from suite.store.rundir import RunDir
-from helpers import BROWSER_ARGS, CHROMIUM, browser_or_skip, stored_table
+from helpers import IMAGE_WIDTHS, in_browser, stored_table
 
 pytestmark = pytest.mark.slow  # the report built, and rendered in a headless browser (the fast lane: pytest -m "not slow")
 
@@ -117,17 +117,7 @@ def test_report_command_rebuilds_from_results_alone_and_names_known_runs_on_a_ty
 
 
 def test_report_renders_in_headless_chromium_with_no_console_errors_and_every_figure_loaded(built):
-    sync_playwright = browser_or_skip()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
-        page = browser.new_page(viewport={"width": 1300, "height": 900})
-        errors: list[str] = []
-        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-        page.on("pageerror", lambda err: errors.append(str(err)))
-        page.goto(built.as_uri(), wait_until="load")
-        widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
-        heading = page.inner_text("h1")
-        browser.close()
+    errors, (widths, heading) = in_browser(built, IMAGE_WIDTHS, "document.querySelector('h1').innerText")
     assert errors == []
     assert len(widths) >= 6 and all(w > 100 for w in widths), widths  # with the roofline and the speed-ups
     assert "synthetic" in heading
