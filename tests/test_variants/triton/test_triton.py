@@ -19,10 +19,13 @@ pytestmark = pytest.mark.slow  # Triton's interpreter runs each kernel program i
 
 TRITON = [name for name in variants.names() if "triton" in variants.get(name).impls]
 FORWARD_TOL, GRAD_TOL = 1e-5, 1e-4
+# the kernels compiled on a GPU where there is one (the lease's step), else under the interpreter; the
+# dense float64 reference on the CPU
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _skip_unless_runnable(spec, causal: bool, n: int):
-    why = spec.reasons("triton", causal=causal, dtype=torch.float32, seq_len=n)
+def _skip_unless_runnable(spec, causal: bool, n: int, dtype=torch.float32):
+    why = spec.reasons("triton", device=DEVICE, causal=causal, dtype=dtype, seq_len=n)
     if why:
         pytest.skip(f"{spec.name}/triton: {'; '.join(why)}")
 
@@ -41,11 +44,11 @@ def test_triton_float32_equals_the_float64_dense_reference(name, causal, n):
     q, k, v = inputs(spec, batch=1, heads=1, head_dim=64, seq_len=n, dtype=torch.float32)
     upstream = torch.randn(q.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     results = []
-    for impl, dtype in (("triton", torch.float32), ("dense", torch.float64)):
-        qkv = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+    for impl, dtype, device in (("triton", torch.float32, DEVICE), ("dense", torch.float64, "cpu")):
+        qkv = [t.to(device, dtype).requires_grad_() for t in (q, k, v)]
         out = spec.attention(*qkv, impl=impl, causal=causal)
         assert out.dtype == dtype
-        results.append([out.detach(), *torch.autograd.grad(out, qkv, upstream.to(dtype))])
+        results.append([t.cpu() for t in (out.detach(), *torch.autograd.grad(out, qkv, upstream.to(device, dtype)))])
     (out, *grads), (ref, *ref_grads) = results
 
     def error(got, want):
@@ -66,16 +69,14 @@ def test_triton_in_reduced_precision_stays_within_the_sweeps_tolerance(name, cau
     from suite.run.measurement.check import CHECK_TOL
 
     spec = variants.get(name)
-    why = spec.reasons("triton", causal=causal, dtype=dtype, seq_len=130)
-    if why:
-        pytest.skip(f"{name}/triton: {'; '.join(why)}")
+    _skip_unless_runnable(spec, causal, 130, dtype)
     q, k, v = inputs(spec, batch=1, heads=1, head_dim=64, seq_len=130, dtype=torch.float32)
     upstream = torch.randn(q.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     results = []
-    for impl, kind in (("triton", dtype), ("dense", torch.float64)):
-        qkv = [t.to(kind).requires_grad_() for t in (q, k, v)]
+    for impl, kind, device in (("triton", dtype, DEVICE), ("dense", torch.float64, "cpu")):
+        qkv = [t.to(device, kind).requires_grad_() for t in (q, k, v)]
         out = spec.attention(*qkv, impl=impl, causal=causal)
-        results.append([out.detach(), *torch.autograd.grad(out, qkv, upstream.to(kind))])
+        results.append([t.cpu() for t in (out.detach(), *torch.autograd.grad(out, qkv, upstream.to(device, kind)))])
     tol = CHECK_TOL[str(dtype).removeprefix("torch.")]
     for label, got, want in zip(("out", "dq", "dk", "dv"), *results):
         err = ((got.double() - want).abs().max() / want.abs().max().clamp(min=1.0)).item()
@@ -85,7 +86,7 @@ def test_triton_in_reduced_precision_stays_within_the_sweeps_tolerance(name, cau
 def test_the_comparison_can_fail():
     """A different window through the kernels gives a different output than the reference's."""
     spec = variants.get("sliding_window")
-    _skip_unless_runnable(spec, False, 61)
+    _skip_unless_runnable(spec, False, 61, torch.float64)
     q, k, v = inputs(spec, batch=1, heads=2, head_dim=16, seq_len=61)
     assert (spec.attention(q, k, v, impl="triton", window=5) - spec.attention(q, k, v, impl="dense", window=6)).abs().max() > 1e-3
 

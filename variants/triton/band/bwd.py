@@ -102,7 +102,7 @@ def band_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, kind: int, p1: int, p2: int
         return
     acc, prec = launch_dtypes(q)
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
-    common = dict(KIND=kind, CAUSAL=causal, ACC=acc, PREC=prec)
+    common = dict(KIND=int(kind), CAUSAL=causal, ACC=acc, PREC=prec)
     t = Tiles.band_dq(q)
     band_dq_kernel[(triton.cdiv(r1 - r0, t.bm), b * h)](
         q, k, v, do, lse, delta, dq, *strides, h, n, d, keys, r0, r1, p1, p2, **common,

@@ -60,5 +60,5 @@ def band_fwd(q, k, v, out, lse, *, kind: int, p1: int, p2: int = 0, rows: tuple[
     grid = (triton.cdiv(r1 - r0, tiles.bm), b * h)
     band_fwd_kernel[grid](q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
                           h, n, d, keys, r0, r1, p1, p2,
-                          KIND=kind, CAUSAL=causal, FIRST=first, ACC=acc, PREC=prec,
+                          KIND=int(kind), CAUSAL=causal, FIRST=first, ACC=acc, PREC=prec,
                           BM=tiles.bm, BN=tiles.bn, BD=tiles.bd, num_warps=tiles.warps, num_stages=tiles.stages)

@@ -17,7 +17,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-WINDOW, NEIGHBORHOOD, BLOCKS, RECT, SUMMARY = 0, 1, 2, 3, 4
+# tl.constexpr: Triton's compiler reads a global inside @triton.jit only when it is one (the interpreter reads any);
+# host code compares them as numbers and launches pass int(kind)
+WINDOW, NEIGHBORHOOD, BLOCKS, RECT, SUMMARY = (tl.constexpr(kind) for kind in range(5))
 KINDS = {"window": WINDOW, "neighborhood": NEIGHBORHOOD, "blocks": BLOCKS, "rect": RECT, "summary": SUMMARY}
 
 

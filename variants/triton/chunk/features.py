@@ -15,7 +15,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-IDENTITY, ELU, FAVOR, FOURIER = 0, 1, 2, 3
+IDENTITY, ELU, FAVOR, FOURIER = (tl.constexpr(kind) for kind in range(4))  # constexpr: read inside @triton.jit
 
 
 @triton.jit

@@ -161,13 +161,13 @@ def chunk_forward(a, b, c, *, kind: int, causal: bool, normalize: bool, w: torch
     warps = 8 if bf >= 128 else 4
     chunk_states_kernel[(ctiles, bsz * h, 1 if causal else slots)](
         b, c, w, stab, hs, zs, *b.stride()[:3], *c.stride()[:3], h, nk, d, m, cw, chunks, per_split,
-        KIND=kind, CAUSAL=causal, ACC=tacc, DOT=tdot, PREC=prec, BT=bt, BF=bf, BD=bd, BC=bc, num_warps=warps)
+        KIND=int(kind), CAUSAL=causal, ACC=tacc, DOT=tdot, PREC=prec, BT=bt, BF=bf, BD=bd, BC=bc, num_warps=warps)
     if not causal and slots > 1:
         hs, zs = hs.sum(0, keepdim=True), zs.sum(0, keepdim=True)
     out = torch.empty(bsz, h, n, cw, dtype=acc, device=dev)
     den = torch.empty(bsz, h, n, dtype=acc, device=dev) if normalize else out
     chunk_output_kernel[(triton.cdiv(n, bt), ctiles, bsz * h)](
         a, b, c, w, stab, hs, zs, out, den, *a.stride()[:3], *b.stride()[:3], *c.stride()[:3], h, n, d, m, cw,
-        KIND=kind, CAUSAL=causal, NORMALIZE=normalize, ACC=tacc, DOT=tdot, PREC=prec, BT=bt, BF=bf, BD=bd, BC=bc,
+        KIND=int(kind), CAUSAL=causal, NORMALIZE=normalize, ACC=tacc, DOT=tdot, PREC=prec, BT=bt, BF=bf, BD=bd, BC=bc,
         num_warps=warps)
     return out, (den if normalize else None)
