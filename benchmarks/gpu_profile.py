@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import time
+from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import variants
 from suite.plan.case import Case
+from suite.store import atomic
 from suite.run.measurement.inputs import build, inputs
 from variants.rules import against_reference
 
@@ -57,12 +60,19 @@ class OpCount(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+# torch.compile'd paths: under a dispatch mode dynamo traces them again and refuses, and after that refusal
+# every later compile of the process was refused too (FlexAttention's rows, an H200 lease): never counted
+COMPILED = {"flex"}
+
+
 def aten_ops(fn) -> int | None:
+    """None where a call cannot run under a dispatch mode (a higher-order op does not dispatch through
+    modes). Counted last, after the call is timed and profiled."""
     counter = OpCount()
     try:
         with counter:
             fn()
-    except NotImplementedError:  # a higher-order op (a compiled kernel) does not dispatch through modes
+    except Exception:
         return None
     return sum(counter.ops.values())
 
@@ -109,22 +119,43 @@ def one(variant: str, impl: str, mode: str, args, n: int | None = None, causal: 
         fn, _ = build(case, q, k, v)
         for _ in range(2):
             fn()
-        row["aten_ops"] = aten_ops(fn)
         if args.check and (not args.check_impls or impl in args.check_impls.split(",")):
-            small = Case(variant, impl, args.device, "float32", mode, 1, args.check, case.num_heads,
-                         case.num_kv_heads, 64, causal)
             row["check_n"] = args.check
-            row["check_error"] = against_reference(spec, impl, lambda m: inputs(small), args.check, {}, causal,
-                                                   grads=mode == "fwd_bwd")[0]
+            row["check_error"] = checked(case, args.check)
         row["median_ms"] = median_ms(fn, args.device, args.rep)
         if args.device == "cuda":
             row.update(kernels(fn))  # NB: no peak memory here (do_bench's flush buffer, the check): the suite's is per call
+        row["aten_ops"] = None if impl in COMPILED else aten_ops(fn)
     except Exception as err:  # a row says what failed; the next path still runs
         row["error"] = f"{type(err).__name__}: {str(err)[:300]}"
     finally:
         if args.device == "cuda":
             torch.cuda.empty_cache()
     return row
+
+
+@functools.cache
+def _check(variant: str, impl: str, device: str, mode: str, heads: int, kv_heads: int, causal: bool, n: int) -> float:
+    spec = variants.get(variant)
+    small = Case(variant, impl, device, "float32", mode, 1, n, heads, kv_heads, 64, causal)
+    return against_reference(spec, impl, lambda m: inputs(small), n, {}, causal, grads=mode == "fwd_bwd")[0]
+
+
+def checked(case: Case, n: int) -> float:
+    """The path's error against dense float64 at n (float32 inputs, the case's heads): once per path,
+    mode and causality, whatever lengths the path is profiled at."""
+    return _check(case.variant, case.impl, case.device, case.mode, case.num_heads, case.num_kv_heads, case.causal, n)
+
+
+def key(row: dict) -> tuple:
+    return row["variant"], row["impl"], row["mode"], row["n"], row["causal"]
+
+
+def kept(path: str) -> list[dict]:
+    """The rows of an earlier profile into `path` that did not fail (none when there is no file)."""
+    if not Path(path).exists():
+        return []
+    return [row for row in json.loads(Path(path).read_text()) if "error" not in row]
 
 
 def planned(args) -> list[tuple[str, str, bool, int]]:
@@ -173,13 +204,19 @@ def main() -> None:
     parser.add_argument("--criteria", action="store_true", help="then the triton criteria, pass/fail "
                         "(benchmarks/triton_criteria.py); exit 1 when one fails")
     parser.add_argument("--dry-run", action="store_true", help="print the rows and their reasons; run nothing")
+    parser.add_argument("--resume", action="store_true", help="keep the rows OUT already holds that did not fail "
+                        "and run the rest (a profile that a lease's time limit stopped)")
     args = parser.parse_args()
     if args.dry_run:
         return dry_run(args)
-    rows = []
-    print(f"{'path':28s} {'mode':8s} {'n':>6s} {'ms':>9s} {'kern ms':>9s} {'kernels':>8s} {'ops':>7s}  top kernel")
+    rows = kept(args.out) if args.resume else []
+    done = {key(row) for row in rows}
+    print(f"{'path':28s} {'mode':8s} {'n':>6s} {'ms':>9s} {'kern ms':>9s} {'kernels':>8s} {'ops':>7s}  top kernel"
+          + (f"  ({len(rows)} rows kept from {args.out})" if rows else ""))
     for variant, impl, causal, n in planned(args):
         for mode in args.modes.split(","):
+            if (variant, impl, mode, n, causal) in done:
+                continue
             row = one(variant, impl, mode, args, n, causal)
             rows.append(row)
             top = row.get("top", [[""]])[0][0][:40] if row.get("top") else ""
@@ -188,8 +225,7 @@ def main() -> None:
                   f"{row.get('kernel_ms', float('nan')):9.3f} {row.get('kernels', 0):8d} {row.get('aten_ops') or -1:7d}  "
                   f"{row.get('error', top)}" + (f"  check {row['check_error']:.1e}" if "check_error" in row else ""),
                   flush=True)
-            with open(args.out, "w") as fh:
-                json.dump(rows, fh, indent=1)
+            atomic.write_text(Path(args.out), json.dumps(rows, indent=1))  # whole, after every row
     if args.criteria:
         import sys
 

@@ -3,16 +3,19 @@
 # command line, in order, each under its own time limit, everything logged under $OUT.
 #
 #   bash benchmarks/gpu_session.sh install doctor checks profile smoke pack
-#   bash benchmarks/gpu_session.sh install triton      # the triton paths (variants.kernels): ~8 minutes
+#   bash benchmarks/gpu_session.sh install triton pack  # the triton paths (variants/triton/): ~9 minutes cold
 #   bash benchmarks/gpu_session.sh install coldwarm pack  # a first case's compile, cold and warm
 #
-# `triton` checks the triton paths compiled on the GPU (tests/test_variants/triton/test_triton.py: float32 against dense
-# float64 at n = 1, 61, 130, 257, output and gradients; bf16 at n = 130; the kernel families), then profiles them beside FlexAttention, SDPA and
-# flash-linear-attention (bf16, B = 1, H = 16, d = 64, n = 16384 and 65536, random and bigbird at 32768
-# too, fwd and fwd_bwd, each checked against dense float64 at n = 2048) and prints the criteria,
-# PASS or FAIL (benchmarks/triton_criteria.py). Files: $OUT/gpu_profile/<device>-<date>/, to commit as
-# benchmarks/gpu_profile/<device>-<date>/. flash-linear-attention travels as a wheel: before the lease,
-# `pip download --no-deps -d .whl fla-core==0.6.0 einops` (pure Python), and carry .whl.
+# `triton` profiles the triton paths beside FlexAttention, SDPA and flash-linear-attention (bf16, B = 1,
+# H = 16, d = 64, n = 16384 and 65536, random and bigbird at 32768 too, fwd and fwd_bwd, each path checked
+# against dense float64 at n = 2048) and prints the criteria, PASS or FAIL (benchmarks/
+# triton_criteria.py); then their tests compiled on the GPU (tests/test_variants/triton/test_triton.py:
+# float32 against dense float64 at n = 1, 61, 130, 257, output and gradients; bf16 at n = 130; the kernel
+# families). Files: .gpu_profile/<device>-<date>/, returned as $OUT/gpu_profile/<device>-<date>/, to commit
+# as benchmarks/gpu_profile/<device>-<date>/. A profile stopped by its limit resumes on the next call: copy
+# FILES_AT/gpu_profile/ back to .gpu_profile/ and carry it (with .compile-cache: a cold profile spends most
+# of its time compiling). Before the lease, `python -m variants.triton.compile_check` (every launch
+# compiled for sm_90 here) and `pip download --no-deps -d .whl fla-core==0.6.0` (pure Python; carry .whl).
 #
 # The machine has torch, triton, pandas, seaborn, scipy, jinja2 and pytest and no network: packages it
 # lacks travel as wheels in .whl/ (xformers and the peers; see docs/gpu.md).
@@ -111,14 +114,22 @@ run_grid() {  # run_grid LIMIT_S RUN_ID ARGS...: a run, resumed when an earlier 
   echo "exit $?"; tail -n 4 "$OUT/$id.log"
 }
 
-triton_step() {  # the triton paths: checked on the GPU, then profiled beside their yardsticks
-  local dir="$OUT/gpu_profile/$(python3 -c 'import torch; print(torch.cuda.get_device_name(0).split()[1].lower())')-$(date +%F)"
-  mkdir -p "$dir"
+triton_step() {  # the triton paths profiled beside their yardsticks, then their tests compiled on the GPU
+  local device dir
+  device=$(python3 -c 'import torch; print(torch.cuda.get_device_name(0).split()[1].lower())')
+  # a profile an earlier call left (carried in .gpu_profile/) is resumed: its rows kept, the rest run
+  dir=$(ls -d ".gpu_profile/$device-"* 2>/dev/null | tail -n 1)
+  dir=${dir:-".gpu_profile/$device-$(date +%F)"}
+  mkdir -p "$dir" "$OUT/gpu_profile"
   python3 -c "import triton, torch; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))" | tee "$dir/env.txt"
-  # float16 is checked on the CPU (the interpreter): here float32 and bf16, each a kernel compile
-  timeout 200 python3 -m pytest -q tests/test_variants/triton/test_triton.py -k "not float16" 2>&1 | tail -n 15 | tee "$dir/tests.txt"
-  timeout 300 python3 benchmarks/gpu_profile.py "$dir/triton.json" --set triton --n 16384,65536 --series 32768 \
-    --rep 50 --check 2048 --check-impls triton --criteria 2>&1 | grep -v -i warn | tee "$dir/triton.txt"
+  # the profile first (the criteria; each triton row checked against dense float64 at n = 2048), then
+  # the tests: float32 and bf16 compiled here (float16 is checked on the CPU, under the interpreter)
+  timeout "${PROFILE_S:-400}" python3 benchmarks/gpu_profile.py "$dir/triton.json" --set triton --n 16384,65536 --series 32768 \
+    --rep 50 --check 2048 --check-impls triton --criteria --resume 2>&1 | grep -v -i warn | tee -a "$dir/triton.txt"
+  cp -r "$dir" "$OUT/gpu_profile/"
+  timeout "${TESTS_S:-120}" python3 -m pytest -q -p no:cacheprovider tests/test_variants/triton/test_triton.py -k "not float16" 2>&1 |
+    tail -n 15 | tee "$dir/tests.txt"
+  cp -r "$dir" "$OUT/gpu_profile/"
 }
 
 step() {
