@@ -18,7 +18,8 @@
 # compiled for sm_90 here) and `pip download --no-deps -d .whl fla-core==0.6.0` (pure Python; carry .whl).
 #
 # The machine has torch, triton, pandas, seaborn, scipy, jinja2 and pytest and no network: packages it
-# lacks travel as wheels in .whl/ (xformers and the peers; see docs/gpu.md).
+# lacks travel as wheels in .whl/ (xformers and the peers; see docs/gpu.md; adjustText for a report or card
+# made there: the steps below make none).
 # Results of earlier calls travel back in as results/ (carried) so that `--resume` finishes a run.
 #
 # Runs that finish across leases (15 minutes of device time each, the start included): the compile caches

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from adjustText import adjust_text  # noqa: E402
 
 from suite.analyse import Analysis  # noqa: E402
 
@@ -171,7 +172,7 @@ def roofline(analysis: Analysis) -> bytes | None:
     if data.empty:
         return None
     groups = list(data.groupby(["device", "dtype"]))
-    fig, axes = plt.subplots(1, len(groups), figsize=(9.5 * len(groups), 7), squeeze=False)
+    fig, axes = plt.subplots(1, len(groups), figsize=(11 * len(groups), 9), squeeze=False)
     for ax, ((device, dtype), rows) in zip(axes[0], groups):
         peak, bw = rows["peak_flops_per_s"].iloc[0], rows["bandwidth_bytes_per_s"].iloc[0]
         cache = rows["cache_bandwidth_bytes_per_s"].iloc[0]
@@ -183,19 +184,21 @@ def roofline(analysis: Analysis) -> bytes | None:
         if cache == cache:
             ax.plot(x, np.minimum(peak, cache * x), color="0.55", lw=1.2, ls=":",
                     label=f"in-cache bandwidth {cache / 1e9:.3g} GB/s")
+        labels = []
         for mode, colour in MODE_COLOURS.items():
             mine = rows[rows["mode"] == mode]
             if mine.empty:
                 continue
             ax.scatter(mine["intensity_traffic"], mine["useful_flops_per_s"], color=colour, s=28, zorder=3,
                        label=f"{mode} (largest n)")
-            for _, r in mine.iterrows():
-                ax.annotate(f"{r['variant']}/{r['impl']}", (r["intensity_traffic"], r["useful_flops_per_s"]),
-                            fontsize=6.5, xytext=(3, 2), textcoords="offset points", color=colour)
+            labels += [ax.text(r["intensity_traffic"], r["useful_flops_per_s"], f"{r['variant']}/{r['impl']}",
+                               fontsize=6.5, color=colour) for _, r in mine.iterrows()]
         ax.set(xscale="log", yscale="log", title=f"{device}/{dtype}",
                xlabel="arithmetic intensity: FLOPs / byte of the algorithm's traffic",
                ylabel="useful FLOP/s (algorithm's FLOPs / time)")
         ax.legend(fontsize=8, loc="lower right")
+        # the labels moved apart where they would overlap, each tied to its point by a thin line
+        adjust_text(labels, ax=ax, arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5})
     fig.suptitle("Roofline: each implementation at its largest n against the measured ceilings")
     return png(fig)
 
