@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from variants.native.linearized.state import FeatureMap, add_product, weigh, zero_state
+from variants.native.linearized.state import FeatureMap, add_product, normalizer, weigh, zero_state
 
 
 def causal_chunks(phi: FeatureMap, q, k, v, step: int):
@@ -23,7 +23,7 @@ def causal_chunks(phi: FeatureMap, q, k, v, step: int):
         state, z, scale = weigh(phi, state, z, scale, fk, s)
         local = (fq @ fk.transpose(-1, -2)).tril_()  # (B, H, C, C)
         num = local @ v[:, :, rows] + fq @ state
-        den = local.sum(dim=-1) + (fq @ z[..., None]).squeeze(-1)
+        den = local.sum(dim=-1) + normalizer(fq, z)
         torch.div(num, den[..., None], out=out[:, :, rows])
         state = add_product(state, fk, v[:, :, rows])
         z.add_(fk.sum(dim=-2))
@@ -47,6 +47,6 @@ def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
         del fk  # before the next step's (see variants.native.core.steps)
     for r0 in range(0, n, step):
         fq = phi.query(q[:, :, r0 : r0 + step])
-        torch.div(fq @ state, fq @ z[..., None], out=out[:, :, r0 : r0 + step])  # NB: no copy of the quotient
+        torch.div(fq @ state, normalizer(fq, z)[..., None], out=out[:, :, r0 : r0 + step])  # NB: no copy of the quotient
         del fq
     return out, state, z, scale

@@ -20,7 +20,7 @@ import torch
 
 from variants.native.core import exp_, rowdot
 from variants.native.linearized.grad import keep_output, mapped
-from variants.native.linearized.state import add_product, row_chunks, with_grad, zero_state
+from variants.native.linearized.state import add_product, normalizer, row_chunks, with_grad, zero_state
 
 class Gated(torch.autograd.Function):
     """(q, k, v) → out of the gated recurrence; the forward keeps out alone."""
@@ -91,7 +91,7 @@ def _prefix_pass(phi, q, k, v, out, dout, gates, chunks, dq):
         e = decays(total, keep)
         d = (f @ fk.transpose(-1, -2)).mul_(e).sum(-1)
         if state is not None:
-            d += (f @ z[..., None]).squeeze(-1) * carry.squeeze(-1)
+            d += normalizer(f, z) * carry.squeeze(-1)
         den[:, :, rows] = d
         dn, dd = _row_terms(dout, out, den, rows)
         dfq = _sent(dn, dd, vv, e) @ fk

@@ -21,7 +21,7 @@ import torch
 
 from variants.native.core import rowdot
 from variants.native.linearized.chunks import bidirectional_chunks, causal_chunks
-from variants.native.linearized.state import FeatureMap, add_product, row_chunks, rows_per_step, weigh, with_grad, zero_state
+from variants.native.linearized.state import FeatureMap, add_product, normalizer, row_chunks, rows_per_step, weigh, with_grad, zero_state
 
 MORE = 3  # (rows × m) a backward chunk holds beside the map's: its autograd record, dφ, φ(q)∘dD
 
@@ -45,7 +45,7 @@ class Bidirectional(torch.autograd.Function):
         d_state, dz = torch.zeros_like(state), torch.zeros_like(z)
         for rows in row_chunks(q.shape[-2], step):
             f, back = mapped(phi, phi.query, q[:, :, rows])  # (B, H, C, m)
-            dn = dout[:, :, rows] / (f @ z[..., None])  # (B, H, C, d)
+            dn = dout[:, :, rows] / normalizer(f, z)[..., None]  # (B, H, C, d)
             dd = -rowdot(dn, out[:, :, rows])[..., None]  # (B, H, C, 1)
             d_state.add_(f.transpose(-1, -2) @ dn)
             dz.add_((f * dd).sum(-2))
@@ -97,7 +97,7 @@ def _prefix_pass(phi, q, k, v, out, dout, chunks, dq):
         if state is None:
             state, z = zero_state(q, fk.shape[-1])
         state, z, scale = weigh(phi, state, z, scale, fk, s)
-        den[:, :, rows] = (f @ fk.transpose(-1, -2)).tril_().sum(-1).add_((f @ z[..., None]).squeeze(-1))
+        den[:, :, rows] = (f @ fk.transpose(-1, -2)).tril_().sum(-1).add_(normalizer(f, z))
         dn, dd, lower = _row_terms(dout, out, v, den, rows)
         dfq = (lower @ fk).add_(dn @ state.transpose(-1, -2)).add_(dd * z[..., None, :])  # (B, H, C, m)
         dq[:, :, rows] = back(dfq)

