@@ -8,7 +8,8 @@ and records each kernel launch (its arguments' types, its constexprs, warps and 
 child, without the interpreter, compiles each distinct launch with `triton.compile` for a CUDA
 target down to a cubin (Triton's wheel carries ptxas). No GPU is touched.
 
-    python -m variants.triton.compile_check [--arch 90,80] [--n 130] [--dtypes bfloat16,float16,float32] [--jobs 2]
+    python -m variants.triton.compile_check [--arch 90,80] [--n 130] [--dtypes bfloat16,float16,float32]
+                                            [--head-dims 64,128] [--jobs 2]
 
 Exit 1 names each launch that did not compile and the compiler's message. Not checked here: what
 only a GPU shows (shared memory over the device's limit at load time, speed)."""
@@ -69,9 +70,9 @@ def recording(launches: dict[str, dict]) -> Iterator[None]:
         InterpretedFunction.run = original
 
 
-def capture(n: int, dtypes: list[str]) -> list[dict]:
-    """Run every `triton` path, forward and backward, causal and not, in each dtype (d = 64, the tiles a
-    GPU runs); return the distinct launches. Needs TRITON_INTERPRET=1 set before triton is imported."""
+def capture(n: int, dtypes: list[str], head_dims: list[int]) -> list[dict]:
+    """Run every `triton` path, forward and backward, causal and not, in each dtype and head size (the
+    tiles follow d); return the distinct launches. Needs TRITON_INTERPRET=1 set before triton is imported."""
     import torch
 
     import variants
@@ -84,11 +85,11 @@ def capture(n: int, dtypes: list[str]) -> list[dict]:
             spec = variants.get(name)
             if "triton" not in spec.impls:
                 continue
-            for dtype in dtypes:
+            for dtype, d in ((dtype, d) for dtype in dtypes for d in head_dims):
                 for causal in (False, True):  # NB: the structure's reasons only: the interpreter's bf16
                     if spec.reasons("triton", causal=causal, dtype=torch.float32, seq_len=n):  # products are
                         continue  # wrong (so its tests skip bf16), but a bf16 launch is recorded all the same
-                    q, k, v = (torch.randn(1, 2, n, 64, generator=generator, dtype=getattr(torch, dtype))
+                    q, k, v = (torch.randn(1, 2, n, d, generator=generator, dtype=getattr(torch, dtype))
                                .requires_grad_() for _ in range(3))
                     call = padding.prepare(spec.impls["triton"], q, k, v, causal=causal, params=spec.resolve(n, {}),
                                            lengths=None)  # past the dtype's reason (spec.attention would refuse)
@@ -126,7 +127,8 @@ def value_of(arg: dict):
 
 def compile_one(launch: dict, arch: int) -> str | None:
     """Compile a launch for sm_<arch> down to a cubin: None, or what failed (the compiler's message names
-    the line, its cause the reason)."""
+    the line, its cause the reason). Over the block's shared memory, with fewer stages, as
+    variants.triton.tiles.launch does on the device; a failure where even one stage is over."""
     import importlib
 
     import triton
@@ -135,14 +137,19 @@ def compile_one(launch: dict, arch: int) -> str | None:
 
     fn = getattr(importlib.import_module(launch["module"]), launch["kernel"])
     sig, constants = signature(fn, launch)
+    options = dict(launch["options"])
     try:
-        compiled = triton.compile(ASTSource(fn, sig, constants), target=GPUTarget("cuda", arch, 32),
-                                  options=launch["options"])
-        if not compiled.asm.get("cubin"):
-            raise RuntimeError("no cubin")
-        shared = compiled.metadata.shared
-        if shared > SHARED_BYTES.get(arch, shared):  # Triton refuses such a kernel when it loads (OutOfResources)
-            raise RuntimeError(f"needs {shared} bytes of shared memory; a block on sm_{arch} has {SHARED_BYTES[arch]}")
+        while True:
+            compiled = triton.compile(ASTSource(fn, sig, constants), target=GPUTarget("cuda", arch, 32),
+                                      options=options)
+            if not compiled.asm.get("cubin"):
+                raise RuntimeError("no cubin")
+            shared, limit = compiled.metadata.shared, SHARED_BYTES.get(arch, compiled.metadata.shared)
+            if shared <= limit:
+                break
+            if options.get("num_stages", 3) <= 1:  # Triton refuses such a kernel when it loads (OutOfResources)
+                raise RuntimeError(f"needs {shared} bytes of shared memory at one stage; a block on sm_{arch} has {limit}")
+            options["num_stages"] = options.get("num_stages", 3) - 1
     except Exception as err:
         pointers = sorted({v for v in sig.values() if v.startswith("*")})
         return (f"{launch['kernel']} sm_{arch} {'/'.join(pointers)} {json.dumps(launch['options'])} "
@@ -166,7 +173,7 @@ def child(mode: str, path: str, args: argparse.Namespace) -> None:
     if mode == "capture":
         env["TRITON_INTERPRET"] = "1"
     cmd = [sys.executable, "-m", "variants.triton.compile_check", f"--{mode}", path, "--arch", args.arch,
-           "--n", str(args.n), "--dtypes", args.dtypes, "--jobs", str(args.jobs)]
+           "--n", str(args.n), "--dtypes", args.dtypes, "--head-dims", args.head_dims, "--jobs", str(args.jobs)]
     code = subprocess.run(cmd, env=env).returncode
     if code:
         sys.exit(code)
@@ -177,13 +184,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--arch", default="90", help="compute capabilities, comma-separated (90: H100/H200, 80: A100)")
     parser.add_argument("--n", type=int, default=130, help="the length the paths are run at while recorded")
     parser.add_argument("--dtypes", default="bfloat16,float16,float32", help="the paths' input dtypes, comma-separated")
+    parser.add_argument("--head-dims", default="64,128", help="head sizes d, comma-separated (the tiles follow d)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compiles at a time")
     parser.add_argument("--capture", metavar="JSON", help=argparse.SUPPRESS)  # the children's parts
     parser.add_argument("--compile", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.capture:
         with open(args.capture, "w") as fh:
-            json.dump(capture(args.n, args.dtypes.split(",")), fh)
+            json.dump(capture(args.n, args.dtypes.split(","), [int(d) for d in args.head_dims.split(",")]), fh)
         return
     if args.compile:
         with open(args.compile) as fh:

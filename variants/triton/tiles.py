@@ -54,6 +54,43 @@ class Tiles:
         return cls(16, 16 if bd <= 64 else 8, bd, warps=8, stages=1)
 
 
+DEFAULT_STAGES = 3  # Triton's own for CUDA when a launch names none
+_FEWER: dict[tuple, int] = {}  # (kernel, its launch's key) -> the stages that fit, where fewer than asked
+_SHRUNK: set = set()  # kernels that ever needed fewer: only their launches pay for a key
+
+
+def launch(kernel, grid, *args, **kwargs) -> None:
+    """kernel[grid](*args, **kwargs), with fewer pipeline stages where the device cannot hold the asked
+    ones in a block's shared memory (Triton raises OutOfResources when it loads the kernel): the tiles are
+    sized for an H100 (227 KiB a block), an A100 has 163 KiB and the sm_86/89 cards 99 KiB
+    (variants.triton.compile_check --arch names each launch's need). The stages that fit are remembered
+    per launch, so a call after the first pays no failed load."""
+    from triton.runtime.errors import OutOfResources
+
+    stages = kwargs.pop("num_stages", DEFAULT_STAGES)
+    key = None
+    if kernel in _SHRUNK:
+        key = _launch_key(kernel, args, kwargs, stages)
+        stages = _FEWER.get(key, stages)
+    while True:
+        try:
+            kernel[grid](*args, num_stages=stages, **kwargs)
+            return
+        except OutOfResources:
+            if stages <= 1:
+                raise
+            _SHRUNK.add(kernel)
+            key = key or _launch_key(kernel, args, kwargs, stages)
+            stages -= 1
+            _FEWER[key] = stages
+
+
+def _launch_key(kernel, args, kwargs, stages: int) -> tuple:
+    """What decides a launch's shared memory: its tensors' dtypes, its constexprs and warps, the stages asked."""
+    dtypes = tuple(a.dtype for a in args if isinstance(a, torch.Tensor))
+    return kernel, dtypes, tuple(sorted((k, str(v)) for k, v in kwargs.items())), stages
+
+
 def launch_dtypes(q: torch.Tensor):
     """(accumulator dtype, tl.dot's input precision): float64 in float64 (the interpreter), else
     float32; IEEE products for float32 inputs (TF32's 10-bit mantissa misses the float32 checks);

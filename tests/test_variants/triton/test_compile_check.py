@@ -64,13 +64,49 @@ def test_a_global_the_compiler_cannot_read_is_named_and_a_constexpr_one_compiles
 
 @pytest.mark.slow
 def test_every_launch_of_the_triton_paths_compiles_for_sm_90():
-    """bf16 (what a GPU times; the module's own command adds float16 and float32), forward and backward,
-    causal and not, every variant with a `triton` path: what an H200 lease found broken (a plain global
+    """bf16 at d = 64 (what a GPU times; the module's own command adds float16, float32 and d = 128),
+    forward and backward, causal and not, every variant with a `triton` path: what an H200 lease found broken (a plain global
     in the band and chunk kernels) fails here."""
     done = subprocess.run([sys.executable, "-m", "variants.triton.compile_check", "--arch", "90",
-                           "--dtypes", "bfloat16"], env=_without_interpreter(), capture_output=True,
+                           "--dtypes", "bfloat16", "--head-dims", "64"], env=_without_interpreter(), capture_output=True,
                           text=True, timeout=1200)
     summary = [line for line in done.stdout.splitlines() if "distinct launches" in line]
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     launches = int(summary[0].split()[0])
     assert launches >= 100 and summary[0].endswith(": 0 failed"), summary
+
+
+def test_a_launch_over_the_blocks_shared_memory_runs_with_fewer_stages_and_remembers_them():
+    """variants.triton.tiles.launch: Triton refuses a kernel whose shared memory is over the block's at
+    load (OutOfResources); the launch tries fewer stages, and the next launch of the same shape goes
+    straight to the stages that fit. A launch that fits is made once, as asked."""
+    import torch
+    from triton.runtime.errors import OutOfResources
+
+    from variants.triton import tiles
+
+    class Kernel:
+        def __init__(self, fits: int):
+            self.fits, self.tried = fits, []
+
+        def __getitem__(self, grid):
+            def run(*args, num_stages, **kwargs):
+                self.tried.append(num_stages)
+                if num_stages > self.fits:
+                    raise OutOfResources(1000 * num_stages, 1000 * self.fits, "shared memory")
+            return run
+
+    x = torch.zeros(4)
+    big = Kernel(fits=1)
+    tiles.launch(big, (1,), x, 4, BM=64, num_warps=8)
+    assert big.tried == [3, 2, 1]
+    tiles.launch(big, (1,), x, 4, BM=64, num_warps=8)
+    assert big.tried == [3, 2, 1, 1]  # remembered
+    tiles.launch(big, (1,), x, 4, BM=32, num_warps=8, num_stages=2)  # another shape: tried afresh
+    assert big.tried == [3, 2, 1, 1, 2, 1]
+    small = Kernel(fits=3)
+    tiles.launch(small, (1,), x, 4, BM=64)
+    assert small.tried == [3] and small not in tiles._SHRUNK
+    never = Kernel(fits=0)
+    with pytest.raises(OutOfResources):
+        tiles.launch(never, (1,), x, 4, BM=64)

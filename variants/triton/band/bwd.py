@@ -11,7 +11,7 @@ import triton.language as tl
 
 from variants.triton.band.ranges import allowed, key_count, key_position, key_range, query_range
 from variants.triton.online import head_scale
-from variants.triton.tiles import Tiles, launch_dtypes
+from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
 @triton.jit(do_not_specialize=["H", "keys", "r0", "r1", "p1", "p2"])  # the parameters: one compile for all (variants.triton.tiles)
@@ -104,10 +104,10 @@ def band_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, kind: int, p1: int, p2: int
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
     common = dict(KIND=int(kind), CAUSAL=causal, ACC=acc, PREC=prec)
     t = Tiles.band_dq(q)
-    band_dq_kernel[(triton.cdiv(r1 - r0, t.bm), b * h)](
+    launch(band_dq_kernel, (triton.cdiv(r1 - r0, t.bm), b * h),
         q, k, v, do, lse, delta, dq, *strides, h, n, d, keys, r0, r1, p1, p2, **common,
         BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
     t = Tiles.band_dkdv(q)
-    band_dkdv_kernel[(triton.cdiv(keys, t.bn), b * h)](
+    launch(band_dkdv_kernel, (triton.cdiv(keys, t.bn), b * h),
         q, k, v, do, lse, delta, dk, dv, *strides, h, n, d, keys, r0, r1, p1, p2, **common,
         BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)

@@ -10,7 +10,7 @@ import triton.language as tl
 
 from variants.triton.band.ranges import allowed, key_count, key_position, key_range
 from variants.triton.online import finish, head_scale, rescale, resume
-from variants.triton.tiles import Tiles, launch_dtypes
+from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 @triton.jit(do_not_specialize=["H", "keys", "r0", "r1", "p1", "p2"])  # the parameters: one compile for all (variants.triton.tiles)
 def band_fwd_kernel(Q, K, V, O, L, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
@@ -58,7 +58,7 @@ def band_fwd(q, k, v, out, lse, *, kind: int, p1: int, p2: int = 0, rows: tuple[
     tiles = tiles or Tiles.band_fwd(q)
     acc, prec = launch_dtypes(q)
     grid = (triton.cdiv(r1 - r0, tiles.bm), b * h)
-    band_fwd_kernel[grid](q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+    launch(band_fwd_kernel, grid, q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
                           h, n, d, keys, r0, r1, p1, p2,
                           KIND=int(kind), CAUSAL=causal, FIRST=first, ACC=acc, PREC=prec,
                           BM=tiles.bm, BN=tiles.bn, BD=tiles.bd, num_warps=tiles.warps, num_stages=tiles.stages)

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from variants.triton.chunk.features import FAVOR, favor_logits, feature_map, load_w
-from variants.triton.tiles import precision
+from variants.triton.tiles import launch, precision
 
 MAX_FEATURES = 256  # one tile holds a row's features (the query stabilizer is a row's maximum)
 
@@ -146,7 +146,7 @@ def chunk_forward(a, b, c, *, kind: int, causal: bool, normalize: bool, w: torch
     if kind == FAVOR:  # keys' stabilizer: the head's largest logit
         chunks = triton.cdiv(nk, bt)
         tops = torch.empty(bsz * h, chunks, dtype=acc, device=dev)
-        favor_key_max_kernel[(chunks, bsz * h)](b, w, tops, *b.stride()[:3], h, nk, d, m, chunks, ACC=tacc, DOT=tdot,
+        launch(favor_key_max_kernel, (chunks, bsz * h), b, w, tops, *b.stride()[:3], h, nk, d, m, chunks, ACC=tacc, DOT=tdot,
                                                  PREC=prec, BT=bt, BF=bf, BD=bd, num_warps=4)
         stab = tops.amax(dim=1)
     chunks = triton.cdiv(nk, bt)
@@ -159,14 +159,14 @@ def chunk_forward(a, b, c, *, kind: int, causal: bool, normalize: bool, w: torch
     hs = torch.empty(slots, bsz * h, bf, cw, dtype=acc, device=dev)
     zs = torch.empty(slots, bsz * h, bf, dtype=acc, device=dev)
     warps = 8 if bf >= 128 else 4
-    chunk_states_kernel[(ctiles, bsz * h, 1 if causal else slots)](
+    launch(chunk_states_kernel, (ctiles, bsz * h, 1 if causal else slots),
         b, c, w, stab, hs, zs, *b.stride()[:3], *c.stride()[:3], h, nk, d, m, cw, chunks, per_split,
         KIND=int(kind), CAUSAL=causal, ACC=tacc, DOT=tdot, PREC=prec, BT=bt, BF=bf, BD=bd, BC=bc, num_warps=warps)
     if not causal and slots > 1:
         hs, zs = hs.sum(0, keepdim=True), zs.sum(0, keepdim=True)
     out = torch.empty(bsz, h, n, cw, dtype=acc, device=dev)
     den = torch.empty(bsz, h, n, dtype=acc, device=dev) if normalize else out
-    chunk_output_kernel[(triton.cdiv(n, bt), ctiles, bsz * h)](
+    launch(chunk_output_kernel, (triton.cdiv(n, bt), ctiles, bsz * h),
         a, b, c, w, stab, hs, zs, out, den, *a.stride()[:3], *b.stride()[:3], *c.stride()[:3], h, n, d, m, cw,
         KIND=int(kind), CAUSAL=causal, NORMALIZE=normalize, ACC=tacc, DOT=tdot, PREC=prec, BT=bt, BF=bf, BD=bd, BC=bc,
         num_warps=warps)

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from variants.triton.online import head_scale
-from variants.triton.tiles import Tiles, launch_dtypes
+from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
 @triton.jit(do_not_specialize=["H", "R"])  # the parameters: one compile for all (variants.triton.tiles)
@@ -101,10 +101,10 @@ def gather_bwd(q, k, v, do, lse, delta, dq, dk, dv, idx, by_key) -> None:
     t = Tiles.gather(q)
     acc, _ = launch_dtypes(q)
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
-    gather_dq_kernel[(triton.cdiv(n, t.bm), b * h)](
+    launch(gather_dq_kernel, (triton.cdiv(n, t.bm), b * h),
         q, k, v, do, lse, delta, dq, idx, *strides, h, n, d, idx.shape[1], ACC=acc,
         BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
     crow, queries, longest = by_key
-    gather_dkdv_kernel[(triton.cdiv(n, t.bm), b * h)](
+    launch(gather_dkdv_kernel, (triton.cdiv(n, t.bm), b * h),
         q, k, v, do, lse, delta, dk, dv, crow, queries, longest, *strides, h, n, d, ACC=acc,
         BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)

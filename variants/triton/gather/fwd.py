@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from variants.triton.online import finish, head_scale, rescale, resume
-from variants.triton.tiles import Tiles, launch_dtypes
+from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
 @triton.jit(do_not_specialize=["H", "R"])  # the parameters: one compile for all (variants.triton.tiles)
@@ -55,6 +55,6 @@ def gather_fwd(q, k, v, out, lse, idx, *, first: bool) -> None:
         return
     t = Tiles.gather(q)
     acc, _ = launch_dtypes(q)
-    gather_fwd_kernel[(triton.cdiv(n, t.bm), b * h)](
+    launch(gather_fwd_kernel, (triton.cdiv(n, t.bm), b * h),
         q, k, v, out, lse, idx, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], h, n, d, idx.shape[1],
         FIRST=first, ACC=acc, BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)

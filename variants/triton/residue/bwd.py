@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from variants.triton.online import head_scale
-from variants.triton.tiles import Tiles, launch_dtypes
+from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
 @triton.jit(do_not_specialize=["H", "l", "blocks"])  # the parameters: one compile for all (variants.triton.tiles)
@@ -92,11 +92,11 @@ def residue_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, stride: int, causal: boo
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
     t = Tiles.band_dq(q)
     blocks = triton.cdiv(count, t.bm)
-    residue_dq_kernel[(stride * blocks, b * h)](
+    launch(residue_dq_kernel, (stride * blocks, b * h),
         q, k, v, do, lse, delta, dq, *strides, h, n, d, stride, blocks, CAUSAL=causal, ACC=acc, PREC=prec,
         BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
     t = Tiles.band_dkdv(q)
     blocks = triton.cdiv(count, t.bn)
-    residue_dkdv_kernel[(stride * blocks, b * h)](
+    launch(residue_dkdv_kernel, (stride * blocks, b * h),
         q, k, v, do, lse, delta, dk, dv, *strides, h, n, d, stride, blocks, CAUSAL=causal, ACC=acc, PREC=prec,
         BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)

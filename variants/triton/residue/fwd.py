@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from variants.triton.online import finish, head_scale, rescale, resume
-from variants.triton.tiles import Tiles, launch_dtypes
+from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
 @triton.jit(do_not_specialize=["H", "l", "blocks"])  # the parameters: one compile for all (variants.triton.tiles)
@@ -53,7 +53,7 @@ def residue_fwd(q, k, v, out, lse, *, stride: int, causal: bool, first: bool) ->
     t = Tiles.band_fwd(q)
     blocks = triton.cdiv(triton.cdiv(n, stride), t.bm)  # member blocks of the largest class
     acc, prec = launch_dtypes(q)
-    residue_fwd_kernel[(stride * blocks, b * h)](
+    launch(residue_fwd_kernel, (stride * blocks, b * h),
         q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], h, n, d, stride, blocks,
         CAUSAL=causal, FIRST=first, ACC=acc, PREC=prec, BM=t.bm, BN=t.bn, BD=t.bd,
         num_warps=t.warps, num_stages=t.stages)
