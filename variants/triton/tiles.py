@@ -69,7 +69,7 @@ def launch(kernel, grid, *args, **kwargs) -> None:
 
     stages = kwargs.pop("num_stages", DEFAULT_STAGES)
     key = None
-    if kernel in _SHRUNK:
+    if _SHRUNK and kernel in _SHRUNK:  # NB: a JITFunction hashes its cache key: not for every launch
         key = _launch_key(kernel, args, kwargs, stages)
         stages = _FEWER.get(key, stages)
     while True:
