@@ -121,7 +121,8 @@ def one(variant: str, impl: str, mode: str, args, n: int | None = None, causal: 
             fn()
         if args.check and (not args.check_impls or impl in args.check_impls.split(",")):
             row["check_n"] = args.check
-            row["check_error"] = checked(case, args.check)
+            row["check_error"] = checked(Case(variant, impl, args.device, "float32", mode, 1, args.check, case.num_heads,
+                                              case.num_kv_heads, 64, causal))
         row["median_ms"] = median_ms(fn, args.device, args.rep)
         if args.device == "cuda":
             row.update(kernels(fn))  # NB: no peak memory here (do_bench's flush buffer, the check): the suite's is per call
@@ -135,16 +136,11 @@ def one(variant: str, impl: str, mode: str, args, n: int | None = None, causal: 
 
 
 @functools.cache
-def _check(variant: str, impl: str, device: str, mode: str, heads: int, kv_heads: int, causal: bool, n: int) -> float:
-    spec = variants.get(variant)
-    small = Case(variant, impl, device, "float32", mode, 1, n, heads, kv_heads, 64, causal)
-    return against_reference(spec, impl, lambda m: inputs(small), n, {}, causal, grads=mode == "fwd_bwd")[0]
-
-
-def checked(case: Case, n: int) -> float:
-    """The path's error against dense float64 at n (float32 inputs, the case's heads): once per path,
-    mode and causality, whatever lengths the path is profiled at."""
-    return _check(case.variant, case.impl, case.device, case.mode, case.num_heads, case.num_kv_heads, case.causal, n)
+def checked(small: Case) -> float:
+    """The path's error against dense float64 for `small` (float32 inputs at the check's n): once per path,
+    mode and causality, whatever lengths the path is profiled at (the case holds no length of theirs)."""
+    return against_reference(variants.get(small.variant), small.impl, lambda m: inputs(small), small.seq_len, {},
+                             small.causal, grads=small.mode == "fwd_bwd")[0]
 
 
 def key(row: dict) -> tuple:

@@ -11,8 +11,9 @@ target down to a cubin (Triton's wheel carries ptxas). No GPU is touched.
     python -m variants.triton.compile_check [--arch 90,80] [--n 130] [--dtypes bfloat16,float16,float32]
                                             [--head-dims 64,128] [--jobs 2]
 
-Exit 1 names each launch that did not compile and the compiler's message. Not checked here: what
-only a GPU shows (shared memory over the device's limit at load time, speed)."""
+Each compiled launch's shared memory is held against a block's limit on the target (`SHARED_BYTES`),
+with fewer stages where it is over, as `variants.triton.tiles.launch` retries on the device. Exit 1 names
+each launch that did not compile or fit, with the compiler's message. Not checked here: speed."""
 
 from __future__ import annotations
 
@@ -135,6 +136,8 @@ def compile_one(launch: dict, arch: int) -> str | None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from variants.triton.tiles import DEFAULT_STAGES
+
     fn = getattr(importlib.import_module(launch["module"]), launch["kernel"])
     sig, constants = signature(fn, launch)
     options = dict(launch["options"])
@@ -147,9 +150,10 @@ def compile_one(launch: dict, arch: int) -> str | None:
             shared, limit = compiled.metadata.shared, SHARED_BYTES.get(arch, compiled.metadata.shared)
             if shared <= limit:
                 break
-            if options.get("num_stages", 3) <= 1:  # Triton refuses such a kernel when it loads (OutOfResources)
+            stages = options.get("num_stages", DEFAULT_STAGES)
+            if stages <= 1:  # Triton refuses such a kernel when it loads (OutOfResources)
                 raise RuntimeError(f"needs {shared} bytes of shared memory at one stage; a block on sm_{arch} has {limit}")
-            options["num_stages"] = options.get("num_stages", 3) - 1
+            options["num_stages"] = stages - 1
     except Exception as err:
         pointers = sorted({v for v in sig.values() if v.startswith("*")})
         return (f"{launch['kernel']} sm_{arch} {'/'.join(pointers)} {json.dumps(launch['options'])} "
