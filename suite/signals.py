@@ -1,11 +1,22 @@
 """Signals a command ends on as it ends on Ctrl-C: SIGTERM (`timeout`, a cancelled CI job) and SIGHUP
 (a closed terminal) raise KeyboardInterrupt, so every `finally` runs (tables written, `ab`'s worktrees
-removed) and the command line prints one line instead of a traceback."""
+removed) and the command line prints one line instead of a traceback.
+
+A handler's exception lands in whatever Python code runs next, and where that is a finaliser or a fork
+hook the interpreter swallows it ("Exception ignored in ...") and goes on: the command would run past
+its stop. So a stop swallowed that way is sent again to the main thread, a moment later, from a thread of
+its own (sent from the hook, it would land in the hook); one swallowed again is sent again.
+"""
 
 from __future__ import annotations
 
+import _thread
 import signal
+import sys
 import threading
+import time
+
+STOPS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def stop_on_signals():
@@ -18,5 +29,29 @@ def stop_on_signals():
     def stop(signum, frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    return lambda: [signal.signal(sig, handler) for sig, handler in previous.items()]
+    previous = {sig: signal.signal(sig, stop) for sig in STOPS}
+    hook = sys.unraisablehook
+    sys.unraisablehook = _again(hook)
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sys.unraisablehook = hook
+    return restore
+
+
+def _again(hook):
+    """An unraisable-exception hook that sends a swallowed stop again instead of printing it."""
+    names = {sig.name: sig for sig in STOPS}
+
+    def unraisable(info) -> None:
+        if not isinstance(info.exc_value, KeyboardInterrupt):
+            return hook(info)
+        # NB: a bare thread: threading.Thread.start waits for its thread, and the stop would land in that wait
+        _thread.start_new_thread(_send, (threading.main_thread().ident, names.get(str(info.exc_value), signal.SIGINT)))
+    return unraisable
+
+
+def _send(thread: int, signum: int) -> None:
+    time.sleep(0.01)
+    signal.pthread_kill(thread, signum)

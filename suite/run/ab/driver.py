@@ -22,7 +22,7 @@ from suite.plan.case import Case
 from suite.plan.grid import Grid
 from suite.plan.settings import Settings
 from suite.run.env import fingerprint
-from suite.run.executors.orphan import die_with_parent
+from suite.run.executors.orphan import child_argv
 from suite.run.ab.checkouts import Side
 from suite.store import atomic
 from suite.store.journal import append_line
@@ -60,9 +60,9 @@ class ServeWorker:
     def launch(self) -> None:
         """Start the process and send it the settings; `ready` waits for its answer."""
         with os.fdopen(atomic.open_plain(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", server_module(self.side.root)], cwd=self.side.root,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                                         preexec_fn=die_with_parent)  # NB: any checkout's serve dies with us
+            # NB: the server of any checkout dies with this driver (child_argv)
+            self.proc = subprocess.Popen(child_argv(server_module(self.side.root)), cwd=self.side.root,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
         hello = {"settings": self.settings.to_plan(), "plugins": self.plugins, "device": self.device}
         self._send(hello)
 

@@ -4,21 +4,21 @@ A local worker is forked from the fork server, not from the runner, and holds th
 left hanging in a case after a `kill -9` of the runner spun a core for minutes, skewing whatever was
 timed next. Here a worker watches its pipe to the runner and exits the moment the runner's end is
 closed (the kernel closes it when the runner dies, however it dies); `suite ab`'s workers, children
-of the driver itself, get the kernel's parent-death signal instead.
+of the driver itself, get the kernel's parent-death signal instead, set by the child itself (`child_argv`).
+
+Not by Popen's preexec_fn: with one, Popen runs the interpreter's fork hooks in the parent (logging's
+lock release among them), and a SIGTERM landing in one was swallowed as an "Exception ignored", so
+`suite ab` ran on past it, and logging's lock stayed held.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import select
-import signal
 import sys
 import threading
 
 PR_SET_PDEATHSIG = 1
-# NB: looked up here, in the parent: a child between fork and exec should call, not load a library
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
 def exit_with(conn) -> None:
@@ -39,7 +39,18 @@ def exit_with(conn) -> None:
     threading.Thread(target=watch, name="suite-exit-with-runner", daemon=True).start()
 
 
-def die_with_parent() -> None:
-    """For subprocess.Popen(preexec_fn=...): the kernel kills this child when its parent exits (Linux)."""
-    if _PRCTL is not None:
-        _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+_BOOT = """import os, runpy, sys
+parent = int(sys.argv.pop(1))
+if sys.platform.startswith("linux"):
+    import ctypes, signal
+    ctypes.CDLL(None, use_errno=True).prctl(%d, int(signal.SIGKILL), 0, 0, 0)
+if os.getppid() != parent:  # NB: the parent died before the line above took effect
+    os._exit(1)
+runpy.run_module(sys.argv.pop(1), run_name="__main__", alter_sys=True)
+""" % PR_SET_PDEATHSIG
+
+
+def child_argv(module: str) -> list[str]:
+    """The command line of `python -m module` in a child the kernel kills when this process exits
+    (Linux). The module is found as `-m` finds it: from the child's working directory first."""
+    return [sys.executable, "-c", _BOOT, str(os.getpid()), module]

@@ -290,14 +290,14 @@ def test_a_worker_killed_from_outside_is_not_called_oom_and_runs_again_on_resume
 
 
 @pytest.mark.slow
-def test_ab_removes_its_worktrees_on_sigterm_and_sighup(tmp_path):
+def test_ab_removes_its_worktrees_on_sigterm_and_sighup_and_its_servers_die_with_it(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     for args in (("init", "-q"), ("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x")):
         subprocess.run(["git", *args], cwd=repo, check=True)
     (tmp_path / "g.toml").write_text(HANG.format(variant="fault_hang"))
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    for n, sig in enumerate((signal.SIGTERM, signal.SIGHUP)):
+    for n, sig in enumerate((signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)):
         proc = subprocess.Popen([sys.executable, "-m", "suite", "ab", "HEAD", "HEAD", "--repo", str(repo),
                                  "--grid", str(tmp_path / "g.toml"), "--plugin", "fault_variants", "--pairs", "2",
                                  "--rounds", "1", "--run-id", f"ab{n}", "--results-dir", str(tmp_path / "results")],
@@ -308,7 +308,9 @@ def test_ab_removes_its_worktrees_on_sigterm_and_sighup(tmp_path):
         serves = psutil.Process(proc.pid).children(recursive=True)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
+        _, alive = psutil.wait_procs(serves, timeout=15)
+        assert not alive, alive  # NB: after SIGKILL too: the servers die with their driver
+        if sig == signal.SIGKILL:
+            break
         assert proc.returncode == 128 + sig and "Traceback" not in err, err
         assert listed() == 1, "worktrees left registered"
-        _, alive = psutil.wait_procs(serves, timeout=15)
-        assert not alive, alive
