@@ -9,9 +9,7 @@ worker processes (suite.run.executors.local) or Ray actors (suite.run.executors.
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import time
 from collections import Counter
 from dataclasses import replace
@@ -22,6 +20,7 @@ from suite.plan.ladder import Ladder
 from suite.plan.plan import PLAN_FIELDS, Plan
 from suite.plan.settings import Settings
 from suite.run.env import fingerprint
+from suite.signals import stop_on_signals
 from suite.store import table
 from suite.store.row import Row
 from suite.store.rundir import RunDir
@@ -89,7 +88,7 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
     todo = list({case.case_id: case for case, _ in tasks}.values())
     if resume:
         print(f"resuming {run.name}: {len(cases) - len(todo)} of {len(cases)} cases already in the journal", file=out)
-    pool, restore = None, _stop_on_sigterm()
+    pool, restore = None, stop_on_signals()  # NB: for callers other than the command line too
     try:  # NB: the pool starts inside: a cluster that fails to start still leaves the table written
         pool = _pool(executor, settings, plugins, run, address, slots)
         _probe(run, cases, pool.gemm_peak, out)
@@ -107,19 +106,6 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
         run.write_table(table.table(cases, rows))
     wanted = {c.case_id for c in cases}
     return Counter(status for case_id, status in table.statuses(rows).items() if case_id in wanted)
-
-
-def _stop_on_sigterm():
-    """SIGTERM (`timeout`, a CI job cancelled, a scheduler) stops the run like Ctrl-C: the table of
-    what was measured is still written. Returns the call that restores the previous handler."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def _pool(executor: str, settings: Settings, plugins: list[str], run: RunDir, address, slots):
