@@ -71,7 +71,7 @@ def _load(args):
 def _line(row) -> str:
     from suite.history.page import fmt_size
 
-    what = f"time n={int(row['seq_len'])}" if row["kind"] == "time" else "exponent in n"
+    what = {"time": f"time n={row['seq_len']:.0f}", "exponent": "exponent in n"}.get(row["kind"], "time, its lengths together")
     return f"{row['series']}: {what} {fmt_size(row)} in {row['commits']}"
 
 

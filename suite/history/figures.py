@@ -2,9 +2,9 @@
 and one of the host's level.
 
 Pure: suite.history.series' tables in (points with their run's position, change points), bytes out;
-nothing here knows of the database or of HTML. Left: each case's median time over the runs as it is
-judged (its run's level divided out where it is judged against it; log scale), a line per n with the
-95% interval of its median as a band. Right: the series' fitted time
+nothing here knows of the database or of HTML. Left: each case's fastest call over the runs as it is
+judged (its run's level divided out where it is judged against it; log scale), a line per n with a band
+up to the median call of the run. Right: the series' fitted time
 exponent in n with its 95% interval as a band, and its claim as a dashed line. A change point is a
 shaded span from the last run before it to the first after it (red: slower, green: faster), labelled
 with its size.
@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from suite.history.series import METRIC  # noqa: E402
 from suite.present.figures import png  # noqa: E402
 
 SLOWER, FASTER = "#d62728", "#2ca02c"
@@ -53,12 +54,12 @@ def _times(ax, points: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFrame) 
                        sns.color_palette("viridis", n_colors=data["seq_len"].nunique())))
     for n, rows in data.groupby("seq_len"):
         ax.plot(rows["run"], rows["value"], marker="o", ms=3, lw=1, color=palette[n], label=f"n={int(n)}")
-        at = rows["value"] / rows["time_s"]  # the run's level divided out, as from the point
-        ax.fill_between(rows["run"], rows["time_lo_s"] * at, rows["time_hi_s"] * at, color=palette[n], alpha=0.2, lw=0)
+        at = rows["value"] / rows[METRIC]  # the run's level divided out, as from the point
+        ax.fill_between(rows["run"], rows[METRIC] * at, rows["time_s"] * at, color=palette[n], alpha=0.2, lw=0)
     _spans(ax, changes, percent=True)
     ax.set_yscale("log")
-    leveled = bool((data["value"] != data["time_s"]).any())
-    ax.set_ylabel("median time per call (s)" + (",\nrun's level divided out" if leveled else ""))
+    leveled = bool((data["value"] != data[METRIC]).any())
+    ax.set_ylabel("fastest call (s), band to the median" + (",\nrun's level divided out" if leveled else ""))
     ax.legend(fontsize=7, loc="upper left", ncol=2)
     _ticks(ax, runs)
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from suite.history import changes as rules
 from suite.history import figures, level
-from suite.history.series import SEVERITY, Judged
+from suite.history.series import SEVERITY, TOGETHER, Judged
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -29,6 +29,10 @@ def fmt_size(row) -> str:
     return f"{row['size']:+.2f} [{row['lo']:+.2f}, {row['hi']:+.2f}]"
 
 
+def _what(change) -> str:
+    return {"time": f"n={change['seq_len']:.0f}", "exponent": "exponent"}.get(change["kind"], "its lengths together")
+
+
 def summary(judged: Judged) -> pd.DataFrame:
     """One row per series: its worst class, its classes of time and exponent, its newest change point."""
     rows = []
@@ -36,16 +40,18 @@ def summary(judged: Judged) -> pd.DataFrame:
         mine = judged.changes[judged.changes["series_key"] == key]
         exponent = verdicts[verdicts["kind"] == "exponent"]
         time = verdicts[verdicts["kind"] == "time"]
+        lengths = verdicts[verdicts["kind"] == TOGETHER]
         worst = min(verdicts["class"], key=SEVERITY.get)
         newest = mine.sort_values("after_run").iloc[-1] if not mine.empty else None
         rows.append({"series_key": key, "series": verdicts["series"].iloc[0], "class": worst,
-                     "time": ", ".join(f"{n} {c}" for c, n in time["class"].value_counts().items()),
+                     "time": ", ".join(f"{n} {c}" for c, n in time["class"].value_counts().items())
+                     + "".join(f"; its lengths together: {c}" for c in lengths["class"]),
                      "exponent_class": exponent["class"].iloc[0] if not exponent.empty else "no fit",
                      "exponent": exponent["newest"].iloc[0] if not exponent.empty else float("nan"),
                      "claimed": exponent["claimed"].iloc[0] if not exponent.empty else float("nan"),
                      "points": int(verdicts["points"].max()),
                      "newest_change": "" if newest is None else
-                     f"{'n=' + str(int(newest['seq_len'])) if newest['kind'] == 'time' else 'exponent'} "
+                     f"{_what(newest)} "
                      f"{fmt_size(newest)} in {newest['commits']}"})
     table = pd.DataFrame(rows)
     if table.empty:

@@ -201,11 +201,14 @@ def test_check_exits_1_naming_the_slowdowns_their_size_and_commits(history, caps
     assert check(history) == 1
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("REGRESSION")]
-    assert len(lines) == 4 + 4 + 1  # full's four lengths, linear's four (steeper), linear's exponent
+    assert len(lines) == 4 + 4 + 2 + 1  # full's four lengths, linear's four (steeper), each one's lengths together,
+    # linear's exponent
     assert f"in {commit_of(13)[:10]}..{commit_of(14)[:10]}" in lines[0]
     full = [float(m.group(1)) for line in lines if (m := re.search(r"full/sdpa.* time n=\d+ \+([\d.]+)%", line))]
     assert len(full) == 4 and all(10 < size < 30 for size in full), full  # planted: +20%
     assert any("linear/native" in line and "exponent in n +0.3" in line for line in lines)
+    together = [float(m.group(1)) for line in lines if (m := re.search(r"full/sdpa.* its lengths together \+([\d.]+)%", line))]
+    assert len(together) == 1 and 15 < together[0] < 25, together  # planted: +20% at every length
 
 
 @pytest.mark.slow

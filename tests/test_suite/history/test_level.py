@@ -38,8 +38,9 @@ def _run(i: int, host: float, slower: dict, series=SERIES, noise: float = 0.01) 
     for case in cases:
         factor = slower.get((case.variant, case.impl, case.seq_len), slower.get((case.variant, case.impl), 1.0))
         t = 1e-6 * case.seq_len ** 1.5 * host * factor * float(np.exp(rng.normal(0, noise)))
+        # NB: the calls' own jitter small beside `noise`: the fastest call (what is judged) moves as t does
         rows.append(Row(case, finished_at=1.8e9 + 86400 * i, replicates=1, claimed_exponent_n=1.5)
-                    .with_samples(list(t * np.exp(rng.normal(0, 0.005, 8)))))
+                    .with_samples(list(t * np.exp(rng.normal(0, 0.001, 8)))))
     frame = table.table(cases, rows)
     return Run(run_key=f"run{i:05d}", fingerprint_id="fp0000000001", git_commit=commit_of(i),
                commit_time=pd.Timestamp(1.8e9 + 86400 * i - 3600, unit="s", tz="UTC"),
@@ -156,3 +157,24 @@ def test_where_the_level_adds_noise_the_cases_are_judged_raw_and_it_says_why(tmp
     assert code == 0 and out[1].startswith("each case judged against its run's level"), out
     code, out = check(db, capsys, "--against", "raw")
     assert out[1].startswith("judged raw (--against raw")
+
+
+def test_a_series_lengths_together_move_with_the_series_not_with_one_case():
+    """suite.history.series.together: in each run, the median over a series' lengths of each one's
+    deviation from its own median. One case's slow nights leave it; the series' step is its size; a
+    series of two lengths (a median one case moves) is not judged together."""
+    from suite.history.series import together
+
+    rows = []
+    for run in range(10):
+        for n, base in ((256, 1.0), (512, 2.0), (1024, 4.0)):
+            slow = 1.5 if (n == 512 and run >= 8) else 1.0
+            step = 1.2 if run >= 5 else 1.0
+            rows.append({"case_id": f"a{n}", "series_key": "a", "series": "a", "run": run, "git_commit": f"c{run}",
+                         "value": base * slow * step})
+        for n in (256, 512):
+            rows.append({"case_id": f"b{n}", "series_key": "b", "series": "b", "run": run, "git_commit": f"c{run}",
+                         "value": 1.0 + 0.5 * (run >= 8)})
+    out = together(pd.DataFrame(rows)).sort_values("run")
+    assert set(out["series_key"]) == {"a"}
+    assert np.allclose(out["value"].to_numpy() / out["value"].iloc[0], [1.0] * 5 + [1.2] * 5)
