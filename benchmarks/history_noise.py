@@ -37,12 +37,12 @@ HERE = Path(__file__).resolve().parent
 GRID = HERE / "history_noise.toml"
 
 
-def measure(results_dir: Path, runs: int, reuse: bool) -> list[Path]:
+def measure(results_dir: Path, runs: int, reuse: bool, grid: Path = GRID) -> list[Path]:
     folders = []
     for k in range(runs):
         folder = results_dir / f"history-noise-{k}"
         if not (reuse and (folder / "plan.json").is_file()):
-            subprocess.run([sys.executable, "-m", "suite", "run", "--grid", str(GRID), "--run-id", folder.name,
+            subprocess.run([sys.executable, "-m", "suite", "run", "--grid", str(grid), "--run-id", folder.name,
                             "--results-dir", str(results_dir), "--no-report"], check=True)
         folders.append(folder)
     return folders
@@ -80,8 +80,10 @@ def main() -> None:
     parser.add_argument("--results-dir", default="results/history-noise")
     parser.add_argument("--out", default=str(HERE / "history_noise.csv"))
     parser.add_argument("--reuse", action="store_true", help="read the runs already measured")
+    parser.add_argument("--grid", default=str(GRID), help="the grid each run measures (history_steady.toml: the "
+                        "same cases, each timed longer in three processes)")
     args = parser.parse_args()
-    folders = measure(Path(args.results_dir), args.runs, args.reuse)
+    folders = measure(Path(args.results_dir), args.runs, args.reuse, Path(args.grid))
     table = deviations(folders)
     from suite.store import atomic
 
