@@ -235,6 +235,8 @@ def test_report_shows_every_series_its_change_points_and_figures(history, tmp_pa
     summary = html[html.index('id="summary"'):html.index('id="series"')]
     assert summary.count('class="regression">regression') == 3  # both series, and linear's exponent
     assert f"{commit_of(13)[:10]}..{commit_of(14)[:10]}" in html
+    labels = re.findall(r"<tr><td>([^<]+)</td>", html[html.index('id="series"'):])
+    assert labels.count("time, its lengths together") == 2 and labels.count("exponent in n") == 1, labels
     images = re.findall(r'<img[^>]*src="([^"]+)"', html)
     assert len(images) == 2 and all(base64.b64decode(s.split(",", 1)[1])[:4] == b"\x89PNG" for s in images)
     assert "<script" not in html and not re.search(r'(src|href)="(https?:)?//', html)
