@@ -47,11 +47,17 @@ def _again(hook):
     def unraisable(info) -> None:
         if not isinstance(info.exc_value, KeyboardInterrupt):
             return hook(info)
-        # NB: a bare thread: threading.Thread.start waits for its thread, and the stop would land in that wait
-        _thread.start_new_thread(_send, (threading.main_thread().ident, names.get(str(info.exc_value), signal.SIGINT)))
+        signum = names.get(str(info.exc_value), signal.SIGINT)
+        try:  # NB: a bare thread: threading.Thread.start waits for its thread, and the stop would land in that wait
+            _thread.start_new_thread(_send, (threading.main_thread().ident, signum))
+        except RuntimeError:  # the interpreter is shutting down: it stops anyway
+            pass
     return unraisable
 
 
 def _send(thread: int, signum: int) -> None:
     time.sleep(0.01)
-    signal.pthread_kill(thread, signum)
+    try:
+        signal.pthread_kill(thread, signum)
+    except OSError:  # the main thread has ended
+        pass
