@@ -20,11 +20,12 @@ as separate processes). A synthetic history is every one of those twelve cases o
 
 A step of +STEP (time: one series, all its lengths ×1.10 — a commit acts on a series; exponent: +0.3)
 starts at point 57 of 60; the check runs on the first 58, 59 and 60 points (1, 2, 3 points after the
-step), as a nightly job would, on one case of the stepped series. Three rules judge the same histories:
+step), as a nightly job would, on one case of the stepped series. Four rules judge the same histories:
 `raw` (the case's own times, the rule before runs' levels), `level` (suite.history.level: each point
 divided by its run's level, the median over the run's cases of other series) and `auto` (`history
 check`'s default: the level where the cases' series spread less against it, level.quieter, decided on
-the points each check sees; raw otherwise). `host level` rows step
+the points each check sees; raw otherwise), and `lengths` (the stepped series' lengths together, as
+`check` judges them: suite.history.series.together on the cases as `auto` judges them). `host level` rows step
 every case at once and judge the host's level as a series (a change there is reported as every case
 at once). A series is detected when one of the three checks classifies it `regression`; its delay is
 the first such check. A step-free series is a false positive when one of the same checks says
@@ -220,7 +221,7 @@ def autogamma(y: np.ndarray, kind: str, penalty: float) -> list[list[int]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--noise", default="benchmarks/history_noise.csv")
+    parser.add_argument("--noise", default="benchmarks/history_steady_noise.csv")
     parser.add_argument("--trials", type=int, default=400)
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--metric", default="time_min", choices=["time", "time_min"],

@@ -21,15 +21,16 @@ STOPS = (signal.SIGTERM, signal.SIGHUP)
 
 def stop_on_signals():
     """SIGTERM and SIGHUP (a CI job cancelled, a closed terminal) stop a command as Ctrl-C does: its
-    `finally` blocks run (tables written, `ab`'s worktrees removed). Returns the call that restores the
-    previous handlers."""
+    `finally` blocks run (tables written, `ab`'s worktrees removed); one the command was started
+    ignoring (`nohup`) stays ignored. Returns the call that restores the previous handlers."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
     def stop(signum, frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    previous = {sig: signal.signal(sig, stop) for sig in STOPS}
+    # NB: a signal ignored when the command started (nohup's SIGHUP) stays ignored
+    previous = {sig: signal.signal(sig, stop) for sig in STOPS if signal.getsignal(sig) is not signal.SIG_IGN}
     hook = sys.unraisablehook
     sys.unraisablehook = _again(hook)
 

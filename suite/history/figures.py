@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from suite.history.series import METRIC  # noqa: E402
+from suite.history.series import METRIC, TOGETHER  # noqa: E402
 from suite.present.figures import png  # noqa: E402
 
 SLOWER, FASTER = "#d62728", "#2ca02c"
@@ -97,9 +97,9 @@ def level_figure(points: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFrame
 
 def series_figure(times: pd.DataFrame, exponents: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFrame) -> bytes:
     """One series' figure. `times`/`exponents`: its points (suite.history.series' `points`, kind time and
-    exponent); `changes`: its change points; `runs`: every run of the history (position, git_commit)."""
+    exponent); `changes`: its change points (its lengths' together shaded with its cases'); `runs`: every run of the history (position, git_commit)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.2))
-    _times(left, times, changes[changes["kind"] == "time"], runs)
+    _times(left, times, changes[changes["kind"].isin(["time", TOGETHER])], runs)
     _exponent(right, exponents, changes[changes["kind"] == "exponent"], runs)
     fig.tight_layout()
     return png(fig)

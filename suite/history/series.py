@@ -37,7 +37,7 @@ CHANGE_COLUMNS = ["kind", "key", "series_key", "series", "label", "seq_len", "cl
 
 @dataclass
 class Judged:
-    verdicts: pd.DataFrame  # one row per case (kind time) and per series (kind exponent)
+    verdicts: pd.DataFrame  # one row per case (kind time), per series (kinds TOGETHER and exponent), the host (level)
     changes: pd.DataFrame  # one row per change point
     points: pd.DataFrame  # the judged points of every case and series: `value`, and `run`, its run's position
     runs: pd.DataFrame  # every run of the history in order, with its `position`, its `level` (the host's, NaN
@@ -115,19 +115,30 @@ def _host(runs: pd.DataFrame) -> pd.DataFrame:
 
 def together(ok: pd.DataFrame) -> pd.DataFrame:
     """Each series' lengths judged together, as points: in each run, the median over the series' cases of
-    each one's log time less its own median over the runs; `value` the ratio exp(that). A commit acts on
+    each one's log time less its own median over those runs; `value` the ratio exp(that). A commit acts on
     a series, at every length at once, where a case's own slow night moves the median of its lengths
-    little. Only series of TOGETHER_LENGTHS lengths or more: a median of two is moved by one case alone."""
-    if ok.empty:
-        return ok
-    logs = np.log(ok["value"].astype(float))
-    ok = ok.assign(dev=logs - logs.groupby(ok["case_id"]).transform("median"))
-    lengths = ok.groupby("series_key")["case_id"].nunique()
-    ok = ok[ok["series_key"].isin(lengths[lengths >= TOGETHER_LENGTHS].index)]
-    rows = ok.groupby(["series_key", "run"], as_index=False, sort=False).agg(
-        series=("series", "first"), git_commit=("git_commit", "first"), dev=("dev", "median"))
-    return rows.assign(label=rows["series"] + " (its lengths together)", seq_len=np.nan, claimed=np.nan,
-                       value=np.exp(rows["dev"]))
+    little. The cases are the series' in its newest run, the runs those that hold every one of them (so a
+    grid that changed its lengths, or a run where one failed, is no step), and TOGETHER_LENGTHS of them at
+    least: a median of two is moved by one case alone."""
+    parts = [_together(rows) for _, rows in ok.groupby("series_key", sort=False)]
+    parts = [part for part in parts if not part.empty]
+    return pd.concat(parts, ignore_index=True) if parts else ok.iloc[0:0]
+
+
+def _together(rows: pd.DataFrame) -> pd.DataFrame:
+    newest = set(rows.loc[rows["run"] == rows["run"].max(), "case_id"])
+    if len(newest) < TOGETHER_LENGTHS:
+        return rows.iloc[0:0]
+    rows = rows[rows["case_id"].isin(newest)]
+    held = rows.groupby("run")["case_id"].nunique()
+    rows = rows[rows["run"].isin(held[held == len(newest)].index)]
+    logs = np.log(rows["value"].astype(float))
+    rows = rows.assign(dev=logs - logs.groupby(rows["case_id"]).transform("median"))
+    out = rows.groupby("run", as_index=False, sort=True).agg(
+        series_key=("series_key", "first"), series=("series", "first"), git_commit=("git_commit", "first"),
+        dev=("dev", "median"))
+    return out.assign(label=out["series"] + " (its lengths together)", seq_len=np.nan, claimed=np.nan,
+                      value=np.exp(out["dev"]))
 
 
 def judge(runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame, against: str = "auto") -> Judged:

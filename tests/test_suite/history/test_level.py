@@ -178,3 +178,21 @@ def test_a_series_lengths_together_move_with_the_series_not_with_one_case():
     out = together(pd.DataFrame(rows)).sort_values("run")
     assert set(out["series_key"]) == {"a"}
     assert np.allclose(out["value"].to_numpy() / out["value"].iloc[0], [1.0] * 5 + [1.2] * 5)
+
+
+def test_a_series_lengths_together_are_its_newest_lengths_in_the_runs_that_hold_them_all():
+    """A grid that changed its lengths, or a run where one length failed, is no step of the series."""
+    from suite.history.series import together
+
+    rows = []
+    for run in range(30):
+        cases = ("a256", "a512", "a1024") if run < 20 else ("d256", "d512", "d1024")
+        for case in cases:
+            if run == 25 and case == "d512":
+                continue  # a failed case: that run is left out
+            value = (0.8 if 10 <= run < 20 else 1.0) * (1.3 if run == 25 else 1.0)
+            rows.append({"case_id": case, "series_key": "a", "series": "a", "run": run, "git_commit": f"c{run}",
+                         "value": value})
+    out = together(pd.DataFrame(rows))
+    assert list(out["run"]) == [20, 21, 22, 23, 24, 26, 27, 28, 29] and np.allclose(out["value"], 1.0)
+    assert together(pd.DataFrame(rows).query("run < 3 and case_id != 'a512'")).empty  # two lengths: not judged
