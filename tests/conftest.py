@@ -1,8 +1,10 @@
-"""Test setup: the Triton interpreter where there is no GPU. Shared helpers are in tests/helpers.py."""
+"""Test setup: the Triton interpreter where there is no GPU, and SIGHUP as a terminal leaves it. Shared helpers
+are in tests/helpers.py."""
 
 from __future__ import annotations
 
 import os
+import signal
 
 import torch
 
@@ -10,6 +12,11 @@ import torch
 # before anything imports triton. With a GPU they run compiled, as they are timed.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# The signal tests hang up on the commands they start, which must find SIGHUP as a terminal leaves it: a
+# test run under `nohup` would hand them an ignored SIGHUP, which a command keeps ignored (suite.signals).
+if hasattr(signal, "SIGHUP"):
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def pytest_collection_modifyitems(items):
