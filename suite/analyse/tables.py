@@ -11,7 +11,7 @@ import pandas as pd
 
 from suite.analyse.exponents import prepare
 from suite.analyse.roofline import roofline
-from variants.rules import FWD_BWD_FLOP_FACTOR
+from variants.rules import FWD_BWD_FLOP_FACTOR, PRODUCT_TERMS
 
 # ------------------------------------------------------------------------------ crossover
 SAME_SHAPE = ["device", "dtype", "mode", "batch", "num_heads", "head_dim", "causal"]
@@ -91,6 +91,8 @@ def efficiency(frame: pd.DataFrame, peaks: dict | None, bandwidth: dict | None =
     # NB: the useful rate, not the counted one: FlopCounterMode counts causal SDPA as full attention
     ok["peak_share"] = ok["useful_flops_per_s"] / ok["peak_flops_per_s"]
     ok["all_flops"] = all_terms(ok)
+    ok["product_flops"] = all_terms(ok, PRODUCT_TERMS)  # the roofline's work (suite.analyse.roofline)
+    ok["product_flops_per_s"] = ok["product_flops"] / ok["time_s"]
     ok["all_terms_share"] = ok["all_flops"] / ok["time_s"] / ok["peak_flops_per_s"]
     ok["output_bytes"] = output_bytes(ok)
     ok["memory_ratio"] = ok["peak_bytes"] / ok["output_bytes"]  # the call's own memory, in outputs
@@ -134,20 +136,23 @@ def op_name(name: str) -> str:
     return name
 
 
-def all_terms(frame: pd.DataFrame) -> pd.Series:
+def all_terms(frame: pd.DataFrame, names: frozenset[str] | None = None) -> pd.Series:
     """The algorithm's FLOPs with its named terms apart (linformer's projections, a feature map's
-    GEMMs, reformer's hashing, the softmax's operations): what the algorithm computes in all. In
-    fwd_bwd the terms count 3× too, as `flops` does (docs/CLAIMS.md, "Modes")."""
-    extra = frame["extra_flops"].map(_sum_terms).astype(float) if "extra_flops" in frame else 0.0
+    GEMMs, reformer's hashing, the softmax's operations), or those of them in `names`: what the
+    algorithm computes in all. In fwd_bwd the terms count 3× too, as `flops` does (docs/CLAIMS.md, "Modes")."""
+    extra = frame["extra_flops"].map(lambda terms: _sum_terms(terms, names)).astype(float) if "extra_flops" in frame else 0.0
     factor = np.where(frame["mode"] == "fwd_bwd", FWD_BWD_FLOP_FACTOR, 1)
     return frame["flops"] + factor * extra
 
 
-def _sum_terms(terms) -> float:
-    """A row's extra_flops, a dict or its JSON (as stored), summed; 0 where there is none."""
+def _sum_terms(terms, names: frozenset[str] | None = None) -> float:
+    """A row's extra_flops, a dict or its JSON (as stored), summed (those in `names`, if given); 0
+    where there is none."""
     if isinstance(terms, str):
         terms = json.loads(terms)
-    return float(sum(terms.values())) if isinstance(terms, dict) else 0.0
+    if not isinstance(terms, dict):
+        return 0.0
+    return float(sum(flops for name, flops in terms.items() if names is None or name in names))
 
 
 def output_bytes(frame: pd.DataFrame) -> pd.Series:

@@ -161,13 +161,13 @@ MODE_COLOURS = {"fwd": "tab:blue", "fwd_bwd": "tab:orange"}
 
 
 def roofline(analysis: Analysis) -> bytes | None:
-    """A roofline per device and dtype: the algorithm's arithmetic intensity (FLOPs per byte of its
-    traffic) across, useful FLOP/s up, the measured peak and bandwidth as the ceilings (the cache
+    """A roofline per device and dtype: the algorithm's arithmetic intensity (its products' FLOPs per
+    byte of its traffic) across, those FLOPs per second up, the measured peak and bandwidth as the ceilings (the cache
     level's bandwidth dotted); one point per implementation at its series' largest n."""
     data = largest_n(analysis.efficiency)
     if data.empty:
         return None
-    data = data.dropna(subset=["intensity_traffic", "useful_flops_per_s", "peak_flops_per_s", "bandwidth_bytes_per_s"])
+    data = data.dropna(subset=["intensity_traffic", "product_flops_per_s", "peak_flops_per_s", "bandwidth_bytes_per_s"])
     data = data[data["intensity_traffic"] > 0]
     if data.empty:
         return None
@@ -189,13 +189,13 @@ def roofline(analysis: Analysis) -> bytes | None:
             mine = rows[rows["mode"] == mode]
             if mine.empty:
                 continue
-            ax.scatter(mine["intensity_traffic"], mine["useful_flops_per_s"], color=colour, s=28, zorder=3,
+            ax.scatter(mine["intensity_traffic"], mine["product_flops_per_s"], color=colour, s=28, zorder=3,
                        label=f"{mode} (largest n)")
-            labels += [ax.text(r["intensity_traffic"], r["useful_flops_per_s"], f"{r['variant']}/{r['impl']}",
+            labels += [ax.text(r["intensity_traffic"], r["product_flops_per_s"], f"{r['variant']}/{r['impl']}",
                                fontsize=6.5, color=colour) for _, r in mine.iterrows()]
         ax.set(xscale="log", yscale="log", title=f"{device}/{dtype}",
                xlabel="arithmetic intensity: FLOPs / byte of the algorithm's traffic",
-               ylabel="useful FLOP/s (algorithm's FLOPs / time)")
+               ylabel="FLOP/s of the algorithm's products (its FLOPs with a feature map's or projection's / time)")
         ax.legend(fontsize=8, loc="lower right")
         # the labels moved apart where they would overlap, each tied to its point by a thin line
         adjust_text(labels, ax=ax, arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5})
@@ -245,7 +245,8 @@ def all_figures(analysis: Analysis) -> dict[str, tuple[str, bytes]]:
                   "CSR paths cannot be counted.", scaling(analysis, "flops_counted")),
         "efficiency": ("Useful FLOP/s (the algorithm's FLOPs over the time) against n.", efficiency(analysis)),
         "roofline": ("Roofline: each implementation at its series' largest n (forward blue, forward+backward "
-                     "orange), its arithmetic intensity the algorithm's FLOPs over its traffic (docs/CLAIMS.md, "
+                     "orange), its arithmetic intensity the FLOPs of the algorithm's products (its own and a feature map's "
+                     "or projection's) over its traffic (docs/CLAIMS.md, "
                      "\"Bytes\"); the ceilings are this run's GEMM and bandwidth probes. Rows without a traffic "
                      "model (the classic forms) are not drawn.", roofline(analysis)),
         "speedup": ("Speed-up over full attention (sdpa, same device and shape) against n: measured, solid; the "

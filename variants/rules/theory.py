@@ -14,6 +14,10 @@ FWD_BWD_FLOP_FACTOR = 3
 # and an index entry (a drawn key, a sort's permutation) is torch's int64.
 TILE_ROWS = 128
 INDEX_BYTES = 8
+# The named terms that are matrix products: the roofline's compute floor counts them with `flops`,
+# at the matmul peak (docs/CLAIMS.md, "What is measured"); the elementwise terms (the softmax, a
+# normalizer, a gate, nonlinearities) it leaves out, as FlashAttention's count leaves the softmax out.
+PRODUCT_TERMS = frozenset({"projections", "feature_map", "hashing", "pointwise"})
 
 
 def score_flops(batch: int, num_heads: int, pairs: int, head_dim: int) -> int:

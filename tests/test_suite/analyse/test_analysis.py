@@ -195,6 +195,24 @@ def test_the_roofline_is_the_larger_of_the_compute_and_the_memory_time_for_each_
     assert old["roofline_traffic_share"].isna().all() and old["roofline_compulsory_binds"].isna().all()
 
 
+def test_the_rooflines_compute_floor_counts_the_algorithms_products_and_not_its_elementwise_terms():
+    """A feature map's product is work the algorithm cannot skip and a GEMM does at the peak: it joins
+    `flops` in the compute floor (3x in fwd_bwd, as `flops` counts); the softmax's operations do not
+    (stored as JSON, as the results keep them)."""
+    peaks, bandwidth = {"cpu": {"float32": {"flops_per_s": 1e11}}}, {"cpu": {"bytes_per_s": 1e10}}
+    row = {**synthetic_rows("performer", "native", {4096: 0.1}, claimed=1.0)[0], "flops": 1e9,
+           "traffic_bytes": 1e6, "compulsory_bytes": 1e6,
+           "extra_flops": json.dumps({"feature_map": 1e9, "normalizer": 5e8, "softmax": 4e9})}
+    frame = pd.DataFrame([row, {**row, "mode": "fwd_bwd"}])
+    fwd, both = analysis.efficiency(frame, peaks, bandwidth).sort_values("mode").to_dict("records")
+    assert fwd["product_flops"] == pytest.approx(2e9) and both["product_flops"] == pytest.approx(1e9 + 3e9)
+    assert fwd["roofline_traffic_s"] == pytest.approx(0.02) and fwd["roofline_traffic_binds"] == "compute"
+    assert fwd["roofline_traffic_share"] == pytest.approx(0.2) and both["roofline_traffic_share"] == pytest.approx(0.4)
+    assert fwd["intensity_traffic"] == pytest.approx(2000)
+    assert fwd["peak_share"] == pytest.approx(0.1)  # the share of peak stays on the claim's FLOPs alone
+    assert fwd["all_terms_share"] == pytest.approx(0.65)  # every named term, the elementwise ones too
+
+
 def test_the_speedup_its_flops_allow_beside_the_speedup_measured():
     """The window's FLOPs are n/257 times under full's at each n: that is its bound; measured, full's
     time over its own."""
