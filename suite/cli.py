@@ -183,13 +183,15 @@ def _rule(args: argparse.Namespace):
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from suite.analyse import regression
+    from suite.analyse.terms import machines
     from suite.present import comparison
 
     rule = _rule(args)
     new = RunDir.resolve(args.new, Path(args.results_dir))
     base = RunDir.resolve(args.base, Path(args.results_dir), like=new)
     base_frame = base.read_table()
-    verdict = regression.decide(base_frame, new.read_table(), base.env(), new.env(), rule, force=args.force)
+    hosts = tuple(machines(run.env(), run.bandwidth()) for run in (base, new))  # the cache steps each report fits
+    verdict = regression.decide(base_frame, new.read_table(), base.env(), new.env(), rule, force=args.force, hosts=hosts)
     if args.confirm and verdict.code == 1:
         from suite.run import plugins
         from suite.run.confirm import confirm

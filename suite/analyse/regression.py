@@ -184,10 +184,12 @@ def not_ok(sb: str, rb: str, sn: str, rn: str, where: tuple[str, str] = ("in the
     return {"status": "failed", "reason": f"{sb} {where[0]}, {sn} {where[1]}: {rn}"}
 
 
-def exponents(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> pd.DataFrame:
-    """Fitted time exponents in n of both runs, joined per series: drift and verdict change flagged."""
-    fb = fit_exponents(base, "seq_len", ("time",))
-    fn = fit_exponents(new, "seq_len", ("time",))
+def exponents(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(),
+              hosts: tuple[dict, dict] = ({}, {})) -> pd.DataFrame:
+    """Fitted time exponents in n of both runs, joined per series: drift and verdict change flagged.
+    `hosts`: each run's cache steps (suite.analyse.terms.machines); the work's fits beside the time's
+    (a path whose counted FLOPs grow past its claim is refuted by them), so each verdict is its report's."""
+    fb, fn = (_time_fits(frame, mine) for frame, mine in ((base, hosts[0]), (new, hosts[1])))
     if fb.empty or fn.empty:
         return pd.DataFrame(columns=["series", "drift", "verdict_change"])
     keys = [c for c in SHAPE if c != "seq_len"]
@@ -200,6 +202,11 @@ def exponents(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> pd.
     both["verdict_change"] = np.where(both["verdict_base"] != both["verdict_new"],
                                       both["verdict_base"] + " → " + both["verdict_new"], "")
     return both
+
+
+def _time_fits(frame: pd.DataFrame, hosts: dict) -> pd.DataFrame:
+    fits = fit_exponents(frame, "seq_len", ("time", "flops", "work"), hosts=hosts)
+    return fits[fits["metric"] == "time"] if not fits.empty else fits
 
 
 def env_differences(env_base: dict, env_new: dict) -> list[str]:
@@ -217,11 +224,11 @@ class Verdict:
 
 
 def decide(base: pd.DataFrame, new: pd.DataFrame, env_base: dict, env_new: dict, rule: Rule = Rule(),
-           force: bool = False) -> Verdict:
-    """0 / 1 / 2 and why, for two stored runs."""
+           force: bool = False, hosts: tuple[dict, dict] = ({}, {})) -> Verdict:
+    """0 / 1 / 2 and why, for two stored runs; `hosts` as `exponents` takes them."""
     env = env_differences(env_base, env_new)
     table = cases(base, new, rule)
-    return judge(table, exponents(base, new, rule), env, rule, force)
+    return judge(table, exponents(base, new, rule, hosts), env, rule, force)
 
 
 def judge(table: pd.DataFrame, exps: pd.DataFrame, env: list[str], rule: Rule = Rule(),

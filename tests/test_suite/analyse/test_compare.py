@@ -310,6 +310,26 @@ def test_an_exponent_that_drifts_from_linear_to_quadratic_is_a_regression():
     assert "fitted in both runs: 1; the same verdict in 1 (100%); 0 drifted" in comparison.markdown(same, "a", "b")
 
 
+def test_a_comparisons_verdicts_are_its_runs_reports_verdicts():
+    """The gate reads each series' verdict with the cache steps its run's report fits (env.json's caches,
+    bandwidth.json's bound): without them 14 of this stored run's 82 series read otherwise (bigbird/native
+    refuted where its report confirms), and `compare` could block on a verdict change no report shows."""
+    from suite.analyse import analyse
+    from suite.analyse.terms import machines
+
+    run = RunDir(ROOT / "benchmarks" / "runs" / "amd-epyc-full-3")
+    table, hosts = run.read_table(), machines(run.env(), run.bandwidth())
+    fits = analyse(table, bandwidth=run.bandwidth(), env=run.env()).fits
+    report = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "time")]
+    gate = compare.exponents(table, table, hosts=(hosts, hosts))
+    keys = [c for c in compare.SHAPE if c != "seq_len"] + ["series"]
+    both = gate.merge(report, on=keys, how="left", validate="one_to_one")
+    assert len(both) >= 80 and both["verdict"].notna().all()
+    differ = both[both["verdict_base"] != both["verdict"]]
+    assert differ.empty, differ[["variant", "series", "verdict_base", "verdict"]]
+    assert both.set_index(["variant", "series", "mode", "causal"]).loc[("bigbird", "native", "fwd", False), "verdict"] == "confirmed"
+
+
 @pytest.mark.slow  # pytest-benchmark in three subprocesses
 def test_the_pytest_benchmark_module_times_a_grid_and_its_compare_fail_gate_works(tmp_path):
     grid = tmp_path / "tiny.toml"
