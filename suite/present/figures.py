@@ -194,7 +194,7 @@ def roofline(analysis: Analysis) -> bytes | None:
             labels += [ax.text(r["intensity_traffic"], r["product_flops_per_s"], f"{r['variant']}/{r['impl']}",
                                fontsize=6.5, color=colour) for _, r in mine.iterrows()]
         ax.set(xscale="log", yscale="log", title=f"{device}/{dtype}",
-               xlabel="arithmetic intensity: FLOPs / byte of the algorithm's traffic",
+               xlabel="arithmetic intensity: the products' FLOPs / byte of the algorithm's traffic",
                ylabel="FLOP/s of the algorithm's products (its FLOPs with a feature map's or projection's / time)")
         ax.legend(fontsize=8, loc="lower right")
         # the labels moved apart where they would overlap, each tied to its point by a thin line
