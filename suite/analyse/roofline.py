@@ -7,7 +7,7 @@ moves when its working set leaves the cache). A row's share of a bound is the bo
 measured median time: the useful FLOP/s over the attainable rate min(peak, bandwidth × intensity),
 where the intensity is the FLOPs over the bytes. Which ceiling binds is the larger of the two terms.
 The FLOPs are the algorithm's products (`product_flops`: `flops` and its named terms that are
-matrix products, a feature map's or a projection's), where the frame has them, else `flops`.
+matrix products, a feature map's or a projection's; suite.analyse.tables.efficiency).
 A run without a bandwidth probe (older runs), or a case without a byte count, has no bound: NaN.
 """
 
@@ -28,13 +28,13 @@ def bandwidth_of(bandwidth: dict | None, device: str, key: str = "bytes_per_s") 
 
 
 def roofline(frame: pd.DataFrame, bandwidth: dict | None) -> pd.DataFrame:
-    """Per row of an efficiency frame (product_flops or flops, time_s, peak_flops_per_s, device, the
-    byte counts): the bandwidth, and for each bound its intensity, time, share and binding ceiling."""
+    """Per row of an efficiency frame (product_flops, time_s, peak_flops_per_s, device, the byte
+    counts): the bandwidth, and for each bound its intensity, time, share and binding ceiling."""
     out = pd.DataFrame(index=frame.index)
     out["bandwidth_bytes_per_s"] = [bandwidth_of(bandwidth, device) for device in frame["device"]]
     # the cache level's: a second ceiling the figure draws, which no bound here uses
     out["cache_bandwidth_bytes_per_s"] = [bandwidth_of(bandwidth, device, "cache_bytes_per_s") for device in frame["device"]]
-    flops = frame["product_flops"] if "product_flops" in frame else frame["flops"]
+    flops = frame["product_flops"]
     compute_s = flops / frame["peak_flops_per_s"]
     for name, column in BOUNDS.items():
         moved = pd.to_numeric(frame[column], errors="coerce") if column in frame else pd.Series(np.nan, frame.index)
