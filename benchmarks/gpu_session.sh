@@ -138,7 +138,7 @@ step() {
     install) install ;;
     doctor) python3 -m suite doctor --device cuda 2>&1 | tee "$OUT/doctor.txt" ;;
     tests) timeout 120 python3 -m pytest -q tests/test_variants/impls/test_cuda_paths.py 2>&1 | tail -n 15 ;;
-    checks) timeout 240 python3 benchmarks/gpu_checks.py "$OUT/gpu_checks.json" 2>&1 | tee "$OUT/checks.txt" ;;
+    checks) (set -o pipefail; timeout 240 python3 benchmarks/gpu_checks.py "$OUT/gpu_checks.json" 2>&1 | tee "$OUT/checks.txt") ;;
     triton) triton_step ;;
     profile) timeout 240 python3 benchmarks/gpu_profile.py "$OUT/profile.json" --check 4096 --rep 100 2>&1 | grep -v -i warn | tee "$OUT/profile.txt" ;;
     smoke) run_grid "${SMOKE_S:-300}" gpu-smoke --grid smoke --device cuda ;;
