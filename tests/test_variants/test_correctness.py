@@ -96,6 +96,28 @@ def test_flex_equals_dense_reference(name, causal):
     assert err <= 1e-5, f"{name}/flex causal={causal}: max |diff| = {err:.3g}"
 
 
+@pytest.mark.slow
+def test_a_long_flex_block_mask_is_built_compiled_and_equals_the_eager_one(monkeypatch):
+    """Past EAGER_MASK_PAIRS the block mask comes from a compiled create_block_mask (the eager one holds
+    the mask's int64 arithmetic over all n² pairs): the same blocks, full and partial, and the same output."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    from variants.impls import flex
+
+    spec, n = variants.get("bigbird"), 640
+    mod = spec.mask_mod(n, causal=True, **spec.resolve(n, {"window": 300, "tokens": 3, "keys": 5}))
+    eager = create_block_mask(mod, None, None, n, n, device="cpu")
+    monkeypatch.setattr(flex, "EAGER_MASK_PAIRS", n * n - 1)
+    monkeypatch.setattr(flex, "_BLOCK_MASKS", {})
+    compiled, calls = flex._compiled_create_block_mask, []
+    monkeypatch.setattr(flex, "_compiled_create_block_mask", lambda: calls.append(n) or compiled())
+    built = flex._block_mask("test", mod, n, n, "cpu")
+    assert calls == [n]
+    for field in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices"):
+        assert torch.equal(getattr(built, field), getattr(eager, field)), field
+    assert int(eager.full_kv_num_blocks.sum()) > 0 and int(eager.kv_num_blocks.sum()) > 0  # both kinds of block
+
+
 def test_reference_is_sensitive_to_the_pattern():
     """The comparison can fail: a different window gives a different output."""
     spec = variants.get("sliding_window")
