@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from variants.triton.backward import row_delta
 from variants.triton.band import KINDS, band_bwd, band_fwd
 from variants.triton.gather import gather_bwd, gather_fwd, transpose
 from variants.triton.residue import residue_bwd, residue_fwd
@@ -29,12 +30,17 @@ class Band:
     def every_row(self) -> bool:
         return self.rows is None
 
+    @property
+    def covers(self) -> bool:
+        """Whether its backward reaches every row of dQ and every key of dK, dV (its key space is the positions)."""
+        return self.every_row and self.kind in ("window", "neighborhood", "blocks")
+
     def forward(self, q, k, v, out, lse, *, causal: bool, first: bool) -> None:
         band_fwd(q, k, v, out, lse, kind=KINDS[self.kind], p1=self.p1, p2=self.p2, rows=self.rows, causal=causal, first=first)
 
-    def backward(self, q, k, v, do, lse, delta, dq, dk, dv, *, causal: bool) -> None:
+    def backward(self, q, k, v, do, lse, delta, dq, dk, dv, *, causal: bool, add: bool = True) -> None:
         band_bwd(q, k, v, do, lse, delta, dq, dk, dv, kind=KINDS[self.kind], p1=self.p1, p2=self.p2, rows=self.rows,
-                 causal=causal)
+                 causal=causal, add=add)
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class KeyList:
     by_key: tuple
 
     every_row = True  # every row is written: an empty list leaves out = 0, lse = −inf
+    covers = True  # and every key's dK, dV (a key no list names: 0)
 
     @classmethod
     def of(cls, idx: torch.Tensor, valid: torch.Tensor, like: torch.Tensor) -> "KeyList":
@@ -56,8 +63,8 @@ class KeyList:
     def forward(self, q, k, v, out, lse, *, causal: bool, first: bool) -> None:
         gather_fwd(q, k, v, out, lse, self.idx, first=first)
 
-    def backward(self, q, k, v, do, lse, delta, dq, dk, dv, *, causal: bool) -> None:
-        gather_bwd(q, k, v, do, lse, delta, dq, dk, dv, self.idx, self.by_key)
+    def backward(self, q, k, v, do, lse, delta, dq, dk, dv, *, causal: bool, add: bool = True) -> None:
+        gather_bwd(q, k, v, do, lse, delta, dq, dk, dv, self.idx, self.by_key, add=add)
 
 
 @dataclass(frozen=True)
@@ -67,20 +74,23 @@ class Residues:
     stride: int
 
     every_row = True  # every position is in one class: a class of one leaves out = 0, lse = −inf
+    covers = True
 
     def forward(self, q, k, v, out, lse, *, causal: bool, first: bool) -> None:
         residue_fwd(q, k, v, out, lse, stride=self.stride, causal=causal, first=first)
 
-    def backward(self, q, k, v, do, lse, delta, dq, dk, dv, *, causal: bool) -> None:
-        residue_bwd(q, k, v, do, lse, delta, dq, dk, dv, stride=self.stride, causal=causal)
+    def backward(self, q, k, v, do, lse, delta, dq, dk, dv, *, causal: bool, add: bool = True) -> None:
+        residue_bwd(q, k, v, do, lse, delta, dq, dk, dv, stride=self.stride, causal=causal, add=add)
 
 
 def forward(q, k, v, parts: tuple, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(out, lse) in the accumulator's dtype, every part merged in."""
+    """(out, lse), every part merged in: lse in the accumulator's dtype, out too where a later part resumes
+    from it (a lone part writes it in the inputs' dtype)."""
     b, h, n, d = q.shape
     acc = accumulator(q)
     first = parts[0].every_row
-    out = q.new_empty((b, h, n, d), dtype=acc) if first else q.new_zeros((b, h, n, d), dtype=acc)
+    alone = first and len(parts) == 1
+    out = q.new_empty((b, h, n, d), dtype=q.dtype if alone else acc) if first else q.new_zeros((b, h, n, d), dtype=acc)
     lse = q.new_empty((b, h, n), dtype=acc) if first else q.new_full((b, h, n), float("-inf"), dtype=acc)
     for number, part in enumerate(parts):
         part.forward(q, k, v, out, lse, causal=causal, first=first and number == 0)
@@ -98,11 +108,16 @@ class Attend(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
+        parts = ctx.parts
         dout = dout.contiguous()
-        delta = (out * dout.to(out.dtype)).sum(dim=-1)  # δ = rowsum(dO ∘ O)
-        dq, dk, dv = (torch.zeros(q.shape, dtype=out.dtype, device=q.device) for _ in range(3))
-        for part in ctx.parts:
-            part.backward(q, k, v, dout, lse, delta, dq, dk, dv, causal=ctx.causal)
+        delta = row_delta(out, dout)
+        # the first part writes its share where it reaches every row and key (later parts add theirs): no
+        # zeroed buffers, and a lone part's in the inputs' dtype
+        writes = parts[0].covers
+        dtype = q.dtype if writes and len(parts) == 1 else lse.dtype
+        dq, dk, dv = ((torch.empty if writes else torch.zeros)(q.shape, dtype=dtype, device=q.device) for _ in range(3))
+        for number, part in enumerate(parts):
+            part.backward(q, k, v, dout, lse, delta, dq, dk, dv, causal=ctx.causal, add=number > 0 or not writes)
         return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None
 
 

@@ -1,14 +1,15 @@
 """The band backward, FlashAttention-2's: P recomputed from the scores and the whole pattern's
 log-sum-exp, dS = P ∘ (dO·Vᵀ − δ) with δ = rowsum(dO ∘ O). Two kernels, no atomics: dQ by blocks of
 queries over the keys they reach (as the forward), dK and dV by blocks of keys over the queries
-that reach them (`ranges.query_range`). Each adds its part's share into float32 (float64) buffers,
-so the parts of a pattern go one after another."""
+that reach them (`ranges.query_range`). Each adds its part's share to what earlier parts left in the
+buffers, so the parts of a pattern go one after another, or writes it (variants.triton.backward)."""
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
+from variants.triton.backward import put
 from variants.triton.band.ranges import allowed, key_count, key_position, key_range, query_range
 from variants.triton.online import head_scale
 from variants.triton.tiles import Tiles, launch, launch_dtypes
@@ -17,7 +18,7 @@ from variants.triton.tiles import Tiles, launch, launch_dtypes
 @triton.jit(do_not_specialize=["H", "keys", "r0", "r1", "p1", "p2"])  # the parameters: one compile for all (variants.triton.tiles)
 def band_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
                    H, n, d, keys, r0, r1, p1, p2,
-                   KIND: tl.constexpr, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr,
+                   KIND: tl.constexpr, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr, ADD: tl.constexpr,
                    BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
@@ -46,14 +47,13 @@ def band_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n
         dp = tl.dot(do.to(v.dtype), tl.trans(v), input_precision=PREC).to(ACC)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PREC).to(ACC)
-    dq_ptrs = DQ + own
-    tl.store(dq_ptrs, tl.load(dq_ptrs, mask=tile, other=0.0) + dq * scale, mask=tile)
+    put(DQ + own, dq * scale, tile, ADD)
 
 
 @triton.jit(do_not_specialize=["H", "keys", "r0", "r1", "p1", "p2"])  # the parameters: one compile for all (variants.triton.tiles)
 def band_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
                      H, n, d, keys, r0, r1, p1, p2,
-                     KIND: tl.constexpr, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr,
+                     KIND: tl.constexpr, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr, ADD: tl.constexpr,
                      BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
@@ -87,13 +87,13 @@ def band_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, sq_b, sq_h, sq_n, sk_b, sk_h
         dst = pt * (dpt - delta[None, :])
         dk += tl.dot(dst.to(q.dtype), q, input_precision=PREC).to(ACC)
     at = bh * n * d + j[:, None] * d + c[None, :]
-    tl.store(DK + at, tl.load(DK + at, mask=tile, other=0.0) + dk * scale, mask=tile)
-    tl.store(DV + at, tl.load(DV + at, mask=tile, other=0.0) + dv, mask=tile)
+    put(DK + at, dk * scale, tile, ADD)
+    put(DV + at, dv, tile, ADD)
 
 
 def band_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, kind: int, p1: int, p2: int = 0,
-             rows: tuple[int, int] | None = None, causal: bool) -> None:
-    """Add one band part's share of dQ, dK, dV (contiguous, the accumulator's dtype). `do`: contiguous
+             rows: tuple[int, int] | None = None, causal: bool, add: bool = True) -> None:
+    """Add one band part's share of dQ, dK, dV (contiguous; `add=False`: write it, see variants.triton.backward). `do`: contiguous
     (B, H, n, d) in the inputs' dtype; lse and delta (B, H, n) of the whole pattern."""
     b, h, n, d = q.shape
     r0, r1 = rows or (0, n)
@@ -102,7 +102,7 @@ def band_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, kind: int, p1: int, p2: int
         return
     acc, prec = launch_dtypes(q)
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
-    common = dict(KIND=int(kind), CAUSAL=causal, ACC=acc, PREC=prec)
+    common = dict(KIND=int(kind), CAUSAL=causal, ACC=acc, PREC=prec, ADD=add)
     t = Tiles.band_dq(q)
     launch(band_dq_kernel, (triton.cdiv(r1 - r0, t.bm), b * h),
         q, k, v, do, lse, delta, dq, *strides, h, n, d, keys, r0, r1, p1, p2, **common,

@@ -9,13 +9,14 @@ import torch
 import triton
 import triton.language as tl
 
+from variants.triton.backward import put
 from variants.triton.online import head_scale
 from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
 @triton.jit(do_not_specialize=["H", "R"])  # the parameters: one compile for all (variants.triton.tiles)
 def gather_dq_kernel(Q, K, V, DO, L, DELTA, DQ, IDX, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                     H, n, d, R, ACC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+                     H, n, d, R, ACC: tl.constexpr, ADD: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     i = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -39,13 +40,13 @@ def gather_dq_kernel(Q, K, V, DO, L, DELTA, DQ, IDX, sq_b, sq_h, sq_n, sk_b, sk_
         p = tl.where(ok, tl.exp(tl.sum(k * q[:, None, :], 2) * scale - lse[:, None]), 0.0)
         ds = p * (tl.sum(v * do[:, None, :], 2) - delta[:, None])
         dq += tl.sum(ds[:, :, None] * k, 1)
-    tl.store(DQ + own, tl.load(DQ + own, mask=tile, other=0.0) + dq * scale, mask=tile)
+    put(DQ + own, dq * scale, tile, ADD)
 
 
 @triton.jit(do_not_specialize=["H"])  # the parameters: one compile for all (variants.triton.tiles)
 def gather_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, CROW, QROW, LONGEST,
                        sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                       H, n, d, ACC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+                       H, n, d, ACC: tl.constexpr, ADD: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     j = tl.program_id(0) * BM + tl.arange(0, BM)  # BM keys, BN entries of each a step
@@ -73,8 +74,8 @@ def gather_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, CROW, QROW, LONGEST,
         ds = p * (tl.sum(do * v[:, None, :], 2) - delta)
         dk += tl.sum(ds[:, :, None] * q, 1)
     at = bh * n * d + j[:, None] * d + c[None, :]
-    tl.store(DK + at, tl.load(DK + at, mask=tile, other=0.0) + dk * scale, mask=tile)
-    tl.store(DV + at, tl.load(DV + at, mask=tile, other=0.0) + dv, mask=tile)
+    put(DK + at, dk * scale, tile, ADD)
+    put(DV + at, dv, tile, ADD)
 
 
 def transpose(idx: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -93,7 +94,7 @@ def transpose(idx: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor
     return crow.int(), queries[order].int(), longest.int()
 
 
-def gather_bwd(q, k, v, do, lse, delta, dq, dk, dv, idx, by_key) -> None:
+def gather_bwd(q, k, v, do, lse, delta, dq, dk, dv, idx, by_key, add: bool = True) -> None:
     """Add one key-list part's share of dQ, dK, dV (as band_bwd's); `by_key` = transpose(idx, Tiles.gather(q).bm)."""
     b, h, n, d = q.shape
     if idx.shape[1] == 0:
@@ -102,9 +103,9 @@ def gather_bwd(q, k, v, do, lse, delta, dq, dk, dv, idx, by_key) -> None:
     acc, _ = launch_dtypes(q)
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
     launch(gather_dq_kernel, (triton.cdiv(n, t.bm), b * h),
-        q, k, v, do, lse, delta, dq, idx, *strides, h, n, d, idx.shape[1], ACC=acc,
+        q, k, v, do, lse, delta, dq, idx, *strides, h, n, d, idx.shape[1], ACC=acc, ADD=add,
         BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
     crow, queries, longest = by_key
     launch(gather_dkdv_kernel, (triton.cdiv(n, t.bm), b * h),
-        q, k, v, do, lse, delta, dk, dv, crow, queries, longest, *strides, h, n, d, ACC=acc,
+        q, k, v, do, lse, delta, dk, dv, crow, queries, longest, *strides, h, n, d, ACC=acc, ADD=add,
         BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)

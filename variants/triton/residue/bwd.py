@@ -6,13 +6,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from variants.triton.backward import put
 from variants.triton.online import head_scale
 from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
 @triton.jit(do_not_specialize=["H", "l", "blocks"])  # the parameters: one compile for all (variants.triton.tiles)
 def residue_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                      H, n, d, l, blocks, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr,
+                      H, n, d, l, blocks, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr, ADD: tl.constexpr,
                       BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
@@ -42,12 +43,12 @@ def residue_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, s
         p = tl.where(ok, tl.exp(s - lse[:, None]), 0.0)
         ds = p * (tl.dot(do.to(v.dtype), tl.trans(v), input_precision=PREC).to(ACC) - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PREC).to(ACC)
-    tl.store(DQ + own, tl.load(DQ + own, mask=tile, other=0.0) + dq * scale, mask=tile)
+    put(DQ + own, dq * scale, tile, ADD)
 
 
 @triton.jit(do_not_specialize=["H", "l", "blocks"])  # the parameters: one compile for all (variants.triton.tiles)
 def residue_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                        H, n, d, l, blocks, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr,
+                        H, n, d, l, blocks, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr, ADD: tl.constexpr,
                         BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
@@ -80,11 +81,11 @@ def residue_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, sq_b, sq_h, sq_n, sk_b, s
         dst = pt * (tl.dot(v, tl.trans(do.to(v.dtype)), input_precision=PREC).to(ACC) - delta[None, :])
         dk += tl.dot(dst.to(q.dtype), q, input_precision=PREC).to(ACC)
     at = bh * n * d + j[:, None] * d + c[None, :]
-    tl.store(DK + at, tl.load(DK + at, mask=tile, other=0.0) + dk * scale, mask=tile)
-    tl.store(DV + at, tl.load(DV + at, mask=tile, other=0.0) + dv, mask=tile)
+    put(DK + at, dk * scale, tile, ADD)
+    put(DV + at, dv, tile, ADD)
 
 
-def residue_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, stride: int, causal: bool) -> None:
+def residue_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, stride: int, causal: bool, add: bool = True) -> None:
     """Add the residue classes' share of dQ, dK, dV (as band_bwd's)."""
     b, h, n, d = q.shape
     acc, prec = launch_dtypes(q)
@@ -93,10 +94,10 @@ def residue_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, stride: int, causal: boo
     t = Tiles.band_dq(q)
     blocks = triton.cdiv(count, t.bm)
     launch(residue_dq_kernel, (stride * blocks, b * h),
-        q, k, v, do, lse, delta, dq, *strides, h, n, d, stride, blocks, CAUSAL=causal, ACC=acc, PREC=prec,
+        q, k, v, do, lse, delta, dq, *strides, h, n, d, stride, blocks, CAUSAL=causal, ACC=acc, PREC=prec, ADD=add,
         BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
     t = Tiles.band_dkdv(q)
     blocks = triton.cdiv(count, t.bn)
     launch(residue_dkdv_kernel, (stride * blocks, b * h),
-        q, k, v, do, lse, delta, dk, dv, *strides, h, n, d, stride, blocks, CAUSAL=causal, ACC=acc, PREC=prec,
+        q, k, v, do, lse, delta, dk, dv, *strides, h, n, d, stride, blocks, CAUSAL=causal, ACC=acc, PREC=prec, ADD=add,
         BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
