@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_session.sh install doctor checks profile smoke pack
 #   bash benchmarks/gpu_session.sh install triton pack  # the triton paths (variants/triton/): ~9 minutes cold
 #   bash benchmarks/gpu_session.sh install coldwarm pack  # a first case's compile, cold and warm
+#   bash benchmarks/gpu_session.sh install tiles triton pack  # the band backward's tile candidates first (~2 min)
 #
 # `triton` profiles the triton paths beside FlexAttention, SDPA and flash-linear-attention (bf16, B = 1,
 # H = 16, d = 64, n = 16384 and 65536, random and bigbird at 32768 too, fwd and fwd_bwd, each path checked
@@ -140,6 +141,8 @@ step() {
     tests) timeout 120 python3 -m pytest -q tests/test_variants/impls/test_cuda_paths.py 2>&1 | tail -n 15 ;;
     checks) (set -o pipefail; timeout 240 python3 benchmarks/gpu_checks.py "$OUT/gpu_checks.json" 2>&1 | tee "$OUT/checks.txt") ;;
     triton) triton_step ;;
+    tiles) (set -o pipefail; timeout "${TILES_S:-240}" python3 benchmarks/triton_tiles.py "$OUT/triton_tiles.json" 2>&1 |
+           grep -v -i warn | tee "$OUT/triton_tiles.txt") ;;
     profile) timeout 240 python3 benchmarks/gpu_profile.py "$OUT/profile.json" --check 4096 --rep 100 2>&1 | grep -v -i warn | tee "$OUT/profile.txt" ;;
     smoke) run_grid "${SMOKE_S:-300}" gpu-smoke --grid smoke --device cuda ;;
     pr) run_grid "${PR_S:-240}" gpu-pr-a --grid pr $PR_ARGS; run_grid "${PR_S:-240}" gpu-pr-b --grid pr $PR_ARGS;
