@@ -226,3 +226,25 @@ def test_a_lone_part_is_its_kernels_and_nothing_else(monkeypatch):
     assert launched == ["band_fwd_kernel", "delta_kernel", "band_dq_kernel", "band_dkdv_kernel"]
     assert out.dtype == torch.float16 and q.grad.dtype == torch.float16
     assert not [op for op in ops if op.split(".")[-1] in ("zeros", "zero_", "fill_", "_to_copy", "copy_", "mul", "sum")], ops
+
+
+def test_causal_linear_walks_its_suffix_products_backwards_without_copies():
+    """dφ(K) and dV are suffix products: the chunk kernels walk the rows last to first (REVERSE), where
+    they were run on flipped copies (eight flips of B·H·n·width a backward: 9% of causal linear's
+    forward+backward on an H100)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    _kernels()
+    ops = []
+
+    class Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops.append(str(func.overloadpacket).split(".")[-1])
+            return func(*args, **(kwargs or {}))
+
+    spec = variants.get("linear")
+    q, k, v = (x.float().requires_grad_() for x in inputs(spec, seq_len=40, head_dim=16))
+    out = spec.attention(q, k, v, impl="triton", causal=True)
+    with Ops():
+        out.backward(torch.ones_like(out))
+    assert q.grad is not None and "flip" not in ops, ops

@@ -5,7 +5,8 @@ G = [g, g_D] and V₁ = [V, 1]:
 
     dφ(Q) = mask(G·V₁ᵀ)·φ(K)        dφ(K) = mask(G·V₁ᵀ)ᵀ·φ(Q)        dV = Aᵀ·g
 
-causal: the first a prefix product, the other two suffix products (the rows reversed); bidirectional:
+causal: the first a prefix product, the other two suffix products (the rows walked in reverse, no flipped
+copies); bidirectional:
 each a product through a d × m state.
 """
 
@@ -21,9 +22,7 @@ from variants.triton.chunk.fwd import chunk_forward
 
 def product(a, b, c, causal: bool, reverse: bool = False) -> torch.Tensor:
     """Σ_{s} (a_t·b_s) c_s over s <= t (causal), s >= t (causal, reverse), or every s."""
-    if causal and reverse:
-        return product(a.flip(2), b.flip(2), c.flip(2), causal).flip(2)
-    return chunk_forward(a, b, c, kind=IDENTITY, causal=causal, normalize=False)[0]
+    return chunk_forward(a, b, c, kind=IDENTITY, causal=causal, normalize=False, reverse=causal and reverse)[0]
 
 
 def chunk_backward(query_map: Callable, key_map: Callable, q, k, v, out, den, dout, causal: bool):

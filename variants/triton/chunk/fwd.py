@@ -38,11 +38,22 @@ def favor_key_max_kernel(B, W, OUT, sb_b, sb_h, sb_n, H, n, d, m, chunks,
     tl.store(OUT + bh * chunks + ch, tl.max(tl.max(tl.where(keep, logits, float("-inf")), 1), 0))
 
 
+@triton.jit
+def position(t, n, REVERSE: tl.constexpr):
+    """The row of the inputs (and of the output) that step t of the walk reads: t, or n − 1 − t walking the
+    rows in reverse (a suffix product without flipped copies)."""
+    if REVERSE:
+        return n - 1 - t
+    else:
+        return t
+
+
 @triton.jit(do_not_specialize=["H", "m", "cw", "chunks", "per_split"])  # the parameters: one compile for all (variants.triton.tiles)
 def chunk_states_kernel(B, C, W, STAB, HS, ZS, sb_b, sb_h, sb_n, sc_b, sc_h, sc_n,
                         H, n, d, m, cw, chunks, per_split,
-                        KIND: tl.constexpr, CAUSAL: tl.constexpr, ACC: tl.constexpr, DOT: tl.constexpr,
-                        PREC: tl.constexpr, BT: tl.constexpr, BF: tl.constexpr, BD: tl.constexpr, BC: tl.constexpr):
+                        KIND: tl.constexpr, CAUSAL: tl.constexpr, REVERSE: tl.constexpr, ACC: tl.constexpr,
+                        DOT: tl.constexpr, PREC: tl.constexpr, BT: tl.constexpr, BF: tl.constexpr, BD: tl.constexpr,
+                        BC: tl.constexpr):
     ct, bh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     b, h = bh // H, bh % H
     c = tl.arange(0, BD)
@@ -60,10 +71,11 @@ def chunk_states_kernel(B, C, W, STAB, HS, ZS, sb_b, sb_h, sb_n, sc_b, sc_h, sc_
                 tl.store(ZS + at + f, z)
         t = ch * BT + tl.arange(0, BT)
         rows = t < n
-        x = tl.load(B + b * sb_b + h * sb_h + t[:, None] * sb_n + c[None, :], mask=rows[:, None] & (c < d)[None, :],
+        p = position(t, n, REVERSE)
+        x = tl.load(B + b * sb_b + h * sb_h + p[:, None] * sb_n + c[None, :], mask=rows[:, None] & (c < d)[None, :],
                     other=0.0).to(ACC)
         phi = feature_map(x, rows, W, top, d, m, KIND, False, ACC, DOT, PREC, BF, BD)
-        cc = tl.load(C + b * sc_b + h * sc_h + t[:, None] * sc_n + e[None, :], mask=rows[:, None] & (e < cw)[None, :],
+        cc = tl.load(C + b * sc_b + h * sc_h + p[:, None] * sc_n + e[None, :], mask=rows[:, None] & (e < cw)[None, :],
                      other=0.0)
         state += tl.dot(tl.trans(phi.to(DOT)), cc.to(DOT), input_precision=PREC).to(ACC)
         z += tl.sum(phi, 0)
@@ -77,7 +89,7 @@ def chunk_states_kernel(B, C, W, STAB, HS, ZS, sb_b, sb_h, sb_n, sc_b, sc_h, sc_
 @triton.jit(do_not_specialize=["H", "m", "cw"])  # the parameters: one compile for all (variants.triton.tiles)
 def chunk_output_kernel(A, B, C, W, STAB, HS, ZS, O, DEN, sa_b, sa_h, sa_n, sb_b, sb_h, sb_n, sc_b, sc_h, sc_n,
                         H, n, d, m, cw, KIND: tl.constexpr, CAUSAL: tl.constexpr, NORMALIZE: tl.constexpr,
-                        ACC: tl.constexpr, DOT: tl.constexpr, PREC: tl.constexpr,
+                        REVERSE: tl.constexpr, ACC: tl.constexpr, DOT: tl.constexpr, PREC: tl.constexpr,
                         BT: tl.constexpr, BF: tl.constexpr, BD: tl.constexpr, BC: tl.constexpr):
     ch, ct, bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     b, h = bh // H, bh % H
@@ -86,7 +98,8 @@ def chunk_output_kernel(A, B, C, W, STAB, HS, ZS, O, DEN, sa_b, sa_h, sa_n, sb_b
     f = tl.arange(0, BF)
     t = ch * BT + tl.arange(0, BT)
     rows = t < n
-    x = tl.load(A + b * sa_b + h * sa_h + t[:, None] * sa_n + c[None, :], mask=rows[:, None] & (c < d)[None, :],
+    p = position(t, n, REVERSE)
+    x = tl.load(A + b * sa_b + h * sa_h + p[:, None] * sa_n + c[None, :], mask=rows[:, None] & (c < d)[None, :],
                 other=0.0).to(ACC)
     phi_q = feature_map(x, rows, W, 0.0, d, m, KIND, True, ACC, DOT, PREC, BF, BD)
     at = ((ch if CAUSAL else 0) * tl.num_programs(2) + bh) * BF
@@ -96,12 +109,12 @@ def chunk_output_kernel(A, B, C, W, STAB, HS, ZS, O, DEN, sa_b, sa_h, sa_n, sb_b
         den = tl.sum(phi_q * tl.load(ZS + at + f)[None, :], 1)
     if CAUSAL:  # the chunk's own keys, s <= t: the masked quadratic form
         top = tl.load(STAB + bh) if KIND == FAVOR else 0.0
-        xk = tl.load(B + b * sb_b + h * sb_h + t[:, None] * sb_n + c[None, :], mask=rows[:, None] & (c < d)[None, :],
+        xk = tl.load(B + b * sb_b + h * sb_h + p[:, None] * sb_n + c[None, :], mask=rows[:, None] & (c < d)[None, :],
                      other=0.0).to(ACC)
         phi_k = feature_map(xk, rows, W, top, d, m, KIND, False, ACC, DOT, PREC, BF, BD)
         scores = tl.dot(phi_q.to(DOT), tl.trans(phi_k.to(DOT)), input_precision=PREC).to(ACC)
         scores = tl.where(tl.arange(0, BT)[None, :] <= tl.arange(0, BT)[:, None], scores, 0.0)
-        cc = tl.load(C + b * sc_b + h * sc_h + t[:, None] * sc_n + e[None, :], mask=rows[:, None] & (e < cw)[None, :],
+        cc = tl.load(C + b * sc_b + h * sc_h + p[:, None] * sc_n + e[None, :], mask=rows[:, None] & (e < cw)[None, :],
                      other=0.0)
         num += tl.dot(scores.to(DOT), cc.to(DOT), input_precision=PREC).to(ACC)
         if NORMALIZE:
@@ -109,8 +122,8 @@ def chunk_output_kernel(A, B, C, W, STAB, HS, ZS, O, DEN, sa_b, sa_h, sa_n, sb_b
     if NORMALIZE:
         num = num / tl.where(rows, den, 1.0)[:, None]
         if ct == 0:
-            tl.store(DEN + bh * n + t, den, mask=rows)
-    tl.store(O + bh * n * cw + t[:, None] * cw + e[None, :], num, mask=rows[:, None] & (e < cw)[None, :])
+            tl.store(DEN + bh * n + p, den, mask=rows)
+    tl.store(O + bh * n * cw + p[:, None] * cw + e[None, :], num, mask=rows[:, None] & (e < cw)[None, :])
 
 
 def chunk_dtypes(x: torch.Tensor):
@@ -125,10 +138,11 @@ def chunk_dtypes(x: torch.Tensor):
 
 
 def chunk_forward(a, b, c, *, kind: int, causal: bool, normalize: bool, w: torch.Tensor | None = None,
-                  features: int | None = None, splits: int | None = None):
+                  features: int | None = None, splits: int | None = None, reverse: bool = False):
     """out (B, H, n_a, c_width) in the accumulator's dtype, and the normalizer (B, H, n_a) or None.
     a: the query side, b: the key side (their feature map `kind`; W (m, d) for FAVOR/FOURIER), c: the
-    values (B, H, n_b, c_width). Causal needs n_a = n_b."""
+    values (B, H, n_b, c_width). Causal needs n_a = n_b; `reverse` (causal): s >= t, the rows walked last
+    to first."""
     bsz, h, n, d = a.shape
     nk, cw = b.shape[2], c.shape[3]
     acc = torch.float64 if a.dtype == torch.float64 else torch.float32
@@ -161,13 +175,14 @@ def chunk_forward(a, b, c, *, kind: int, causal: bool, normalize: bool, w: torch
     warps = 8 if bf >= 128 else 4
     launch(chunk_states_kernel, (ctiles, bsz * h, 1 if causal else slots),
         b, c, w, stab, hs, zs, *b.stride()[:3], *c.stride()[:3], h, nk, d, m, cw, chunks, per_split,
-        KIND=int(kind), CAUSAL=causal, ACC=tacc, DOT=tdot, PREC=prec, BT=bt, BF=bf, BD=bd, BC=bc, num_warps=warps)
+        KIND=int(kind), CAUSAL=causal, REVERSE=reverse, ACC=tacc, DOT=tdot, PREC=prec, BT=bt, BF=bf, BD=bd, BC=bc,
+        num_warps=warps)
     if not causal and slots > 1:
         hs, zs = hs.sum(0, keepdim=True), zs.sum(0, keepdim=True)
     out = torch.empty(bsz, h, n, cw, dtype=acc, device=dev)
     den = torch.empty(bsz, h, n, dtype=acc, device=dev) if normalize else out
     launch(chunk_output_kernel, (triton.cdiv(n, bt), ctiles, bsz * h),
         a, b, c, w, stab, hs, zs, out, den, *a.stride()[:3], *b.stride()[:3], *c.stride()[:3], h, n, d, m, cw,
-        KIND=int(kind), CAUSAL=causal, NORMALIZE=normalize, ACC=tacc, DOT=tdot, PREC=prec, BT=bt, BF=bf, BD=bd, BC=bc,
-        num_warps=warps)
+        KIND=int(kind), CAUSAL=causal, NORMALIZE=normalize, REVERSE=reverse, ACC=tacc, DOT=tdot, PREC=prec, BT=bt,
+        BF=bf, BD=bd, BC=bc, num_warps=warps)
     return out, (den if normalize else None)
