@@ -50,8 +50,15 @@ def _block_mask(key, mask_mod, n_q: int, n_k: int, device, batch: int | None = N
     from torch.nn.attention.flex_attention import create_block_mask
 
     if key not in _BLOCK_MASKS:
-        build = create_block_mask if n_q * n_k <= EAGER_MASK_PAIRS else _compiled_create_block_mask()
-        _BLOCK_MASKS[key] = build(mask_mod, batch, None, n_q, n_k, device=device)
+        mask = None
+        if n_q * n_k > EAGER_MASK_PAIRS:
+            try:  # every variant's mask, causal and not, compiled to the eager one's blocks (checked at n = 640)
+                mask = _compiled_create_block_mask()(mask_mod, batch, None, n_q, n_k, device=device)
+            except Exception:  # noqa: BLE001 - a mask dynamo cannot trace is built eagerly: the same blocks
+                mask = None
+        if mask is None:
+            mask = create_block_mask(mask_mod, batch, None, n_q, n_k, device=device)
+        _BLOCK_MASKS[key] = mask
     return _BLOCK_MASKS[key]
 
 
