@@ -5,7 +5,7 @@
 #   bash benchmarks/gpu_session.sh install doctor checks profile smoke pack
 #   bash benchmarks/gpu_session.sh install triton pack  # the triton paths (variants/triton/): ~9 minutes cold
 #   bash benchmarks/gpu_session.sh install coldwarm pack  # a first case's compile, cold and warm
-#   bash benchmarks/gpu_session.sh install tiles triton pack  # the band backward's tile candidates first (~2 min)
+#   bash benchmarks/gpu_session.sh install tiles triton pack  # the band's and the chunks' tile candidates first
 #
 # `triton` profiles the triton paths beside FlexAttention, SDPA and flash-linear-attention (bf16, B = 1,
 # H = 16, d = 64, n = 16384 and 65536, random and bigbird at 32768 too, fwd and fwd_bwd, each path checked

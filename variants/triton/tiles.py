@@ -48,6 +48,13 @@ class Tiles:
         return cls(32, 128, bd, warps=8 if bd >= 64 else 4, stages=2)
 
     @classmethod
+    def chunk(cls, d: int, features: int, width: int) -> "Tiles":
+        """Linearized chunks: bm rows a chunk, bn columns of C a program (a row's features are one tile)."""
+        bf = cls.head(features)
+        return cls(64 if bf <= 128 else 32, min(64, max(16, triton.next_power_of_2(width))), cls.head(d),
+                   warps=8 if bf >= 128 else 4)
+
+    @classmethod
     def gather(cls, q: torch.Tensor) -> "Tiles":
         """Key lists: bm rows of a program, bn slots (or a key's entries) a step: (bm, bn, bd) gathered."""
         bd = cls.head(q.shape[-1])

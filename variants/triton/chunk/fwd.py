@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from variants.triton.chunk.features import FAVOR, favor_logits, feature_map, load_w
-from variants.triton.tiles import launch, precision
+from variants.triton.tiles import Tiles, launch, precision
 
 MAX_FEATURES = 256  # one tile holds a row's features (the query stabilizer is a row's maximum)
 
@@ -149,10 +149,9 @@ def chunk_forward(a, b, c, *, kind: int, causal: bool, normalize: bool, w: torch
     m = features or d
     if m > MAX_FEATURES or d > MAX_FEATURES:
         raise ValueError(f"features={m}, d={d} (allowed: at most {MAX_FEATURES} in one tile)")
-    bd = max(16, triton.next_power_of_2(d))
-    bf = max(16, triton.next_power_of_2(m))
-    bt = 64 if bf <= 128 else 32
-    bc = min(64, max(16, triton.next_power_of_2(cw)))
+    tiles = Tiles.chunk(d, m, cw)
+    bt, bc, bd, warps = tiles.bm, tiles.bn, tiles.bd, tiles.warps
+    bf = Tiles.head(m)
     tacc, tdot, prec = chunk_dtypes(a)
     dev = a.device
     w = w if w is not None else a.new_empty(1)
@@ -172,7 +171,6 @@ def chunk_forward(a, b, c, *, kind: int, causal: bool, normalize: bool, w: torch
         per_split = triton.cdiv(chunks, slots)
     hs = torch.empty(slots, bsz * h, bf, cw, dtype=acc, device=dev)
     zs = torch.empty(slots, bsz * h, bf, dtype=acc, device=dev)
-    warps = 8 if bf >= 128 else 4
     launch(chunk_states_kernel, (ctiles, bsz * h, 1 if causal else slots),
         b, c, w, stab, hs, zs, *b.stride()[:3], *c.stride()[:3], h, nk, d, m, cw, chunks, per_split,
         KIND=int(kind), CAUSAL=causal, REVERSE=reverse, ACC=tacc, DOT=tdot, PREC=prec, BT=bt, BF=bf, BD=bd, BC=bc,
