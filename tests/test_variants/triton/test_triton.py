@@ -173,14 +173,14 @@ def test_the_unnormalized_chunk_product_the_backward_uses_equals_the_naive_form(
     assert ((back - ref).abs().max() / ref.abs().max()).item() <= tol
 
 
-def _parts(n: int, device) -> list:
-    """One part of every kind: the bands of BANDS, a key list, residue classes."""
+def _parts(q) -> list:
+    """One part of every kind for q's length: the bands of BANDS, a key list, residue classes."""
     from variants.triton.union import Band, KeyList, Residues
 
-    gen = torch.Generator().manual_seed(5)
-    idx = torch.randint(0, n, (n, 6), generator=gen)
+    n = q.shape[2]
+    idx = torch.randint(0, n, (n, 6), generator=torch.Generator().manual_seed(5))
     return ([Band(kind, p1, p2, rows) for kind, p1, p2, rows in BANDS]
-            + [KeyList.of(idx, torch.ones_like(idx, dtype=torch.bool), torch.empty(0, device=device)), Residues(7)])
+            + [KeyList.of(idx, torch.ones_like(idx, dtype=torch.bool), q), Residues(7)])
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
@@ -192,7 +192,7 @@ def test_a_part_that_says_it_covers_writes_every_gradient_entry(causal):
     from variants.triton.union import forward
 
     q, k, v, _ = _kernels()
-    for part in _parts(q.shape[2], q.device):
+    for part in _parts(q):
         out, lse = forward(q, k, v, (part,), causal)
         do = torch.randn_like(out)
         grads = [torch.full_like(q, float("nan")) for _ in range(3)]
