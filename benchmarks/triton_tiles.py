@@ -86,13 +86,10 @@ def tensors(n: int, device: str, dtype):
 
 
 @contextlib.contextmanager
-def tiles_set(name: str | None, bm: int = 0, bn: int = 0, warps: int = 0, stages: int = 0):
+def tiles_set(name: str, bm: int, bn: int, warps: int, stages: int):
     """Tiles.<name> returning its default for each call's shape with (bm, bn, warps, stages) in place."""
     from variants.triton.tiles import Tiles
 
-    if name is None:
-        yield
-        return
     original = getattr(Tiles, name)
     setattr(Tiles, name, classmethod(lambda cls, *a: replace(original(*a), bm=bm, bn=bn, warps=warps, stages=stages)))
     try:

@@ -51,7 +51,11 @@ class KeyList:
     by_key: tuple
 
     every_row = True  # every row is written: an empty list leaves out = 0, lse = −inf
-    covers = True  # and every key's dK, dV (a key no list names: 0)
+
+    @property
+    def covers(self) -> bool:
+        """Every row's dQ and every key's dK, dV (a key no list names: 0); lists of no slot launch nothing."""
+        return self.idx.shape[1] > 0
 
     @classmethod
     def of(cls, idx: torch.Tensor, valid: torch.Tensor, like: torch.Tensor) -> "KeyList":

@@ -174,13 +174,13 @@ def test_the_unnormalized_chunk_product_the_backward_uses_equals_the_naive_form(
 
 
 def _parts(q) -> list:
-    """One part of every kind for q's length: the bands of BANDS, a key list, residue classes."""
+    """One part of every kind for q's length: the bands of BANDS, key lists (one of no slot), residue classes."""
     from variants.triton.union import Band, KeyList, Residues
 
     n = q.shape[2]
     idx = torch.randint(0, n, (n, 6), generator=torch.Generator().manual_seed(5))
     return ([Band(kind, p1, p2, rows) for kind, p1, p2, rows in BANDS]
-            + [KeyList.of(idx, torch.ones_like(idx, dtype=torch.bool), q), Residues(7)])
+            + [KeyList.of(x, torch.ones_like(x, dtype=torch.bool), q) for x in (idx, idx[:, :0])] + [Residues(7)])
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
