@@ -29,8 +29,9 @@ the points each check sees; raw otherwise), and `lengths` (the stepped series' l
 every case at once and judge the host's level as a series (a change there is reported as every case
 at once). A series is detected when one of the three checks classifies it `regression`; its delay is
 the first such check. A step-free series is a false positive when one of the same checks says
-`regression`. The rule is suite.history.changes' (its defaults unless --penalty/--threshold are
-given); `--asv-autogamma` replaces its segmentation by asv's own penalty search (detect_steps).
+`regression`. The rule is suite.history.changes' (its levels, and its tail where a series is judged:
+lengths together, host level, exponent, as `check` does; its defaults unless --penalty/--threshold/--tail/--band
+are given); `--asv-autogamma` replaces its segmentation by asv's own penalty search (detect_steps).
 
 Before the table it prints what the level explains of the measured noise (robust standard deviations
 of the deviations raw, of the runs' levels, less the true level, less the rule's level), and the same
@@ -123,12 +124,13 @@ class Noise:
                     float(np.corrcoef(np.median(e, axis=0), self.levels)[0, 1])}
 
 
-def first_flag(values: np.ndarray, kind: str, options: dict) -> int | None:
+def first_flag(values: np.ndarray, kind: str, options: dict, tail: bool = True) -> int | None:
     """The first check (points after the step) that classifies the series `regression`, or None;
-    `values(n)` gives the series as judged on the first n points."""
+    `values(n)` gives the series as judged on the first n points; `tail`: with the tail's rule, as
+    `check` judges a series (one case's time is judged without it)."""
     for k in CHECKS:
         n = STEP_AT + k
-        if changes.classify(n, changes.change_points(values(n), kind, **options)) == "regression":
+        if changes.classify(n, changes.change_points(values(n), kind, tail=tail, **options)) == "regression":
             return k
     return None
 
@@ -174,7 +176,7 @@ def time_trials(noise: Noise, step: float, trials: int, rng, options: dict, draw
         one = logs.copy()
         one[stepped, STEP_AT:] += math.log1p(step)
         for rule in ("raw", "level", "auto"):
-            flags[rule].append(first_flag(judged(one, noise.series, case, rule), "time", options))
+            flags[rule].append(first_flag(judged(one, noise.series, case, rule), "time", options, tail=False))
         flags["lengths"].append(first_flag(together(one, noise.series, stepped), "time", options))
         every = logs.copy()
         every[:, STEP_AT:] += math.log1p(step)
@@ -236,6 +238,9 @@ def main() -> None:
     parser.add_argument("--time-threshold", type=float, help="smallest time change called, a fraction (0.05 = 5%%)")
     parser.add_argument("--exponent-threshold", type=float, help="smallest exponent change called")
     parser.add_argument("--asv-autogamma", action="store_true")
+    parser.add_argument("--tail", type=int, help="violations in a row at the end that make a change (changes.TAIL; "
+                        "0: the levels' change points alone, the rule before the tail's)")
+    parser.add_argument("--band", type=float, help="a violation's distance from the level, in its robust sds (changes.BAND)")
     parser.add_argument("--out", help="also write the table here (CSV)")
     args = parser.parse_args()
     table = pd.read_csv(args.noise)
@@ -247,8 +252,14 @@ def main() -> None:
         options["exponent"]["threshold"] = args.exponent_threshold
     if args.asv_autogamma:
         changes._segments = autogamma
+    if args.tail is not None:
+        changes.TAIL = args.tail
+        if args.tail == 0:
+            changes.tail_change = lambda *a, **k: None
+    if args.band is not None:
+        changes.BAND = args.band
     print(f"noise: {args.noise} ({args.metric}, draw {args.draw}); seed {args.seed}; penalty "
-          f"{common.get('penalty', changes.PENALTY)}, thresholds {options}"
+          f"{common.get('penalty', changes.PENALTY)}, thresholds {options}, tail {changes.TAIL} beyond {changes.BAND} sds"
           + ("; asv detect_steps' own penalty" if args.asv_autogamma else ""))
     for what, value in Noise(table, args.metric).explained().items():
         print(f"  {what}: {value:.3f}")

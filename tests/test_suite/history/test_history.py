@@ -182,6 +182,47 @@ def test_one_slow_point_at_the_end_is_not_yet_a_change():
     assert changes.classify(len(y), changes.change_points(y)) == "no change"
 
 
+def shared_host(tail: list[float], odd: float = 1.13, seed: int = 1) -> np.ndarray:
+    """57 nights of 1.5% noise, every seventh one `odd` times the others (a shared host's slow night:
+    the steady grid measured 11-26% ones, docs/history.md), then `tail` (factors)."""
+    rng = np.random.default_rng(seed)
+    y = 0.01 * np.exp(rng.normal(0, 0.015, 57))
+    y[3::7] *= odd
+    return np.concatenate([y, 0.01 * np.array(tail)])
+
+
+@pytest.mark.parametrize("odd, factor, expected", [(1.13, 1.10, "regression"), (1 / 1.13, 1 / 1.10, "improvement")])
+def test_three_nights_past_the_band_are_a_change_where_odd_nights_hide_it_from_the_levels(odd, factor, expected):
+    y = shared_host([factor] * 3, odd)
+    levels = changes.level_changes(np.log(y), "time", changes.THRESHOLD["time"])
+    assert changes.classify(len(y), levels) == "no change"  # the odd nights outrank the step's three
+    found = changes.change_points(y)
+    assert changes.classify(len(y), found) == expected
+    change = found[-1]
+    assert (change.before, change.after) == (56, 57)
+    assert 0.08 < abs(change.size) < 0.12 and change.lo < change.size < change.hi and change.lo * change.hi > 0
+
+
+def test_the_tails_rule_judges_a_series_not_one_case():
+    """One case's odd nights come too often for three in a row to be rare (docs/history.md): a case is
+    judged by its levels alone, its series' lengths together (and the host's level, an exponent) with the tail too."""
+    from suite.history.series import _one
+
+    y = shared_host([1.10] * 3)
+    rows = pd.DataFrame({"series_key": "s", "series": "s", "label": "s", "seq_len": 512.0, "claimed": np.nan,
+                         "git_commit": [commit_of(i) for i in range(len(y))], "run": range(len(y)), "value": y})
+    assert _one("time", "s n=512", rows, "value")[0]["class"] == "no change"
+    verdict, found = _one("lengths", "s", rows, "value")
+    assert verdict["class"] == "regression" and found[-1]["before_run"] == 56 and found[-1]["after_run"] == 57
+
+
+@pytest.mark.parametrize("tail", [[1.10, 1.10, 1.0], [1.0, 1.10, 1.10], [1.13, 1.13, 1.0], [1.13, 0.98, 1.13],
+                                  [1.04, 1.04, 1.04]])
+def test_two_nights_past_the_band_or_three_inside_it_are_no_change(tail):
+    y = shared_host(tail)
+    assert changes.classify(len(y), changes.change_points(y)) == "no change"
+
+
 # ------------------------------------------------------------------ check and report
 @pytest.fixture(scope="module")
 def history(tmp_path_factory) -> Path:
