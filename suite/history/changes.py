@@ -49,7 +49,7 @@ PENALTY = 3.0  # a jump costs this many noise scales of L1 (the points' robust s
 ALPHA = 0.01  # the rank test's level for two levels to differ
 LEVEL = 0.95
 RESAMPLES = 999
-TAIL = 3  # violations in a row at the end that make a change (HUD's two let one in a hundred step-free series through here)
+TAIL = 3  # violations in a row at the end that make a change (HUD's two doubled the study's false alarms)
 BAND = 2.0  # a violation lies beyond the level's median by this many of its robust sds (and THRESHOLD at least)
 CLASSES = ("regression", "suspicious", "improvement", "no change", "insufficient data")
 
@@ -121,8 +121,8 @@ def change_points(values, kind: str = "time", threshold: float | None = None,
     found = level_changes(y, kind, threshold, penalty)
     if not tail or (found and found[-1].after >= len(y) - RECENT):
         return found
-    tail = tail_change(y, kind, threshold, penalty)
-    return found + [tail] if tail is not None else found
+    newest = tail_change(y, kind, threshold, penalty)
+    return found + [newest] if newest is not None else found
 
 
 def tail_change(y: np.ndarray, kind: str, threshold: float, penalty: float = PENALTY) -> Change | None:

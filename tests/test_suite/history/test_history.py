@@ -184,7 +184,7 @@ def test_one_slow_point_at_the_end_is_not_yet_a_change():
 
 def shared_host(tail: list[float], odd: float = 1.13, seed: int = 1) -> np.ndarray:
     """57 nights of 1.5% noise, every seventh one `odd` times the others (a shared host's slow night:
-    the steady grid measured 11-26% ones, docs/history.md), then `tail` (factors)."""
+    the steady grid measured 10-31% ones, docs/history.md), then `tail` (factors)."""
     rng = np.random.default_rng(seed)
     y = 0.01 * np.exp(rng.normal(0, 0.015, 57))
     y[3::7] *= odd
