@@ -63,10 +63,10 @@ def commit_of(i: int) -> str:
     return hashlib.sha1(f"commit {i}".encode()).hexdigest()
 
 
-def synthetic_run(i: int, fingerprint: str = "fp0000000001", **kw) -> Run:
-    """The i-th run of a history (commit i, a day apart), built in memory."""
+def synthetic_run(i: int, fingerprint: str = "fp0000000001", commit: str | None = None, **kw) -> Run:
+    """The i-th run of a history (commit i unless `commit`, a day apart), built in memory."""
     frame = table.table(cases(), rows(i, finished_at=1.8e9 + 86400 * i, **kw))
-    commit = commit_of(i)
+    commit = commit or commit_of(i)
     return Run(run_key=f"run{i:05d}", fingerprint_id=fingerprint, git_commit=commit,
                commit_time=pd.Timestamp(1.8e9 + 86400 * i - 3600, unit="s", tz="UTC"),
                run_time=pd.Timestamp(1.8e9 + 86400 * i, unit="s", tz="UTC"), run_name=f"nightly-{i}",

@@ -2,7 +2,9 @@
 
 check's exit codes: 0 no series' newest points form a slowdown change point; 1 some do (each named,
 with its size, interval and commit range), or the host's level does (every case slower at once: the
-host, or a commit that slowed everything) unless `--host-level warn`; 2 it cannot judge (no database,
+host, or a commit that slowed everything) unless `--host-level warn`; a slowdown with no commit
+between its two sides (the same code measured before and after it) is the machine's or the
+environment's, and is a warning only; 2 it cannot judge (no database,
 no series with enough points, several fingerprints and none chosen, a damaged file). A case is judged
 against its run's level (suite.history.level) where that makes the cases' series quieter, raw
 elsewhere (`--against`); the output's second line says which, and why.
@@ -81,9 +83,13 @@ def _host_lines(found: pd.DataFrame, fail: bool) -> tuple[list[str], bool]:
 
     mine = found[(found["kind"] == "level") & found["slower"]]
     new = mine[(mine["class"] == "regression") & mine["newest"]]
+    machine = new["before_commit"] == new["after_commit"]  # no commit between: the host's alone
+    new, machine = new[~machine], new[machine]
     why = "every case slower at once: the host (busier) or a commit that slowed everything (e.g. a library upgrade)"
     lines = [f"{'HOST LEVEL REGRESSION' if fail else 'host level slower (warning only: --host-level warn)'} "
              f"{fmt_size(row)} in {row['commits']}: {why}" for _, row in new.iterrows()]
+    lines += [f"host level slower with no commit between (warning only) {fmt_size(row)} in {row['commits']}"
+              for _, row in machine.iterrows()]
     lines += [f"suspicious host level {fmt_size(row)} in {row['commits']}: {why}"
               for _, row in mine[mine["class"] == "suspicious"].iterrows()]
     return lines, bool(len(new)) and fail
@@ -105,9 +111,13 @@ def check(args) -> int:
     host, host_fails = _host_lines(found, args.host_level == "fail")
     found = found[found["kind"] != "level"]
     bad = found[(found["class"] == "regression") & found["newest"]]
+    machine = bad["before_commit"] == bad["after_commit"]  # no commit between its sides: not the code's
+    bad, machine = bad[~machine], bad[machine]
     lines = [f"history check {args.db} (fingerprint {fingerprint}, {len(runs)} runs): {tally}", rule_text(judged),
              *host]
     lines += [f"REGRESSION {_line(row)}" for _, row in bad.iterrows()]
+    lines += [f"slower with no commit between (the machine or the environment; warning only) {_line(row)}"
+              for _, row in machine.iterrows()]
     lines += [f"suspicious {_line(row)}" for _, row in found[(found["class"] == "suspicious") & found["slower"]].iterrows()]
     text = "\n".join(lines)
     print(text)

@@ -252,6 +252,19 @@ def test_check_exits_1_naming_the_slowdowns_their_size_and_commits(history, caps
     assert len(together) == 1 and 15 < together[0] < 25, together  # planted: +20% at every length
 
 
+def test_a_slowdown_with_no_commit_between_is_the_machines_and_only_warns(tmp_path, capsys):
+    """The same code measured before and after a slowdown (nightly reruns of one commit, or an A/A
+    history): no commit can have made it (docs/history.md measured 30 such runs flagged at 4 nights)."""
+    db = tmp_path / "h.duckdb"
+    for i in range(17):
+        store.add(db, synthetic_run(i, commit=commit_of(min(i, 13)), **({"slower": {"full": 1.2}} if i >= 14 else {})))
+    assert check(db) == 0
+    out = capsys.readouterr().out
+    assert "REGRESSION" not in out
+    warned = [line for line in out.splitlines() if line.startswith("slower with no commit between")]
+    assert len(warned) == 4 + 1 and all("full/sdpa" in line and "no commit between" in line for line in warned)
+
+
 @pytest.mark.slow
 def test_check_exits_0_without_a_step_and_2_when_it_cannot_judge(tmp_path, capsys):
     db = tmp_path / "h.duckdb"
