@@ -82,9 +82,7 @@ def _host_lines(found: pd.DataFrame, fail: bool) -> tuple[list[str], bool]:
     from suite.history.page import fmt_size
 
     mine = found[(found["kind"] == "level") & found["slower"]]
-    new = mine[(mine["class"] == "regression") & mine["newest"]]
-    machine = new["before_commit"] == new["after_commit"]  # no commit between: the host's alone
-    new, machine = new[~machine], new[machine]
+    new, machine = _by_commit(mine[(mine["class"] == "regression") & mine["newest"]])
     why = "every case slower at once: the host (busier) or a commit that slowed everything (e.g. a library upgrade)"
     lines = [f"{'HOST LEVEL REGRESSION' if fail else 'host level slower (warning only: --host-level warn)'} "
              f"{fmt_size(row)} in {row['commits']}: {why}" for _, row in new.iterrows()]
@@ -93,6 +91,13 @@ def _host_lines(found: pd.DataFrame, fail: bool) -> tuple[list[str], bool]:
     lines += [f"suspicious host level {fmt_size(row)} in {row['commits']}: {why}"
               for _, row in mine[mine["class"] == "suspicious"].iterrows()]
     return lines, bool(len(new)) and fail
+
+
+def _by_commit(changes: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The change points with a commit between their two sides, and those without (the same code
+    measured before and after: the machine's or the environment's, never the code's)."""
+    same = changes["before_commit"] == changes["after_commit"]
+    return changes[~same], changes[same]
 
 
 def check(args) -> int:
@@ -110,9 +115,7 @@ def check(args) -> int:
         return 2
     host, host_fails = _host_lines(found, args.host_level == "fail")
     found = found[found["kind"] != "level"]
-    bad = found[(found["class"] == "regression") & found["newest"]]
-    machine = bad["before_commit"] == bad["after_commit"]  # no commit between its sides: not the code's
-    bad, machine = bad[~machine], bad[machine]
+    bad, machine = _by_commit(found[(found["class"] == "regression") & found["newest"]])
     lines = [f"history check {args.db} (fingerprint {fingerprint}, {len(runs)} runs): {tally}", rule_text(judged),
              *host]
     lines += [f"REGRESSION {_line(row)}" for _, row in bad.iterrows()]

@@ -28,7 +28,7 @@ LENGTHS = (512, 1024)
 RUNS, STEP_AT = 20, 17  # a step in the last 3 runs
 
 
-def _run(i: int, host: float, slower: dict, series=SERIES, noise: float = 0.01) -> Run:
+def _run(i: int, host: float, slower: dict, series=SERIES, noise: float = 0.01, commit: str | None = None) -> Run:
     """Run i: every case × `host` (the host's level in that run), the cases of `slower` {(variant, impl, n)
     or (variant, impl): factor} slower, each case's own noise `noise` (log sd)."""
     rng = np.random.default_rng(i)
@@ -42,19 +42,22 @@ def _run(i: int, host: float, slower: dict, series=SERIES, noise: float = 0.01) 
         rows.append(Row(case, finished_at=1.8e9 + 86400 * i, replicates=1, claimed_exponent_n=1.5)
                     .with_samples(list(t * np.exp(rng.normal(0, 0.001, 8)))))
     frame = table.table(cases, rows)
-    return Run(run_key=f"run{i:05d}", fingerprint_id="fp0000000001", git_commit=commit_of(i),
+    return Run(run_key=f"run{i:05d}", fingerprint_id="fp0000000001", git_commit=commit or commit_of(i),
                commit_time=pd.Timestamp(1.8e9 + 86400 * i - 3600, unit="s", tz="UTC"),
                run_time=pd.Timestamp(1.8e9 + 86400 * i, unit="s", tz="UTC"), run_name=f"nightly-{i}",
                grid="synthetic", env=json.dumps({"fingerprint_id": "fp0000000001"}),
                cases=points.case_points(frame), exponents=points.exponent_points(frame))
 
 
-def history(db: Path, hosts, slower_from_step: dict | None = None, series=SERIES, small=()) -> Path:
+def history(db: Path, hosts, slower_from_step: dict | None = None, series=SERIES, small=(),
+            rerun: bool = False) -> Path:
     """A history of len(hosts) runs: run i at host level hosts[i]; `slower_from_step` from STEP_AT on;
-    the runs in `small` measure only the first two series (too few for a level)."""
+    the runs in `small` measure only the first two series (too few for a level); `rerun`: the runs from
+    STEP_AT on measure the commit of the run before (the same code again)."""
     for i, host in enumerate(hosts):
         slower = slower_from_step if slower_from_step and i >= STEP_AT else {}
-        store.add(db, _run(i, host, slower, series[:2] if i in small else series))
+        commit = commit_of(STEP_AT - 1) if rerun and i >= STEP_AT else None
+        store.add(db, _run(i, host, slower, series[:2] if i in small else series, commit=commit))
     return db
 
 
@@ -130,6 +133,16 @@ def test_every_case_slower_at_one_commit_is_reported_not_lost(tmp_path, capsys):
     section = html[html.index('id="host"'):html.index('id="series"')]
     assert "<img" in section and f"{commit_of(STEP_AT - 1)[:10]}..{commit_of(STEP_AT)[:10]}" in section
     assert 'class="regression">regression' in section
+
+
+def test_every_case_slower_with_no_commit_between_is_the_hosts_and_only_warns(tmp_path, capsys):
+    """The same code measured again, every case 15% slower: the host's level changed, no code did."""
+    db = history(tmp_path / "h.duckdb", np.ones(RUNS), {s: 1.15 for s in SERIES}, rerun=True)
+    code, out = check(db, capsys)
+    warned = [line for line in out if line.startswith("host level slower with no commit between")]
+    assert code == 0 and len(warned) == 1, out
+    assert "no commit between: the machine or the environment" in warned[0]
+    assert not [line for line in out if line.startswith(("HOST LEVEL REGRESSION", "REGRESSION"))]
 
 
 @pytest.mark.slow
