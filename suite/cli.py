@@ -181,12 +181,21 @@ def _rule(args: argparse.Namespace):
                 allow_shift=getattr(args, "allow_shift", False))
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """The comparison's outputs (--markdown, --json, $GITHUB_STEP_SUMMARY), checked before any work."""
+    for field in ("markdown", "json"):
+        if getattr(args, field, None) is not None:
+            atomic.check_target(f"--{field}", getattr(args, field))
+    atomic.check_summary()
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from suite.analyse import regression
     from suite.analyse.terms import machines
     from suite.present import comparison
 
     rule = _rule(args)
+    _check_outputs(args)
     new = RunDir.resolve(args.new, Path(args.results_dir))
     base = RunDir.resolve(args.base, Path(args.results_dir), like=new)
     base_frame = base.read_table()
@@ -230,6 +239,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from suite.run.ab import checkouts as sides
 
     rule = _rule(args)
+    _check_outputs(args)
     compile_cache.use(args.compile_cache, Path(args.results_dir))  # the servers of both sides inherit it
     plugins.load(args.plugin, Path(args.results_dir))
     if not Path(args.repo).is_dir():

@@ -29,6 +29,7 @@ from pathlib import Path
 from suite.errors import UsageError, check_name
 from suite.history import runs, store
 from suite.run.ab import checkouts as sides
+from suite.store import atomic
 from suite.store.rundir import RunDir
 
 
@@ -48,7 +49,7 @@ def commits(spec: str, repo: Path, paths: list[str] = ()) -> list[str]:
                              "with '-')")
         ends.append(found.stdout.strip())
     for path in paths:
-        if path.startswith("-") or ".." in Path(path).parts:
+        if path.startswith("-") or ".." in Path(path).parts or Path(path).is_absolute():
             raise UsageError(f"history backfill: --paths {path!r} (allowed: paths inside the repository)")
     out = subprocess.run(["git", "rev-list", "--reverse", f"{ends[0]}..{ends[1]}", "--", *paths], cwd=repo,
                          capture_output=True, text=True)
@@ -76,6 +77,10 @@ def measure(commit: str, args, results_dir: Path, name: str) -> Path:
     """Run the grid with `commit`'s own code; the run's folder (UsageError when it did not finish)."""
     folder = results_dir / name
     if _finished(folder):
+        found = RunDir(folder).env().get("git_commit")
+        if found != commit:
+            raise UsageError(f"{folder} holds a finished run of commit {str(found)[:12]}, not of {commit[:12]} (allowed: "
+                             "the folder of this commit's run; move it aside to measure the commit again)")
         return folder
     resume = ["--resume", name] if (folder / RunDir.PLAN).is_file() else \
         ["--grid", _grid_argument(args.grid), "--run-id", name]
@@ -114,10 +119,31 @@ def _record(results_dir: Path, args, measured: list[str]) -> None:
         out.write(json.dumps(line) + "\n")
 
 
+def checked(args) -> tuple[Path, Path]:
+    """(repo, results_dir) once the arguments are known to be usable, before any commit is measured:
+    the repository a folder, the grid a preset or a file, the database one (or a path where one can be
+    made), and the results folder writable. UsageError naming the field."""
+    from suite.plan.grid import PRESETS
+
+    repo = Path(args.repo).resolve()
+    if not repo.is_dir():
+        raise UsageError(f"--repo {args.repo!r}: no such folder (allowed: a git repository's folder)")
+    if args.grid not in PRESETS and not Path(args.grid).is_file():
+        raise UsageError(f"--grid {args.grid!r}: no such preset or file (allowed: {', '.join(PRESETS)}, or a grid file)")
+    db = Path(args.db)
+    if db.exists():
+        with store.connected(db, read_only=True):
+            pass
+    else:
+        atomic.check_target("--db", db, parents=True)
+    results_dir = Path(args.results_dir).resolve()
+    atomic.check_target("--results-dir", results_dir / ORDERS, parents=True)
+    return repo, results_dir
+
+
 def backfill(args) -> list[tuple[str, str]]:
     """Measure and add every commit of the range; (commit, why) of each one that could not be added."""
-    repo = Path(args.repo).resolve()
-    results_dir = Path(args.results_dir).resolve()
+    repo, results_dir = checked(args)
     grid_name = check_name("--grid", Path(args.grid).stem)
     chosen = ordered(commits(args.range, repo, args.paths or []), args.order, args.seed)
     how = f"shuffled (seed {args.seed})" if args.order == "shuffled" else "sequential"

@@ -104,6 +104,9 @@ def check(args) -> int:
     from suite.history.page import rule_text
     from suite.history.series import judge
 
+    if args.markdown is not None:
+        atomic.check_target("--markdown", args.markdown)
+    atomic.check_summary()
     fingerprint, runs, cases, exponents = _load(args)
     judged = judge(runs, cases, exponents, args.against)
     verdicts, found = judged.verdicts[judged.verdicts["kind"] != "level"], judged.changes
@@ -131,7 +134,7 @@ def check(args) -> int:
 def _markdown(args, text: str) -> None:
     body = "```\n" + text + "\n```\n"
     if args.markdown:
-        atomic.write_text(Path(args.markdown), body)
+        atomic.write_text(Path(args.markdown), body, follow_links=True)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as summary:
             summary.write(body)
@@ -141,9 +144,9 @@ def report(args) -> int:
     from suite.history.page import render
     from suite.history.series import judge
 
+    output = atomic.check_target("--output", args.output, parents=True)
     fingerprint, runs, cases, exponents = _load(args)
     judged = judge(runs, cases, exponents, args.against)
-    output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(output, render(judged, {"fingerprint": fingerprint, "db": str(args.db)}))
     print(f"history report: {output} ({len(runs)} runs, {len(judged.verdicts)} series, "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +31,8 @@ COMMIT = re.compile(r"[0-9a-f]{7,64}")
 
 def folder_of(ref: str, results_dir: Path) -> Path:
     """The folder `ref` names (a folder, or a run name under results_dir); UsageError naming the runs there."""
+    if not ref.strip():
+        raise UsageError(f"run {ref!r} (allowed: a run's name under {results_dir}/ or its folder)")
     if Path(ref).is_dir():
         return Path(ref).resolve()
     folder = Path(results_dir) / check_name("run", ref)
@@ -44,19 +47,19 @@ def load(ref: str, results_dir: Path, repo: Path, commit_time: str | None = None
     holder = lock.holder(folder)
     if holder:
         raise UsageError(f"history add {ref}: the run is being measured by {holder} (add it once it has finished)")
+    env = RunDir(folder).env()  # NB: the identity first: a run refused for it is not touched
+    fingerprint = check_name(f"{folder / RunDir.ENV} fingerprint_id", env.get("fingerprint_id"))
+    commit = env.get("git_commit")
+    if not isinstance(commit, str) or commit.endswith("-dirty") or not COMMIT.fullmatch(commit):
+        raise UsageError(f"history add {ref}: {folder / RunDir.ENV} git_commit = {commit!r} (allowed: a clean "
+                         "commit's hash; a run with uncommitted changes does not say what was measured)")
+    when = _commit_time(commit, repo) if commit_time is None else _timestamp("--commit-time", commit_time)
     run = RunDir.resolve(str(folder), Path(results_dir))
     frame = run.read_table()
     missing = int((frame["status"] == "not_run").sum())
     if missing:
         raise UsageError(f"history add {ref}: the run is not finished: {missing} of {len(frame)} cases not run "
                          f"(python -m suite run --resume {run.name} finishes it)")
-    env = run.env()
-    fingerprint = check_name(f"{run.path / RunDir.ENV} fingerprint_id", env.get("fingerprint_id"))
-    commit = env.get("git_commit")
-    if not isinstance(commit, str) or commit.endswith("-dirty") or not COMMIT.fullmatch(commit):
-        raise UsageError(f"history add {ref}: {run.path / RunDir.ENV} git_commit = {commit!r} (allowed: a clean "
-                         "commit's hash; a run with uncommitted changes does not say what was measured)")
-    when = _commit_time(commit, repo) if commit_time is None else _timestamp("--commit-time", commit_time)
     finished = _run_time(run)
     key = hashlib.sha1(f"{fingerprint}\n{commit}\n{run.name}\n{finished.isoformat()}".encode()).hexdigest()[:16]
     return Run(run_key=key, fingerprint_id=fingerprint, git_commit=commit, commit_time=when, run_time=finished,
@@ -66,8 +69,8 @@ def load(ref: str, results_dir: Path, repo: Path, commit_time: str | None = None
 
 def _timestamp(field: str, text: str) -> pd.Timestamp:
     try:
-        stamp = pd.Timestamp(text)
-    except ValueError:
+        stamp = pd.Timestamp(datetime.fromisoformat(text))  # NB: ISO 8601 only: pandas alone reads "now", "5/6/2026"
+    except (ValueError, TypeError, OverflowError):
         stamp = None
     if stamp is None or pd.isna(stamp):
         raise UsageError(f"{field} {text!r} (allowed: an ISO 8601 time, e.g. 2026-11-27T04:00:00+00:00)")
@@ -75,6 +78,9 @@ def _timestamp(field: str, text: str) -> pd.Timestamp:
 
 
 def _commit_time(commit: str, repo: Path) -> pd.Timestamp:
+    if not Path(repo).is_dir():
+        raise UsageError(f"--repo {str(repo)!r}: no such folder (allowed: the git repository of the run's commit, "
+                         "or give the commit's time with --commit-time)")
     out = subprocess.run(["git", "show", "-s", "--format=%cI", commit], cwd=repo, capture_output=True, text=True)
     if out.returncode != 0 or not out.stdout.strip():
         raise UsageError(f"commit {commit[:12]}: not in the repository {repo} (allowed: a commit `git show` finds "

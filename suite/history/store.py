@@ -8,8 +8,9 @@
 
 A run is added in one transaction: its runs row, its cases and its exponents, all or none (a kill, a
 full disk or an error half-way leaves the database as it was; DuckDB's write-ahead log replays only
-committed transactions). A new database is made beside its path and renamed into place once its first
-run is in, so a failed first add leaves no file. Adding a run already there adds nothing. A database
+committed transactions). A new database is made beside its path and linked into place once its first
+run is in, so a failed first add leaves no file, and of two first adds at once neither replaces the other's
+file (the second adds its run to the first's). Adding a run already there adds nothing. A database
 holds one machine's fingerprint unless told otherwise (`another_fingerprint`): runs of another machine
 are not comparable points of one series. Any DuckDB error becomes a UsageError naming the file and
 what to do (exit 2).
@@ -40,6 +41,7 @@ TYPES = {"case_id": "VARCHAR", "series_key": "VARCHAR", "series": "VARCHAR", "la
          "verdict": "VARCHAR", "points": "INTEGER", "run_key": "VARCHAR", "fingerprint_id": "VARCHAR",
          "git_commit": "VARCHAR", "commit_time": "TIMESTAMPTZ", "run_time": "TIMESTAMPTZ"}
 RUN_COLUMNS = [*KEYS, "run_name", "grid", "added_at", "env"]
+TABLES = {"runs": RUN_COLUMNS, "cases": [*KEYS, *CASE_COLUMNS], "exponents": [*KEYS, *EXPONENT_COLUMNS]}
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,8 @@ DDL = [
     "CREATE TABLE runs (run_key VARCHAR PRIMARY KEY, fingerprint_id VARCHAR NOT NULL, git_commit VARCHAR NOT NULL, "
     "commit_time TIMESTAMPTZ NOT NULL, run_time TIMESTAMPTZ NOT NULL, run_name VARCHAR NOT NULL, grid VARCHAR, "
     "added_at TIMESTAMPTZ NOT NULL, env VARCHAR)",
-    _table("cases", [*KEYS, *CASE_COLUMNS], ["run_key", "case_id"]),
-    _table("exponents", [*KEYS, *EXPONENT_COLUMNS], ["run_key", "series_key"]),
+    _table("cases", TABLES["cases"], ["run_key", "case_id"]),
+    _table("exponents", TABLES["exponents"], ["run_key", "series_key"]),
 ]
 
 
@@ -88,7 +90,8 @@ def problem(path: Path, err: Exception) -> UsageError:
     if "lock" in text.lower():
         return UsageError(f"history database {path} is in use by another process ({text}): wait for it")
     return UsageError(f"history database {path} cannot be used: {text} (a damaged or foreign file: restore it "
-                      "from its copy, or move it aside and rebuild it with `history add` / `history backfill`)")
+                      "from its copy, or move it and its .wal aside and rebuild it with `history add` / "
+                      "`history backfill`)")
 
 
 @contextmanager
@@ -96,6 +99,8 @@ def connected(path: Path, read_only: bool):
     """A connection to an existing history database, checked to be one; UsageError otherwise."""
     duckdb = _duckdb()
     path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"--db {path} is a folder (allowed: a history database's file)")
     if not path.is_file():
         raise UsageError(f"--db {path}: no history database there (make one: python -m suite history add RUN "
                          f"--db {path})")
@@ -123,14 +128,21 @@ def read(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(runs, cases, exponents) of the whole database, in commit and run order."""
     with connected(path, read_only=True) as con:
         order = "ORDER BY commit_time, run_time, run_key"
-        return tuple(con.execute(f"SELECT * FROM {t} {order}").df() for t in ("runs", "cases", "exponents"))
+        frames = tuple(con.execute(f"SELECT * FROM {t} {order}").df() for t in TABLES)
+    for table, frame in zip(TABLES, frames):
+        missing = [c for c in TABLES[table] if c not in frame.columns]
+        if missing:
+            raise UsageError(f"history database {path}: table {table} lacks {', '.join(missing)} (allowed: schema "
+                             f"{SCHEMA}'s columns; a damaged or foreign file: restore it from its copy, or rebuild it "
+                             "with `history backfill`)")
+    return frames
 
 
 def add(path: Path, run: Run, another_fingerprint: bool = False) -> bool:
     """Add `run` in one transaction; False where it is there already (nothing added)."""
     path = Path(path)
-    if not path.exists():
-        return _create(path, run)
+    if not path.exists() and _create(path, run):
+        return True
     with connected(path, read_only=False) as con:
         if con.execute("SELECT count(*) FROM runs WHERE run_key = ?", [run.run_key]).fetchone()[0]:
             return False
@@ -145,10 +157,18 @@ def add(path: Path, run: Run, another_fingerprint: bool = False) -> bool:
 
 
 def _create(path: Path, run: Run) -> bool:
-    """A new database with `run` in it, made beside `path` and renamed into place when whole."""
+    """A new database with `run` in it, made beside `path` and linked into place when whole; False where
+    another process made `path` first (the run is then added to that one, as to any)."""
     duckdb = _duckdb()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    wal = path.with_name(path.name + ".wal")
+    if wal.exists():
+        raise UsageError(f"--db {path}: its write-ahead log {wal} is there without it (allowed: a new database's "
+                         "path with no .wal beside it; move the log aside with the database it belongs to)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    except OSError as err:
+        raise UsageError(f"--db {path}: {err.strerror or err} (allowed: a path in a folder this user can write)") from None
     fresh = work / path.name
     try:
         con = duckdb.connect(str(fresh))
@@ -160,9 +180,16 @@ def _create(path: Path, run: Run) -> bool:
             con.commit()
             _insert(con, run)
             con.execute("CHECKPOINT")
+        except duckdb.Error as err:
+            raise problem(path, err) from None
         finally:
             con.close()
-        os.replace(fresh, path)
+        try:
+            os.link(fresh, path)  # NB: not os.replace: two first adds racing would each replace the other's file
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links: renamed (where a racing first add may overwrite it)
+            os.replace(fresh, path)
         atomic.sync_dir(path.parent)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -183,6 +210,10 @@ def _insert(con, run: Run) -> None:
             con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM incoming")
             con.unregister("incoming")
         con.commit()
-    except BaseException:
+    except BaseException as err:
         con.rollback()
+        if isinstance(err, _duckdb().Error):  # the run's values, not the database: name the run
+            text = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise UsageError(f"run {run.run_name}: its points cannot be stored ({text}; allowed: the types and "
+                             f"ranges of schema {SCHEMA}'s columns)") from None
         raise

@@ -79,6 +79,37 @@ def write_all(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def check_target(field: str, target, parents: bool = False) -> Path:
+    """A file the user named for an output (`--markdown`, `-o`, $GITHUB_STEP_SUMMARY), checked before any
+    work: not empty, not a folder, in a folder that can be written (`parents`: or the nearest existing
+    folder above it, where the missing ones are made). UsageError naming the field, the value and what is
+    allowed; a device or a pipe passes as it is (written in place)."""
+    allowed = "a file in a folder this user can write"
+    if not str(target or "").strip():
+        raise UsageError(f"{field} {target!r} (allowed: {allowed})")
+    path = Path(target)
+    if path.is_dir():
+        raise UsageError(f"{field} {str(path)!r} is a folder (allowed: {allowed})")
+    if _in_place(path):
+        return path
+    folder = path.absolute().parent
+    while parents and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{field} {str(path)!r}: {folder} is {'not a folder' if folder.exists() else 'missing'} "
+                         f"(allowed: {allowed})")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{field} {str(path)!r}: {folder if os.access(folder, os.W_OK | os.X_OK) else path} cannot "
+                         f"be written by this user (allowed: {allowed})")
+    return path
+
+
+def check_summary() -> None:
+    """$GITHUB_STEP_SUMMARY, where it is set, checked as an output before any work."""
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        check_target("$GITHUB_STEP_SUMMARY", os.environ["GITHUB_STEP_SUMMARY"])
+
+
 def link_refused(path: Path) -> UsageError:
     return UsageError(f"{path} is a symbolic link: a run folder holds plain files only (replace the link by the file)")
 

@@ -204,9 +204,28 @@ class RunDir:
         read = self.journal.read()
         self.warn_unreadable(read.problems)
         measured = len({r.case_id for r in read.rows} & {c.case_id for c in cases})
+        held = self._measured_in_table()
+        if held > measured:  # a journal cut or replaced after its table was written: the table is kept
+            print(f"warning: run {self.name} {why}, but its journal holds {measured} measured cases and its table "
+                  f"{held}: the table is kept as it is", file=sys.stderr)
+            return []
         print(f"note: run {self.name} {why}; its table is written from its journal "
               f"({measured} of {len(cases)} cases measured)", file=sys.stderr)
-        return self.write_table(table.table(cases, read.rows), read.size)
+        try:
+            return self.write_table(table.table(cases, read.rows), read.size)
+        except OSError as err:
+            raise UsageError(f"run {self.name}: its table cannot be written in {self.path} ({err.strerror or err}; "
+                             "allowed: a run folder this user can write: copy it somewhere writable)") from None
+
+    def _measured_in_table(self) -> int:
+        """Cases the table on disk holds as measured (any status but `not_run`); 0 where it cannot be read."""
+        parquet = self.file(self.PARQUET)
+        if not parquet.is_file() or not table.readable(parquet):
+            return 0
+        try:
+            return int((self.read_table()["status"] != "not_run").sum())
+        except UsageError:
+            return 0
 
     def read_table(self) -> pd.DataFrame:
         path = self.file(self.PARQUET)

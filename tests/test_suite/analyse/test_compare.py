@@ -243,6 +243,18 @@ def test_false_alarm_rate_per_case_over_repeated_a_a_comparisons_of_measured_noi
     assert alarms / comparisons <= 0.01, (alarms, comparisons)
 
 
+@pytest.mark.parametrize("command", ["compare", "ab"])
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path, command):
+    """`ab` measures for minutes: a --markdown or --json it cannot write is named first, not after."""
+    (tmp_path / "folder").mkdir()
+    sides = ("a1", "a2") if command == "compare" else ("HEAD", "HEAD")
+    for field, where in (("--markdown", "folder"), ("--json", "missing/c.json")):
+        res = suite_in_process(command, *sides, field, str(tmp_path / where), "--results-dir", str(tmp_path / "results"),
+                               cwd=tmp_path)
+        assert res.returncode == 2 and field in res.stderr and "a file in a folder this user can write" in res.stderr
+        assert not (tmp_path / "results").exists()
+
+
 def test_one_regression_among_many_unchanged_cases_fails_the_gate():
     rng = np.random.default_rng(3)
     base = {f"c{i}": list(1e-3 * (1 + 0.01 * rng.standard_normal(3))) for i in range(40)}

@@ -1,0 +1,194 @@
+"""The history's commands on bad input: exit 2 with the field, the value and what is allowed, before any
+work and without writing anything; two first adds at once; a run whose values the database refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import types
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("duckdb", reason="the `history` extra: pip install -e \".[history]\"")
+pytest.importorskip("asv", reason="the `history` extra: pip install -e \".[history]\"")
+
+from history_runs import commit_of, run_folder, synthetic_run  # noqa: E402
+from suite import cli  # noqa: E402
+from suite.errors import UsageError  # noqa: E402
+from suite.history import backfill, store  # noqa: E402
+from suite.store.rundir import RunDir  # noqa: E402
+
+TIME = "2026-11-27T04:00:00+00:00"
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    path = tmp_path / "h.duckdb"
+    for i in range(10):  # changes.MIN_POINTS and more: a history check judges
+        store.add(path, synthetic_run(i))
+    return path
+
+
+def tidy(capsys) -> tuple[str, str]:
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return out, err
+
+
+@pytest.mark.parametrize("target", ["folder", "missing/v.md", "file/v.md", ""])
+def test_check_refuses_an_output_it_cannot_write_before_judging(db, tmp_path, capsys, target):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("x")
+    assert cli.main(["history", "check", "--db", str(db), "--markdown", str(tmp_path / target) if target else ""]) == 2
+    out, err = tidy(capsys)
+    assert "--markdown" in err and "allowed: a file in a folder this user can write" in err
+    assert "history check" not in out  # nothing judged
+
+
+def test_check_refuses_a_step_summary_it_cannot_write(db, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path))
+    assert cli.main(["history", "check", "--db", str(db)]) == 2
+    err = tidy(capsys)[1]
+    assert "$GITHUB_STEP_SUMMARY" in err and "is a folder" in err
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    assert cli.main(["history", "check", "--db", str(db)]) == 0
+    assert "history check" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("target", ["folder", "file/x.html", ""])
+def test_report_refuses_an_output_it_cannot_write(db, tmp_path, capsys, target):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("x")
+    assert cli.main(["history", "report", "--db", str(db), "-o", str(tmp_path / target) if target else ""]) == 2
+    out, err = tidy(capsys)
+    assert "--output" in err and "history report" not in out
+    assert cli.main(["history", "report", "--db", str(db), "-o", str(tmp_path / "new" / "page.html")]) == 0
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_outputs_in_a_folder_this_user_cannot_write_are_refused(db, tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert cli.main(["history", "check", "--db", str(db), "--markdown", str(locked / "v.md")]) == 2
+        assert "cannot be written by this user" in tidy(capsys)[1]
+    finally:
+        locked.chmod(0o700)
+
+
+def test_a_database_without_a_column_of_its_schema_is_named(db, capsys):
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    con.execute("ALTER TABLE cases DROP COLUMN time_min_s")
+    con.close()
+    for action in ("check", "report"):
+        assert cli.main(["history", action, "--db", str(db)]) == 2
+        err = tidy(capsys)[1]
+        assert "table cases lacks time_min_s" in err and str(db) in err
+
+
+def test_two_first_adds_at_once_keep_both_runs(tmp_path, monkeypatch):
+    """The second add to find no database builds its own; the first one's lands before it: the second's
+    run goes into the first's file, which is not replaced."""
+    path = tmp_path / "h.duckdb"
+    real = store._create
+
+    def beaten(where, run):
+        real(where, synthetic_run(0))  # the other process, a moment earlier
+        return real(where, run)
+
+    monkeypatch.setattr(store, "_create", beaten)
+    assert store.add(path, synthetic_run(1))
+    assert sorted(store.read(path)[0]["run_name"]) == ["nightly-0", "nightly-1"]
+    assert [p.name for p in tmp_path.iterdir()] == ["h.duckdb"]  # no work folder left
+
+
+def test_a_write_ahead_log_without_its_database_is_refused(tmp_path, capsys):
+    results, path = tmp_path / "results", tmp_path / "h.duckdb"
+    run_folder(results, "r1", commit_of(1))
+    (tmp_path / "h.duckdb.wal").write_bytes(b"an older database's log")
+    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path),
+                     "--commit-time", TIME]) == 2
+    assert "write-ahead log" in tidy(capsys)[1] and not path.exists()
+
+
+@pytest.mark.parametrize("new", [True, False])
+def test_a_run_whose_values_do_not_fit_is_named_not_the_database(tmp_path, new):
+    path = tmp_path / "h.duckdb"
+    if not new:
+        store.add(path, synthetic_run(0))
+    run = synthetic_run(1)
+    huge = types.SimpleNamespace(**{**run.__dict__, "cases": run.cases.assign(batch=2**40)})
+    with pytest.raises(UsageError, match="run nightly-1: its points cannot be stored") as err:
+        store.add(path, huge)
+    assert "damaged or foreign" not in str(err.value)
+    assert path.exists() != new and (new or len(store.read(path)[0]) == 1)
+
+
+def test_add_checks_the_runs_identity_before_it_writes_in_its_folder(tmp_path, capsys):
+    results, path = tmp_path / "results", tmp_path / "h.duckdb"
+    folder = run_folder(results, "dirty", commit_of(1) + "-dirty")
+    for name in (RunDir.PARQUET, RunDir.CSV):
+        (folder / name).unlink()
+    assert cli.main(["history", "add", "dirty", "--results-dir", str(results), "--db", str(path),
+                     "--commit-time", TIME]) == 2
+    assert "git_commit" in tidy(capsys)[1]
+    assert not (folder / RunDir.PARQUET).exists() and not path.exists()
+
+
+@pytest.mark.parametrize("extra, field", [(["--repo", "nosuch"], "--repo"), (["--commit-time", "now"], "--commit-time"),
+                                          (["--commit-time", "5/6/2026"], "--commit-time")])
+def test_add_names_a_bad_repository_or_time(tmp_path, capsys, extra, field):
+    results = tmp_path / "results"
+    run_folder(results, "r1", commit_of(1))
+    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(tmp_path / "h.duckdb"),
+                     *extra]) == 2
+    assert field in tidy(capsys)[1] and not (tmp_path / "h.duckdb").exists()
+
+
+def test_a_journal_cut_after_its_table_does_not_replace_the_table(tmp_path, capsys):
+    folder = run_folder(tmp_path / "results", "r1", commit_of(1))
+    journal = folder / RunDir.JOURNAL
+    journal.write_text("")
+    os.utime(journal, ns=(journal.stat().st_mtime_ns + 10**9,) * 2)
+    run = RunDir.resolve(str(folder), tmp_path / "results")
+    assert (run.read_table()["status"] == "ok").sum() == 8
+    assert "journal holds 0 measured cases and its table 8: the table is kept" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ backfill
+def args_for(tmp_path: Path, **kw) -> list[str]:
+    from test_history import git_repo
+
+    repo = tmp_path / "repo"
+    if not repo.exists():
+        git_repo(repo, 3)
+    given = {"--grid": "smoke", "--repo": str(repo), "--db": str(tmp_path / "h.duckdb"),
+             "--results-dir": str(tmp_path / "results"), **kw}
+    return ["history", "backfill", "HEAD~2..HEAD", *[x for pair in given.items() for x in pair]]
+
+
+@pytest.mark.parametrize("kw, field", [({"--grid": "nosuch"}, "--grid"), ({"--repo": "nosuch"}, "--repo"),
+                                       ({"--db": "{tmp}/text"}, "cannot be used"), ({"--db": "{tmp}/file/h.duckdb"}, "--db"),
+                                       ({"--paths": "/etc"}, "--paths")])
+def test_backfill_refuses_bad_arguments_before_measuring_anything(tmp_path, capsys, monkeypatch, kw, field):
+    (tmp_path / "text").write_text("not a database")
+    (tmp_path / "file").write_text("x")
+    measured = []
+    monkeypatch.setattr(backfill, "measure", lambda commit, *a: measured.append(commit))
+    assert cli.main(args_for(tmp_path, **{k: v.format(tmp=tmp_path) for k, v in kw.items()})) == 2
+    assert field in tidy(capsys)[1]
+    assert not measured and not (tmp_path / "results" / backfill.ORDERS).exists()
+
+
+def test_backfill_does_not_take_a_finished_folder_of_another_commit(tmp_path):
+    results = tmp_path / "results"
+    run_folder(results, "backfill-x-synthetic", commit_of(1))
+    args = types.SimpleNamespace(grid="synthetic", repo=str(tmp_path), device=None, variant=None)
+    with pytest.raises(UsageError, match=f"holds a finished run of commit {commit_of(1)[:12]}, not of"):
+        backfill.measure(commit_of(2), args, results, "backfill-x-synthetic")
+    assert backfill.measure(commit_of(1), args, results, "backfill-x-synthetic") == results / "backfill-x-synthetic"
+    assert json.loads((results / "backfill-x-synthetic" / RunDir.ENV).read_text())["git_commit"] == commit_of(1)
