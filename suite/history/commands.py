@@ -1,7 +1,8 @@
 """The `history` command's actions: add, backfill, check, report (suite.cli maps UsageError to exit 2).
 
 check's exit codes: 0 no series' newest points form a slowdown change point; 1 some do (each named,
-with its size, interval and commit range), or the host's level does (every case slower at once: the
+with its size, interval and commit range), a case that ran before failed in the newest run, or the
+host's level does (every case slower at once: the
 host, or a commit that slowed everything) unless `--host-level warn`; a slowdown with no commit
 between its two sides (the same code measured before and after it) is the machine's or the
 environment's, and is a warning only; 2 it cannot judge (no database,
@@ -100,6 +101,20 @@ def _by_commit(changes: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return changes[~same], changes[same]
 
 
+def _broken(runs: pd.DataFrame, cases: pd.DataFrame) -> list[str]:
+    """The cases that did not run in the newest run (failed, out of memory, timed out) and ran in an earlier
+    one: a time series cannot show them (its points are the runs that measured), and a commit that breaks
+    a path is a regression."""
+    if runs.empty:
+        return []
+    newest = runs["run_key"].iloc[-1]
+    earlier = cases[(cases["run_key"] != newest) & (cases["status"] == "ok")].groupby("case_id").size()
+    now = cases[(cases["run_key"] == newest) & (cases["status"] != "ok") & cases["case_id"].isin(earlier.index)]
+    return [f"FAILED {row['series']} n={row['seq_len']}: {row['status']} in the newest run "
+            f"({str(row['reason'] or 'no reason given')[:200]}); ok in {earlier[row['case_id']]} earlier runs"
+            for _, row in now.sort_values(["series", "seq_len"]).iterrows()]
+
+
 def check(args) -> int:
     from suite.history.page import rule_text
     from suite.history.series import judge
@@ -121,6 +136,8 @@ def check(args) -> int:
     bad, machine = _by_commit(found[(found["class"] == "regression") & found["newest"]])
     lines = [f"history check {args.db} (fingerprint {fingerprint}, {len(runs)} runs): {tally}", rule_text(judged),
              *host]
+    broken = _broken(runs, cases)
+    lines += broken
     lines += [f"REGRESSION {_line(row)}" for _, row in bad.iterrows()]
     lines += [f"slower with no commit between (the machine or the environment; warning only) {_line(row)}"
               for _, row in machine.iterrows()]
@@ -128,7 +145,7 @@ def check(args) -> int:
     text = "\n".join(lines)
     print(text)
     _markdown(args, text)
-    return 1 if len(bad) or host_fails else 0
+    return 1 if len(bad) or host_fails or broken else 0
 
 
 def _markdown(args, text: str) -> None:

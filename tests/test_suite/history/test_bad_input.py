@@ -192,3 +192,29 @@ def test_backfill_does_not_take_a_finished_folder_of_another_commit(tmp_path):
         backfill.measure(commit_of(2), args, results, "backfill-x-synthetic")
     assert backfill.measure(commit_of(1), args, results, "backfill-x-synthetic") == results / "backfill-x-synthetic"
     assert json.loads((results / "backfill-x-synthetic" / RunDir.ENV).read_text())["git_commit"] == commit_of(1)
+
+
+# ------------------------------------------------------------------ a path that broke
+def failed_at(run, n: int):
+    """`run` with linear/native at length n failed (no time), as a broken commit's run holds it."""
+    hit = (run.cases["seq_len"] == n) & run.cases["series"].str.startswith("linear/native")
+    cases = run.cases.copy()
+    cases.loc[hit, ["status", "reason"]] = ["failed", "RuntimeError: boom"]
+    cases.loc[hit, [c for c in cases.columns if c.startswith("time_")]] = float("nan")
+    return types.SimpleNamespace(**{**run.__dict__, "cases": cases})
+
+
+def test_a_case_that_fails_in_the_newest_run_fails_the_check(tmp_path, capsys):
+    """A series' points are the runs that measured it: a path that now fails leaves no point to judge,
+    and `check` said "no change". A case that failed in an older run and runs now is no failure."""
+    path = tmp_path / "h.duckdb"
+    for i in range(9):
+        store.add(path, failed_at(synthetic_run(i), 512) if i == 3 else synthetic_run(i))
+    store.add(path, failed_at(synthetic_run(9), 1024))
+    assert cli.main(["history", "check", "--db", str(path)]) == 1
+    out = tidy(capsys)[0]
+    assert "n=1024: failed in the newest run (RuntimeError: boom); ok in 9 earlier runs" in out
+    assert out.count("FAILED") == 1  # n = 512 failed in run 3 only
+    store.add(path, synthetic_run(10))
+    assert cli.main(["history", "check", "--db", str(path)]) == 0
+    assert "FAILED" not in tidy(capsys)[0]
