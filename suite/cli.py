@@ -111,6 +111,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         compile_cache.use(args.compile_cache, Path(args.results_dir))
         job = _job(args)
         _check_executor(args)
+        if not args.dry_run and not args.no_report:
+            atomic.check_folder("--reports-dir", args.reports_dir)
     except (UsageError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -166,6 +168,7 @@ def make_report(run: RunDir, report_dir: Path) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Rebuild the report of a run from its results folder alone."""
+    atomic.check_folder("--reports-dir", args.reports_dir)
     run = RunDir.resolve(args.name, Path(args.results_dir))
     return make_report(run, Path(args.reports_dir) / run.name)
 
@@ -293,6 +296,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from suite.present import export
 
+    atomic.check_target("--output", args.output)
     run = RunDir.resolve(args.run, Path(args.results_dir))
     frame = run.read_table()
     if args.format == "pytest-benchmark":
@@ -309,6 +313,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from suite.store.merge import merge
 
     results_dir = Path(args.results_dir)
+    if not args.no_report:
+        atomic.check_folder("--reports-dir", args.reports_dir)
     shards = [RunDir.resolve(name, results_dir) for name in args.runs]
     merged = merge(shards, RunDir.new(results_dir, args.run_id))
     for problem in merged.problems:
@@ -333,8 +339,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_card(args: argparse.Namespace) -> int:
     """A run card from the run's own files; its verdict figure where asked."""
     from suite.present import card
-    from suite.store import atomic
 
+    for field, value in (("--figure", args.figure), ("--output", args.output)):
+        if value is not None:
+            atomic.check_target(field, value)
+    if args.into is not None:
+        atomic.check_folder("--into", args.into)
     run = RunDir.resolve(args.run, Path(args.results_dir))
     if args.figure:
         figure = atomic.write_bytes(Path(args.figure), card.figure(run, args.variant), follow_links=True)

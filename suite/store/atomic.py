@@ -81,8 +81,8 @@ def write_all(path: Path, data: bytes) -> None:
 
 def check_target(field: str, target, parents: bool = False) -> Path:
     """A file the user named for an output (`--markdown`, `-o`, $GITHUB_STEP_SUMMARY), checked before any
-    work: not empty, not a folder, in a folder that can be written (`parents`: or the nearest existing
-    folder above it, where the missing ones are made). UsageError naming the field, the value and what is
+    work: not empty, not a folder, in a folder that can be written (`parents`: or below the nearest
+    existing folder, where the missing ones are made). UsageError naming the field, the value and what is
     allowed; a device or a pipe passes as it is (written in place)."""
     allowed = "a file in a folder this user can write"
     if not str(target or "").strip():
@@ -92,16 +92,30 @@ def check_target(field: str, target, parents: bool = False) -> Path:
         raise UsageError(f"{field} {str(path)!r} is a folder (allowed: {allowed})")
     if _in_place(path):
         return path
-    folder = path.absolute().parent
+    _writable(field, path, path.absolute().parent, parents, allowed)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{field} {str(path)!r} cannot be written by this user (allowed: {allowed})")
+    return path
+
+
+def check_folder(field: str, folder) -> Path:
+    """A folder the user named for outputs (`--reports-dir`, `--into`): one that can be written, or that
+    can be made below the nearest existing one. UsageError naming the field, the value and what is allowed."""
+    allowed = "a folder this user can write, or one that can be made"
+    if not str(folder or "").strip():
+        raise UsageError(f"{field} {folder!r} (allowed: {allowed})")
+    return _writable(field, Path(folder), Path(folder).absolute(), True, allowed)
+
+
+def _writable(field: str, given: Path, folder: Path, parents: bool, allowed: str) -> Path:
     while parents and not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
-        raise UsageError(f"{field} {str(path)!r}: {folder} is {'not a folder' if folder.exists() else 'missing'} "
+        raise UsageError(f"{field} {str(given)!r}: {folder} is {'not a folder' if folder.exists() else 'missing'} "
                          f"(allowed: {allowed})")
-    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise UsageError(f"{field} {str(path)!r}: {folder if os.access(folder, os.W_OK | os.X_OK) else path} cannot "
-                         f"be written by this user (allowed: {allowed})")
-    return path
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{field} {str(given)!r}: {folder} cannot be written by this user (allowed: {allowed})")
+    return given
 
 
 def check_summary() -> None:
