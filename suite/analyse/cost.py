@@ -46,6 +46,7 @@ SCALE = 0.35
 INSIDE = 2  # a level is modelled where this many lengths lie an octave or more inside it
 EDGE = 1.5  # octaves below a level's size where its earliest step may begin to show
 BOOTSTRAP = 200
+NAMED = 0.005  # a term's share of the largest length's time under which `explain` does not name it
 
 
 @dataclass(frozen=True)
@@ -275,8 +276,6 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     # machine's load, not the fastest call's noise (on a busy run they went from 0.001 to 1 across
     # fixed/flex's lengths and left the F tests no power: n^1.95 "confirmed" as n^1.5)
     result = tests(x, y, claimed, hw)
-    steps = {level: float(np.exp(np.interp(c, np.log2(hw.working_set), np.log(x))))
-             for level, c in result.claim.centres.items() if result.claim.shares.get(f"{level} step", 0) > 0}
     status, why = _rule(claimed, result, x)
     higher_needed = status == "refuted"  # by time; an edge step may make it inconclusive, still needed
     if status == "refuted" and hw is not None and hw.levels()[1]:
@@ -285,8 +284,18 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     if status == "refuted" and result.with_higher is not None:
         shown, extra = result.with_higher, result.higher_q
     lo, hi = _share_intervals(x, y, claimed, shown, hw, process_times, bootstrap, seed, extra)
+    steps = {level: float(np.exp(np.interp(c, np.log2(hw.working_set), np.log(x))))
+             for level, c in shown.centres.items() if _named(shown, lo, f"{level} step")}
     return CostVerdict(status, why, shown, result.need_p, result.higher_p, result.higher,
                        result.higher_share, steps, lo, hi, higher_needed)
+
+
+def _named(model: Model, lo: dict[str, float], name: str) -> bool:
+    """A term worth naming: over NAMED of the largest length's time, and its 95% interval's lower end too
+    where the intervals were drawn (the least-squares fit leaves a step a sliver of the time, 1e-15, where
+    there is none, and a few percent of the noise where the series has no step: neither is a cache passed)."""
+    share = model.shares.get(name, 0.0)
+    return share > NAMED and lo.get(name, share) > NAMED
 
 
 def _edge(x, y, claimed: float, hw: Machine, why: str) -> tuple[str, str]:
@@ -359,7 +368,7 @@ def explain(result: CostVerdict, claimed: float) -> str:
     parts = []
     for name in sorted(model.shares, key=lambda k: -model.shares[k]):
         share = model.shares[name]
-        if not share > 0.005:
+        if not share > NAMED:
             continue
         label = labels.get(name, f"the leading term {name}" if name == power_name(claimed) else name)
         interval = (f" [{result.share_lo[name]:.0%}, {result.share_hi[name]:.0%}]"
