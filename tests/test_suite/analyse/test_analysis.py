@@ -177,7 +177,8 @@ def test_the_roofline_is_the_larger_of_the_compute_and_the_memory_time_for_each_
     """A gather-bound row (1 GB of traffic at 10 GB/s: 0.1 s, against 0.01 s of FLOPs at the peak)
     is memory-bound with its traffic and compute-bound with its compulsory bytes; a row without a
     traffic model, and a run without a bandwidth probe, have no bound (NaN), not a crash."""
-    peaks, bandwidth = {"cpu": {"float32": {"flops_per_s": 1e11}}}, {"cpu": {"bytes_per_s": 1e10}}
+    peaks = {"cpu": {"float32": {"flops_per_s": 1e11}}}
+    bandwidth = {"cpu": {"bytes_per_s": 1e10, "cache_bytes_per_s": 7.5e10}}
     row = synthetic_rows("random", "native", {4096: 0.2}, claimed=1.0)[0]
     frame = pd.DataFrame([{**row, "flops": 1e9, "traffic_bytes": 1e9, "compulsory_bytes": 1e7},
                           {**row, "variant": "additive", "flops": 1e9, "traffic_bytes": None, "compulsory_bytes": 1e7}])
@@ -188,6 +189,7 @@ def test_the_roofline_is_the_larger_of_the_compute_and_the_memory_time_for_each_
     assert gather["roofline_traffic_share"] == pytest.approx(0.5)  # 0.1 s of 0.2 s measured
     assert gather["roofline_compulsory_s"] == pytest.approx(0.01) and gather["roofline_compulsory_binds"] == "compute"
     assert gather["roofline_compulsory_share"] == pytest.approx(0.05) and gather["bandwidth_bytes_per_s"] == 1e10
+    assert gather["cache_bandwidth_bytes_per_s"] == 7.5e10  # the roofline figure's second memory ceiling
     unmodelled = eff.loc["additive"]
     assert np.isnan(unmodelled["roofline_traffic_share"]) and pd.isna(unmodelled["roofline_traffic_binds"])
     assert unmodelled["roofline_compulsory_share"] == pytest.approx(0.05)

@@ -40,6 +40,7 @@ def test_a_dense_mask_is_refuted_and_a_quadratic_claim_confirmed():
     y = noisy(1e-3 + 1e-9 * X**2)
     refuted = cost.judge(X, y, 1.0, machine(X), bootstrap=0)
     assert refuted.verdict == "refuted" and refuted.higher == "n^2" and refuted.higher_share > 0.9
+    assert refuted.model.shares.get("n^2", 0) > 0.9  # the model shown is the one with the higher term
     assert cost.judge(X, y, 2.0, bootstrap=0).verdict == "confirmed"
 
 

@@ -176,6 +176,26 @@ def test_planted_series_are_classed_as_hud_names_them(kind, shape, expected):
     assert changes.classify(changes.MIN_POINTS - 1, found[:0]) == "insufficient data"
 
 
+@pytest.mark.parametrize("kind", ["time", "exponent"])
+def test_an_old_speedup_is_no_change_and_a_slowdown_is_new_for_the_recent_points(kind):
+    """Suspicious is an old slowdown only; a slowdown is the newest change (a regression) while it lies
+    within the newest changes.RECENT points, and suspicious from one point further back."""
+    def stepped(back: int, slower: bool) -> np.ndarray:
+        y = planted(kind, "flat")
+        if kind == "time":
+            y[len(y) - back:] *= 1.10 if slower else 1 / 1.10
+        else:
+            y[len(y) - back:] += 0.3 if slower else -0.3
+        return y
+
+    faster = stepped(20, slower=False)
+    found = changes.change_points(faster, kind)
+    assert found and found[-1].after == 20 and changes.classify(len(faster), found) == "no change"
+    for back, expected in ((changes.RECENT, "regression"), (changes.RECENT + 1, "suspicious")):
+        y = stepped(back, slower=True)
+        assert changes.classify(len(y), changes.change_points(y, kind)) == expected, (kind, back)
+
+
 def test_one_slow_point_at_the_end_is_not_yet_a_change():
     y = planted("time", "flat")
     y[-1] *= 1.5
