@@ -111,8 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         compile_cache.use(args.compile_cache, Path(args.results_dir))
         job = _job(args)
         _check_executor(args)
-        if not args.dry_run and not args.no_report:
-            atomic.check_folder("--reports-dir", args.reports_dir)
+        atomic.check_outputs({}, {"--reports-dir": None if args.dry_run or args.no_report else args.reports_dir})
     except (UsageError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -184,21 +183,13 @@ def _rule(args: argparse.Namespace):
                 allow_shift=getattr(args, "allow_shift", False))
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
-    """The comparison's outputs (--markdown, --json, $GITHUB_STEP_SUMMARY), checked before any work."""
-    for field in ("markdown", "json"):
-        if getattr(args, field, None) is not None:
-            atomic.check_target(f"--{field}", getattr(args, field))
-    atomic.check_summary()
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     from suite.analyse import regression
     from suite.analyse.terms import machines
     from suite.present import comparison
 
     rule = _rule(args)
-    _check_outputs(args)
+    atomic.check_outputs({"--markdown": args.markdown, "--json": args.json}, summary=True)
     new = RunDir.resolve(args.new, Path(args.results_dir))
     base = RunDir.resolve(args.base, Path(args.results_dir), like=new)
     base_frame = base.read_table()
@@ -242,7 +233,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from suite.run.ab import checkouts as sides
 
     rule = _rule(args)
-    _check_outputs(args)
+    atomic.check_outputs({"--markdown": args.markdown, "--json": args.json}, summary=True)
     compile_cache.use(args.compile_cache, Path(args.results_dir))  # the servers of both sides inherit it
     plugins.load(args.plugin, Path(args.results_dir))
     if not Path(args.repo).is_dir():
@@ -299,10 +290,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     atomic.check_target("--output", args.output)
     run = RunDir.resolve(args.run, Path(args.results_dir))
     frame = run.read_table()
-    if args.format == "pytest-benchmark":
-        payload = export.pytest_benchmark(frame, run.env())
-    else:
-        payload = export.github_action_benchmark(frame)
+    payload = export.pytest_benchmark(frame, run.env()) if args.format == "pytest-benchmark" else \
+        export.github_action_benchmark(frame)
     atomic.write_text(Path(args.output), json.dumps(payload, indent=1), follow_links=True)
     print(f"{args.format}: {args.output}")
     return 0
@@ -313,8 +302,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from suite.store.merge import merge
 
     results_dir = Path(args.results_dir)
-    if not args.no_report:
-        atomic.check_folder("--reports-dir", args.reports_dir)
+    atomic.check_outputs({}, {"--reports-dir": None if args.no_report else args.reports_dir})
     shards = [RunDir.resolve(name, results_dir) for name in args.runs]
     merged = merge(shards, RunDir.new(results_dir, args.run_id))
     for problem in merged.problems:
@@ -340,11 +328,7 @@ def cmd_card(args: argparse.Namespace) -> int:
     """A run card from the run's own files; its verdict figure where asked."""
     from suite.present import card
 
-    for field, value in (("--figure", args.figure), ("--output", args.output)):
-        if value is not None:
-            atomic.check_target(field, value)
-    if args.into is not None:
-        atomic.check_folder("--into", args.into)
+    atomic.check_outputs({"--figure": args.figure, "--output": args.output}, {"--into": args.into})
     run = RunDir.resolve(args.run, Path(args.results_dir))
     if args.figure:
         figure = atomic.write_bytes(Path(args.figure), card.figure(run, args.variant), follow_links=True)

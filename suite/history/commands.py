@@ -119,9 +119,7 @@ def check(args) -> int:
     from suite.history.page import rule_text
     from suite.history.series import judge
 
-    if args.markdown is not None:
-        atomic.check_target("--markdown", args.markdown)
-    atomic.check_summary()
+    atomic.check_outputs({"--markdown": args.markdown}, summary=True)
     fingerprint, runs, cases, exponents = _load(args)
     judged = judge(runs, cases, exponents, args.against)
     verdicts, found = judged.verdicts[judged.verdicts["kind"] != "level"], judged.changes

@@ -118,6 +118,19 @@ def _writable(field: str, given: Path, folder: Path, parents: bool, allowed: str
     return given
 
 
+def check_outputs(files: dict[str, object], folders: dict[str, object] | None = None, summary: bool = False) -> None:
+    """Every output a command was given, by its option's name (None: not given), checked before any work;
+    `summary`: $GITHUB_STEP_SUMMARY too."""
+    for field, value in files.items():
+        if value is not None:
+            check_target(field, value)
+    for field, value in (folders or {}).items():
+        if value is not None:
+            check_folder(field, value)
+    if summary:
+        check_summary()
+
+
 def check_summary() -> None:
     """$GITHUB_STEP_SUMMARY, where it is set, checked as an output before any work."""
     if os.environ.get("GITHUB_STEP_SUMMARY"):
