@@ -178,7 +178,7 @@ def _check_axes(axes: dict, where: str) -> None:
 def _variant(where: str, name: str):
     try:
         return variants.get(name)
-    except ValueError:
+    except (ValueError, TypeError):  # NB: TypeError: a table where a name goes (unhashable)
         _fail(where, "variant", name, ", ".join(variants.names()))
 
 
@@ -283,7 +283,7 @@ def _check_block(specs, explicit: bool, impls: list, params: dict, kv_values, wh
     """What a block names must apply to some variant it chooses: an implementation, a parameter
     (to every explicit variant; under "*" to one at least), explicit KV heads."""
     for impl in impls:
-        if impl != "*" and not any(impl in s.impls for s in specs):
+        if not isinstance(impl, str) or impl != "*" and not any(impl in s.impls for s in specs):
             _fail(where, "impl", impl, "implementations of the chosen variants: "
                   + ", ".join(sorted({i for s in specs for i in s.impls})))
     known = {p.name for s in specs for p in s.params}

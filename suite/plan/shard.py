@@ -27,12 +27,17 @@ class ShardError(UsageError):
     """A shard spec or a set of shards that cannot be used; the message names the problem."""
 
 
+MAX_SHARDS = 4096  # machines a grid is spread over, at most
+
+
 def parse(spec: str) -> tuple[int, int]:
     """'K/N' with 1 ≤ K ≤ N → (K, N)."""
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", spec or "")
     if not match:
         raise ShardError(f"--shard {spec!r} (allowed: K/N with 1 <= K <= N, e.g. 2/4)")
     k, n = int(match[1]), int(match[2])
+    if n > MAX_SHARDS:
+        raise ShardError(f"--shard {spec!r}: N = {n} (allowed: 1..{MAX_SHARDS} machines)")
     if not 1 <= k <= n:
         raise ShardError(f"--shard {spec!r}: K = {k} must lie in 1..N = {n}")
     return k, n

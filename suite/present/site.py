@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import variants
-from suite.errors import UsageError
+from suite.errors import UsageError, check_name
 from suite.present import card, cli_page, variant_pages
 from suite.present import markdown as md
 from suite.store import atomic
@@ -27,7 +27,8 @@ FIGURE, FIGURE_CARD, FIGURE_VARIANTS = "docs/img/verdicts.png", "cpu-full", ["fu
 def cards(root: Path) -> dict[str, RunDir]:
     """Card name -> its run folder: every folder under docs/runs/ that holds a results table."""
     folder = Path(root) / RUNS
-    return {path.parent.name: RunDir(path.parent) for path in sorted(folder.glob(f"*/{RunDir.PARQUET}"))}
+    found = sorted(path.parent for path in folder.glob(f"*/{RunDir.PARQUET}"))
+    return {check_name(f"{RUNS} folder", path.name): RunDir(path) for path in found}  # NB: names go into mkdocs.yml
 
 
 def runs_index(runs: dict[str, RunDir]) -> str:

@@ -57,10 +57,10 @@ def load(run: RunDir) -> Plan:
         raise damaged(where, f"field plugins = {plugins!r} (allowed: a list of module names)")
     if not isinstance(plan.get("grid"), str):
         raise damaged(where, f"field grid = {plan.get('grid')!r} (allowed: a name)")
+    settings = Settings.from_plan(plan.get("settings", {}), f"{where}: settings")  # names its own field
     try:
-        settings = Settings.from_plan(plan.get("settings", {}), f"{where}: settings")
         ladders = [Ladder.from_plan(raw) for raw in plan.get("ladders", [])]
-    except (KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, ValueError, OverflowError) as err:
         raise damaged(where, f"field ladders: {err!r}") from None
     return Plan(grid=plan["grid"], cases=run.cases(), settings=settings, plugins=plugins, ladders=ladders)
 

@@ -84,7 +84,7 @@ class Journal:
                 data = json.loads(raw)
                 if not isinstance(data, dict) or "case_id" not in data or "status" not in data:
                     raise ValueError("not a result row")
-            except ValueError as err:
+            except (ValueError, RecursionError) as err:  # NB: RecursionError: a line nested past the stack
                 kind = "truncated (interrupted while writing)" if number - 1 == last else "corrupt"
                 problems.append(f"{self.path.name} line {number} is {kind}: {err}; its case will run again")
                 continue

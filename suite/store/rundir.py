@@ -121,7 +121,7 @@ class RunDir:
             return {}
         try:
             data = json.loads(path.read_bytes().decode())
-        except (UnicodeDecodeError, ValueError) as err:
+        except (UnicodeDecodeError, ValueError, RecursionError) as err:  # NB: [[[… nested past the stack
             raise damaged(path, err) from None
         wrong = shapes.mismatch(data, self.SHAPES.get(name, dict))
         if wrong:
