@@ -133,8 +133,9 @@ def check_outputs(files: dict[str, object], folders: dict[str, object] | None = 
 
 def check_summary() -> None:
     """$GITHUB_STEP_SUMMARY, where it is set, checked as an output before any work."""
-    if os.environ.get("GITHUB_STEP_SUMMARY"):
-        check_target("$GITHUB_STEP_SUMMARY", os.environ["GITHUB_STEP_SUMMARY"])
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary and not (Path(summary).is_file() and os.access(summary, os.W_OK)):  # NB: appended: its folder may be closed
+        check_target("$GITHUB_STEP_SUMMARY", summary)
 
 
 def link_refused(path: Path) -> UsageError:

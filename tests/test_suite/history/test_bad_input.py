@@ -74,7 +74,13 @@ def test_outputs_in_a_folder_this_user_cannot_write_are_refused(db, tmp_path, ca
     try:
         assert cli.main(["history", "check", "--db", str(db), "--markdown", str(locked / "v.md")]) == 2
         assert "cannot be written by this user" in tidy(capsys)[1]
+        locked.chmod(0o700)
+        (locked / "summary.md").write_text("")
+        locked.chmod(0o500)  # a summary is appended to: a writable file in a closed folder will do
+        os.environ["GITHUB_STEP_SUMMARY"] = str(locked / "summary.md")
+        assert cli.main(["history", "check", "--db", str(db)]) == 0 and "history check" in (locked / "summary.md").read_text()
     finally:
+        os.environ.pop("GITHUB_STEP_SUMMARY", None)
         locked.chmod(0o700)
 
 
