@@ -92,10 +92,8 @@ def check_target(field: str, target, parents: bool = False) -> Path:
         raise UsageError(f"{field} {str(path)!r} is a folder (allowed: {allowed})")
     if _in_place(path):
         return path
-    _writable(field, path, path.absolute().parent, parents, allowed)
-    if path.exists() and not os.access(path, os.W_OK):
-        raise UsageError(f"{field} {str(path)!r} cannot be written by this user (allowed: {allowed})")
-    return path
+    return _writable(field, path, path.absolute().parent, parents, allowed)  # NB: replaced by a rename: the
+    # file's own mode does not matter, its folder's does
 
 
 def check_folder(field: str, folder) -> Path:
@@ -134,7 +132,10 @@ def check_outputs(files: dict[str, object], folders: dict[str, object] | None = 
 def check_summary() -> None:
     """$GITHUB_STEP_SUMMARY, where it is set, checked as an output before any work."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary and not (Path(summary).is_file() and os.access(summary, os.W_OK)):  # NB: appended: its folder may be closed
+    if summary and Path(summary).is_file():  # NB: appended to: the file's mode matters, not its folder's
+        if not os.access(summary, os.W_OK):
+            raise UsageError(f"$GITHUB_STEP_SUMMARY {summary!r} cannot be written by this user (allowed: a file it can append to)")
+    elif summary:
         check_target("$GITHUB_STEP_SUMMARY", summary)
 
 
