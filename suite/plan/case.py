@@ -15,6 +15,7 @@ from variants.rules import valid_lengths
 
 from variants.rules import MODES  # noqa: F401  (re-exported: the modes a case may have)
 
+MAX_SIZE = 2**31 - 1  # a size (batch, length, heads, head_dim): int32, so it fits a table's integer column
 OPTIONAL = {"kv_len": int, "valid_fraction": float}  # fields a case's key holds only when they are set
 SERIES_INTS = ("batch", "num_heads", "num_kv_heads", "head_dim")  # NB: float in a table that had NaNs merged in
 SERIES = ["variant", "impl", "device", "dtype", "mode", "batch", "num_heads", "num_kv_heads", "head_dim", "causal",

@@ -29,7 +29,7 @@ from typing import Any
 import variants
 from suite.errors import UsageError, check_name
 from suite.plan import ladder as ladders
-from suite.plan.case import DTYPES, MODES, Case
+from suite.plan.case import DTYPES, MAX_SIZE, MODES, Case
 from suite.plan.ladder import Ladder
 from suite.plan.settings import Settings
 from suite.plan.settings import validate as validate_settings
@@ -39,6 +39,7 @@ PRESETS = ("smoke", "quick", "full", "pr", "shapes")
 AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "valid_fraction", "num_heads",
         "num_kv_heads", "head_dim", "causal", "params")
 TOP_LEVEL = ("name", "description", "settings", "defaults", "block")
+MAX_CASES = 100_000  # a grid's cases: the full preset has a few hundred; a typo in a list should not plan millions
 
 
 class ConfigError(UsageError):
@@ -81,8 +82,8 @@ def _as_list(where: str, name: str, value: Any) -> list:
 
 def _ints(where, name, values, minimum=1):
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            _fail(where, name, v, f"integers >= {minimum}")
+        if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= MAX_SIZE:
+            _fail(where, name, v, f"integers from {minimum} to {MAX_SIZE}")
     return values
 
 
@@ -149,6 +150,8 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
                 continue  # the same series twice: the first block's range holds
             for one in ladder.start() if ladder else [case]:
                 cases.setdefault(one.case_id, one)
+            if len(cases) > MAX_CASES:
+                _fail(where, "cases", f"more than {MAX_CASES}", f"at most {MAX_CASES} cases in a grid (split it)")
     if not cases:
         raise ConfigError(f"{source or 'grid'}: no cases (every block is empty after --variant and the filters)")
     name = data.get("name", Path(source).stem if source else "grid")
@@ -234,6 +237,33 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
                 for kv, n_k, f in itertools.product(_kv_heads(spec, h, kv_values, where), kv_lens, fractions):
                     case = Case(spec.name, impl, dev, dt, m, b, n, h, kv, d, c, tuple(sorted(pvals.items())), n_k, f)
                     yield case, Ladder(case, *climb) if climb else None
+
+
+def check_plan(cases: list[Case], plan_ladders: list[Ladder], where: str) -> None:
+    """ConfigError naming the case and field where a planned case (a resumed plan.json, perhaps edited)
+    is not one a grid could make: the grid's own rules, run on a block of that case alone."""
+    for i, case in enumerate(cases):
+        check_case(case, f"{where}: cases[{i}]")
+    for i, ladder in enumerate(plan_ladders):
+        ladders.parse_range({"min": ladder.low, "max": ladder.high, "step": ladder.step}, f"{where}: ladders[{i}]",
+                            _fail)
+        check_case(ladder.template, f"{where}: ladders[{i}].template")
+
+
+def check_case(case: Case, where: str) -> None:
+    """ConfigError where the grid's rules would not make `case` (see check_plan)."""
+    spec = _variant(where, case.variant)
+    axes = {name: [value] for name, value in case.key.items() if name not in ("params", "num_kv_heads")}
+    axes["params"] = {name: [value] for name, value in case.params}
+    if spec.kv_heads == "divides":
+        axes["num_kv_heads"] = [case.num_kv_heads]
+    made = [one for one, _ in _expand(axes, where, None)]
+    if len(made) != 1:  # NB: "*" as a variant or an implementation is a wildcard in a grid, not a case
+        name = "impl" if case.variant != "*" else "variant"
+        _fail(where, name, getattr(case, name), "one variant and one of its implementations")
+    for name in ("num_kv_heads", *case.key):
+        if made[0] != case and getattr(made[0], name) != getattr(case, name):
+            _fail(where, name, getattr(case, name), f"{getattr(made[0], name)!r} for this case")
 
 
 def _lengths(where: str, value) -> tuple[list[int], tuple[int, int, int] | None]:

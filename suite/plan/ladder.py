@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from suite.plan.case import Case, series_key
+from suite.plan.case import MAX_SIZE, Case, series_key
 
 AUTO = {"min": 128, "max": 1 << 20}
 MIN_SPAN = 16.0  # docs/CLAIMS.md: a verdict needs a 16x span (suite.analyse.fits.MIN_SPAN; test_ladder holds them equal)
@@ -76,8 +76,8 @@ def parse_range(value, where: str, fail) -> tuple[int, int, int]:
             fail(where, f"seq_len.{key}", value[key], "min, max, step")
     low, high, step = value.get("min"), value.get("max"), value.get("step", 2)
     for name, v in (("seq_len.min", low), ("seq_len.max", high)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            fail(where, name, v, "an integer >= 1")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_SIZE:
+            fail(where, name, v, f"an integer from 1 to {MAX_SIZE}")
     if step not in STEPS:
         fail(where, "seq_len.step", step, ", ".join(map(str, STEPS)))
     if high < low * MIN_SPAN:

@@ -65,3 +65,34 @@ def test_a_resumed_plans_bad_setting_is_named_as_itself(tmp_path):
     err = refused(suite_in_process("run", "--resume", "bad", "--results-dir", str(tmp_path / "results"), "--no-report",
                                    cwd=tmp_path), "field 'threads' = 999 (allowed: 1..256)")
     assert "ladders" not in err
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda p: p["cases"][3].update(dtype="float8"), "cases[3]: field 'dtype' = 'float8' (allowed: float16"),
+    (lambda p: p["cases"][0].update(seq_len=10**30), "field 'seq_len' = 1000000000000000000000000000000"),
+    (lambda p: p["cases"][0].update(impl="*"), "field 'impl' = '*' (allowed: one variant and one of its"),
+    (lambda p: p["ladders"][1].update(min=7, max=8), "ladders[1]: field 'seq_len.max' = 8 (allowed: at least 16x"),
+    (lambda p: p["ladders"][0]["template"].update(mode="back"), "ladders[0].template: field 'mode' = 'back'"),
+])
+def test_a_resumed_plans_edited_case_is_named_before_any_work(tmp_path, edit, says):
+    """A hand-edited plan.json is judged by the grid's own rules: before, a bad dtype or mode became
+    error rows (exit 0) and a length past int64 broke the table's write after the run."""
+    run = tmp_path / "results" / "edited"
+    shutil.copytree(ROOT / "docs" / "runs" / "cpu-full", run)
+    plan = json.loads((run / RunDir.PLAN).read_text())
+    edit(plan)
+    (run / RunDir.PLAN).write_text(json.dumps(plan))
+    before = {f.name: f.read_bytes() for f in run.iterdir()}
+    refused(suite_in_process("run", "--resume", "edited", "--results-dir", str(tmp_path / "results"),
+                             "--no-report", cwd=tmp_path), "plan.json: ", says)
+    assert {f.name: f.read_bytes() for f in run.iterdir()} == before
+
+
+def test_a_grid_past_the_sizes_and_case_count_is_named(tmp_path):
+    grid = write_grid(tmp_path, '[[block]]\nvariant = ["full"]\nimpl = ["sdpa"]\nseq_len = [99999999999]\n')
+    refused(suite_in_process("run", "--grid", str(grid), "--dry-run", cwd=tmp_path),
+            "field 'seq_len' = 99999999999 (allowed: integers from 1 to 2147483647)")
+    lengths = ", ".join(str(16 * k) for k in range(1, 400))
+    grid = write_grid(tmp_path, f'[[block]]\nvariant = ["full"]\nseq_len = [{lengths}]\nnum_heads = [{lengths}]\n')
+    refused(suite_in_process("run", "--grid", str(grid), "--dry-run", cwd=tmp_path),
+            "at most 100000 cases in a grid")

@@ -143,7 +143,7 @@ def test_the_grid_crosses_kv_len_with_the_other_axes():
 
 
 @pytest.mark.parametrize("value,message", [
-    ([0], "field 'kv_len' = 0 (allowed: integers >= 1)"),
+    ([0], "field 'kv_len' = 0 (allowed: integers from 1 to 2147483647)"),
     ({"min": 64, "max": 1024}, "field 'kv_len' = {'min': 64, 'max': 1024} (allowed: a list of integers"),
 ])
 def test_a_bad_kv_len_names_the_field(value, message):

@@ -97,7 +97,7 @@ def test_truncated_and_corrupt_journal_lines_are_reported_and_rerun(tmp_path):
 BAD_CONFIGS = [
     ('[[block]]\nvariant = ["nope"]\n', "field 'variant' = 'nope' (allowed: full, sliding_window"),
     ('[[block]]\nvariant = ["linear"]\nimpl = ["sdpa"]\n', "field 'impl' = 'sdpa' (allowed: implementations of the chosen variants: dense, fla-core, native, triton)"),
-    ('[[block]]\nvariant = ["full"]\nseq_len = [0]\n', "field 'seq_len' = 0 (allowed: integers >= 1)"),
+    ('[[block]]\nvariant = ["full"]\nseq_len = [0]\n', "field 'seq_len' = 0 (allowed: integers from 1 to 2147483647)"),
     ('[[block]]\nvariant = ["gqa"]\nnum_heads = [8]\nnum_kv_heads = [3]\n', "field 'num_kv_heads' = 3 (allowed: a divisor of num_heads=8)"),
     ('[[block]]\nvariant = ["sliding_window"]\nparams = { window = [-1] }\n', "window=-1 out of range (allowed: >= 0)"),
     ('[[block]]\nvariant = ["sliding_window"]\nparams = { widnow = [3] }\n', "field 'params.widnow'"),
@@ -109,7 +109,7 @@ BAD_CONFIGS = [
     ('[[block]]\nparams = { widnow = [3] }\n', "field 'params.widnow' = [3] (allowed: parameters of the chosen variants"),
     ('[[block]]\nvariant = ["full"]\ncausal = [0]\n', "field 'causal' = 0 (allowed: true, false)"),
     ('[[block]]\nvariant = ["full"]\nnum_kv_heads = [2]\n', "field 'num_kv_heads' = [2] (allowed: only with"),
-    ('[[block]]\nvariant = ["full"]\nkv_len = [0]\n', "field 'kv_len' = 0 (allowed: integers >= 1)"),
+    ('[[block]]\nvariant = ["full"]\nkv_len = [0]\n', "field 'kv_len' = 0 (allowed: integers from 1 to 2147483647)"),
     ('[[block]]\nvariant = ["full"]\nmode = ["decode"]\nkv_len = [32]\n', "field 'mode' = 'decode' (allowed: fwd, fwd_bwd with kv_len"),
 ]
 
