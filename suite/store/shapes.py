@@ -9,6 +9,7 @@ the shape, or `[shape]` for a list of them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 NUMBER = (int, float)
@@ -56,7 +57,16 @@ def mismatch(data: object, shape: object, where: str = "") -> str | None:
     if isinstance(data, bool) and bool not in kinds or not isinstance(data, kinds):  # NB: True is an int to Python
         return _wrong(data, " or ".join(NAMES.get(kind, kind.__name__) for kind in kinds)
                       if kinds != NUMBER else "a number", where)
+    if kinds == NUMBER and not _finite(data):  # NB: 1e400 reads as inf, 10**400 as an int no float holds
+        return _wrong(data, "a finite number", where)
     return None
+
+
+def _finite(number: int | float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
 
 
 def _at(where: str, key: str) -> str:

@@ -7,13 +7,14 @@ written by earlier versions load too: `read` adds the columns they lack (see `_u
 from __future__ import annotations
 
 import json
+import numbers
 from pathlib import Path
 
 import pandas as pd
 
-from suite.plan.case import Case
+from suite.plan.case import KEY_KINDS, Case
 from suite.store import atomic
-from suite.store.row import COLUMNS, JSON_COLUMNS, Row, aggregate
+from suite.store.row import COLUMNS, JSON_COLUMNS, NUMERIC_COLUMNS, STATUSES, Row, aggregate
 
 LIST_COLUMNS = ("samples", "replicate_times_s")
 JOURNAL_BYTES = "suite_journal_bytes"  # the table's metadata: the size of the journal it was built from
@@ -64,9 +65,39 @@ def write(frame: pd.DataFrame, parquet: Path, csv: Path, journal_bytes: int = 0)
 
 
 def read(parquet: Path) -> pd.DataFrame:
+    """The table; ValueError naming the first column whose values are not of its kind."""
     frame = pd.read_parquet(parquet)
     frame.attrs.pop(JOURNAL_BYTES, None)
-    return _upgrade(frame)
+    return _check_kinds(_upgrade(frame))
+
+
+NUMBERS = [*(name for name, kind in KEY_KINDS.items() if kind in (int, float)),
+           *(name for name in NUMERIC_COLUMNS if name in COLUMNS)]  # NB: not a process's own (pid)
+TEXTS = ["case_id", *(name for name, kind in KEY_KINDS.items() if kind is str)]
+
+
+def _check_kinds(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame`, or ValueError where a column holds what its kind does not allow (a table written by
+    something else, or edited, must not reach the analysis with text where numbers go)."""
+    for col in NUMBERS:
+        values = frame[col]
+        if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+            wrong = values.dropna().map(lambda v: not isinstance(v, numbers.Real) or isinstance(v, bool))
+            if wrong.any():
+                raise ValueError(f"column {col} holds {_plain(values.dropna()[wrong].iloc[0])!r} (allowed: numbers)")
+    for col in TEXTS:
+        wrong = frame[col].map(lambda v: not isinstance(v, str))
+        if wrong.any():
+            raise ValueError(f"column {col} holds {_plain(frame[col][wrong].iloc[0])!r} (allowed: text)")
+    unknown = ~frame["status"].isin(STATUSES)
+    if unknown.any():
+        raise ValueError(f"column status holds {frame['status'][unknown].iloc[0]!r} (allowed: {', '.join(STATUSES)})")
+    return frame
+
+
+def _plain(value: object) -> object:
+    """A NumPy scalar as Python's own (np.True_ is shown as True)."""
+    return value.item() if hasattr(value, "item") else value
 
 
 def built_from(parquet: Path) -> int | None:

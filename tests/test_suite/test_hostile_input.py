@@ -96,3 +96,33 @@ def test_a_grid_past_the_sizes_and_case_count_is_named(tmp_path):
     grid = write_grid(tmp_path, f'[[block]]\nvariant = ["full"]\nseq_len = [{lengths}]\nnum_heads = [{lengths}]\n')
     refused(suite_in_process("run", "--grid", str(grid), "--dry-run", cwd=tmp_path),
             "at most 100000 cases in a grid")
+
+
+@pytest.mark.parametrize("column, value, says", [
+    ("time_s", "fast", "column time_s holds 'fast' (allowed: numbers)"),
+    ("seq_len", True, "column seq_len holds True (allowed: numbers)"),
+    ("variant", 7, "column variant holds 7 (allowed: text)"),
+    ("status", "great", "column status holds 'great' (allowed: ok, skipped"),
+])
+def test_a_tables_column_of_the_wrong_kind_is_named_by_every_reader(tmp_path, column, value, says):
+    import pandas as pd
+
+    run = tmp_path / "results" / "edited"
+    shutil.copytree(ROOT / "docs" / "runs" / "cpu-smoke", run)
+    frame = pd.read_parquet(run / RunDir.PARQUET)
+    frame[column] = [value] * len(frame)  # NB: Parquet holds one kind a column
+    frame.to_parquet(run / RunDir.PARQUET)
+    for command in (["card", "edited"], ["report", "edited"], ["compare", "edited", "edited"],
+                    ["export", "edited", "--format", "pytest-benchmark", "-o", str(tmp_path / "out.json")]):
+        refused(suite_in_process(*command, "--results-dir", str(tmp_path / "results"), cwd=tmp_path),
+                "results.parquet cannot be read", says)
+
+
+@pytest.mark.parametrize("number", ["1" + "0" * 400, "1e400", "NaN"])
+def test_a_probe_figure_no_float_holds_is_named(tmp_path, number):
+    run = tmp_path / "results" / "edited"
+    shutil.copytree(ROOT / "docs" / "runs" / "cpu-smoke", run)
+    probe = (run / RunDir.PROBE).read_text()
+    (run / RunDir.PROBE).write_text(probe.replace('"flops_per_s": 102015841149.52028', f'"flops_per_s": {number}', 1))
+    refused(suite_in_process("card", "edited", "--results-dir", str(tmp_path / "results"), cwd=tmp_path),
+            "field cpu.float32.flops_per_s holds", "not a finite number")
