@@ -42,6 +42,7 @@ CONFIRM_DOF = 3  # a confirmation needs this many degrees of freedom left to the
 # size or up to an octave below it (the tiles, the output and the intermediates share the cache):
 # the centre is chosen on this grid, and counts as a parameter of the fit
 CENTRES = (-1.0, -0.5, 0.0)
+TIE = 1e-6  # models whose SSE (of relative errors) differ by less than this share, or this RMS, fit alike (`best`)
 SCALE = 0.35
 INSIDE = 2  # a level is modelled where this many lengths lie an octave or more inside it
 EDGE = 1.5  # octaves below a level's size where its earliest step may begin to show
@@ -188,8 +189,13 @@ def best(x, y, top, hw: Machine | None, extra=None) -> Model:
     if top is None or not sizes:
         return fit(design(x, top, {}, hw, extra), y, None, _cap(top, hw))
     grid = itertools.product(*[[size + c for c in CENTRES] for size in sizes.values()])
-    return min((fit(design(x, top, dict(zip(sizes, centres)), hw, extra), y, dict(zip(sizes, centres)), _cap(top, hw))
-                for centres in grid), key=lambda m: m.sse)
+    models = [fit(design(x, top, dict(zip(sizes, centres)), hw, extra), y, dict(zip(sizes, centres)), _cap(top, hw))
+              for centres in grid]
+    least = min(m.sse for m in models)
+    # NB: a step the fit leaves at zero fits alike at every centre; the last bits of the SSE, which differ
+    # with the BLAS kernel (AVX2 or AVX-512), must not choose it: among ties, the centre on the level's size
+    return min((m for m in models if m.sse <= least * (1 + TIE) + len(y) * TIE**2),
+               key=lambda m: sum(abs(c - sizes[level]) for level, c in m.centres.items()))
 
 
 def _cap(top: float | None, hw: Machine | None) -> tuple[str, float] | None:

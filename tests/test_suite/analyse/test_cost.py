@@ -91,6 +91,20 @@ def test_a_cache_is_said_to_be_passed_only_where_its_step_is_measured():
         assert list(stepped.steps) == ["L2"] and "L2 passed at n ≈" in cost.explain(stepped, 1.0)
 
 
+def test_a_step_the_fit_leaves_at_zero_sits_on_its_level_whatever_the_last_bits():
+    """Where no step is measured, every centre fits alike: SSEs a few ulps apart (the BLAS kernel's,
+    AVX2 or AVX-512) chose it, and the held centre moved a card's intervals (linear/dense 97% or 99%)."""
+    hw = machine(X)
+    size = hw.levels()[0]["L2"]
+    for k in range(8):
+        y = (1e-3 + 1e-9 * X**2) * (1 + 0.02 * k)
+        wobble = 1 + np.random.default_rng(k).uniform(-1e-13, 1e-13, len(X))
+        model = cost.best(X, y * wobble, 2.0, hw)
+        coef = dict(zip(model.names, model.coef))
+        assert coef["L2 step"] < 1e-9 * coef["n^2"]
+        assert model.centres == {"L2": size}, (k, model.centres)
+
+
 def test_a_rate_that_keeps_falling_past_every_cache_is_not_the_machines():
     y = noisy(1e-6 * X * _step(X, AMD["L2"]["bytes"], 0.4) * (X / X[0]) ** 0.25)
     result = cost.judge(X, y, 1.0, machine(X), bootstrap=0)
