@@ -56,6 +56,29 @@ def test_a_refuted_series_shows_intervals_of_the_model_it_shows():
         assert result.share_lo[name] - 1e-9 <= share <= result.share_hi[name] + 1e-9, (name, share)
 
 
+@pytest.mark.parametrize("share, verdict", [(0.02, "confirmed"), (0.03, "confirmed"), (0.08, "refuted")])
+def test_a_higher_term_refutes_only_where_it_carries_a_share_worth_naming(share, verdict):
+    """n^2 planted at 2-3% of the largest length's time, in 0.2% noise: needed by the F test (p < 1e-6),
+    but under MIN_HIGHER_SHARE (5%), a sliver no reader would call the path's complexity; at 8% it refutes."""
+    y = noisy(1e-6 * X * (1 + share / (1 - share) * X / X[-1]), sigma=0.002)
+    result = cost.judge(X, y, 1.0, bootstrap=0)
+    assert result.higher == "n^2" and result.higher_p < 1e-6 and result.higher_share == pytest.approx(share, abs=0.005)
+    assert result.verdict == verdict, result.why
+
+
+def test_the_levels_a_span_shows_whole_and_those_at_its_top_edge():
+    """Working sets of 2^14..2^26 bytes: L1d (2^15) has one length an octave inside it, too few to place
+    a step; L2 (2^20) and L3 (2^25) have INSIDE below and two past; ending at 2^25 or 2^24, L3 is at the top edge (EDGE
+    octaves below its size), not at 2^22."""
+    caches = {"L1d": {"bytes": 2**15}, "L2": {"bytes": 2**20}, "L3": {"bytes": 2**25}}
+    whole = cost.Machine(2.0 ** np.arange(14, 27), caches)
+    assert whole.levels() == ({"L2": 20.0, "L3": 25.0}, {})
+    assert cost.Machine(2.0 ** np.arange(14, 26), caches).levels() == ({"L2": 20.0}, {"L3": 25.0})
+    assert cost.Machine(2.0 ** np.arange(14, 25), caches).levels() == ({"L2": 20.0}, {"L3": 25.0})  # EDGE octaves
+    assert cost.Machine(2.0 ** np.arange(14, 23), caches).levels() == ({"L2": 20.0}, {})
+    assert cost.Machine(2.0 ** np.arange(13, 27), caches).levels()[0] == {"L1d": 15.0, "L2": 20.0, "L3": 25.0}
+
+
 def test_a_time_growing_slower_than_the_claim_is_never_refuted():
     """n^1.5 claimed, time all per-row cost (a path whose blocks' overhead hides its leading term):
     inconclusive, saying what would tell, at the test's level; never refuted."""

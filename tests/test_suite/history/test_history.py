@@ -243,6 +243,33 @@ def test_two_nights_past_the_band_or_three_inside_it_are_no_change(tail):
     assert changes.classify(len(y), changes.change_points(y)) == "no change"
 
 
+def _alternating(robust_sd: float, count: int = 20) -> np.ndarray:
+    """A level whose median is 0 and robust sd (MAD x 1.4826) exactly `robust_sd`: ±a in turn."""
+    a = robust_sd / 1.482602218505602
+    return np.array([a if i % 2 else -a for i in range(count)])
+
+
+@pytest.mark.parametrize("beyond, flagged", [(0.095, True), (0.07, False), (-0.095, True), (-0.07, False)])
+def test_the_band_is_two_robust_sds_where_the_level_is_noisier_than_the_threshold(beyond, flagged):
+    """A level of robust sd 4%: its band is 8% (BAND x sd), not the 5% threshold: three nights 7% slow
+    are inside it, three 9.5% slow beyond it (a band of 1.5 or 3 sds fails one of these)."""
+    y = np.concatenate([_alternating(0.04), [beyond] * changes.TAIL])
+    change = changes.tail_change(y, "time", changes.THRESHOLD["time"])
+    assert (change is not None) == flagged, change
+    if flagged:
+        assert change.slower == (beyond > 0) and (change.before, change.after) == (19, 20)
+
+
+def test_the_tail_is_judged_only_against_a_level_of_min_points():
+    """A level that began six points before the tail (a change point there) is too short to give a band:
+    the tail is not judged against it, however far beyond it lies."""
+    y = np.concatenate([_alternating(0.01, 14), 0.3 + _alternating(0.01, 6), [0.6] * changes.TAIL])
+    assert [c.after for c in changes.level_changes(y[:-changes.TAIL], "time", changes.THRESHOLD["time"])] == [14]
+    assert changes.tail_change(y, "time", changes.THRESHOLD["time"]) is None
+    longer = np.concatenate([_alternating(0.01, 14), 0.3 + _alternating(0.01, changes.MIN_POINTS), [0.6] * changes.TAIL])
+    assert changes.tail_change(longer, "time", changes.THRESHOLD["time"]) is not None
+
+
 # ------------------------------------------------------------------ check and report
 @pytest.fixture(scope="module")
 def history(tmp_path_factory) -> Path:
@@ -270,6 +297,19 @@ def test_check_exits_1_naming_the_slowdowns_their_size_and_commits(history, caps
     assert any("linear/native" in line and "exponent in n +0.3" in line for line in lines)
     together = [float(m.group(1)) for line in lines if (m := re.search(r"full/sdpa.* its lengths together \+([\d.]+)%", line))]
     assert len(together) == 1 and 15 < together[0] < 25, together  # planted: +20% at every length
+
+
+def test_check_names_only_the_newest_change_of_a_series_that_stepped_twice(tmp_path, capsys):
+    """full/sdpa 20% slower from run 8 (an old change, long since the level) and 20% more from run 17:
+    check names the second, at its commits; the first is history, not a regression to act on."""
+    db = tmp_path / "h.duckdb"
+    for i in range(20):
+        store.add(db, synthetic_run(i, **({"slower": {"full": 1.2 if i < 17 else 1.44}} if i >= 8 else {})))
+    assert check(db) == 1
+    lines = [line for line in capsys.readouterr().out.splitlines() if "full/sdpa" in line]
+    assert lines and all(line.startswith("REGRESSION") for line in lines), lines
+    assert all(f"in {commit_of(16)[:10]}..{commit_of(17)[:10]}" in line for line in lines), lines
+    assert len(lines) == 4 + 1  # full's four lengths and their lengths together
 
 
 def test_a_slowdown_with_no_commit_between_is_the_machines_and_only_warns(tmp_path, capsys):
