@@ -195,6 +195,7 @@ def stored_table() -> pd.DataFrame:
             frame[col] = None
     frame["samples"] = frame["time_s"].map(lambda t: [t] if t == t and t is not None else None)
     frame["time_min_s"] = frame["time_s"]
+    frame["case_id"] = [f"{r.variant}-{r.impl}-{r.seq_len}-{r.status}" for r in frame.itertuples()]  # text, as a run's
     return frame
 
 
