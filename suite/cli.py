@@ -60,6 +60,7 @@ def _job(args: argparse.Namespace) -> Job:
         run = RunDir.started(Path(args.results_dir), args.resume)
         plan = runner.load(run)
         plugins.require(plan.plugins, args.plugin, run.name)
+        grids.check_plan(plan.cases, plan.ladders, str(run.path / RunDir.PLAN))  # NB: an edited plan fails here, not in a worker
         _check_threads(plan.settings.threads, "plan.json settings.threads", args.executor)
         return Job(run, plan.cases, plan.settings, plan.plugins, f"{plan.grid} (resumed)", ladders=plan.ladders)
     grid = grids.resolve(args.grid or "smoke", devices=args.device, only_variants=args.variant)
