@@ -10,7 +10,11 @@ from suite.machine.device import DEVICES
 
 
 def csv_list(text: str) -> list[str]:
-    return [x for x in text.split(",") if x]
+    """Comma-separated names; argparse names the option and exits 2 where there are none (`--device ,`)."""
+    names = [x for x in text.split(",") if x]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} names nothing (allowed: comma-separated names)")
+    return names
 
 
 def build_parser(commands: dict) -> argparse.ArgumentParser:

@@ -117,6 +117,9 @@ def load(spec: str) -> dict:
         raise ConfigError(f"{path}: malformed {kind}: {err}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a table/mapping, got {type(data).__name__}")
+    if not data:  # NB: an empty file would plan every variant at its defaults; [[block]] = {} says so on purpose
+        raise ConfigError(f"{path}: empty (allowed: [settings], [defaults] and [[block]] tables; "
+                          "[[block]] alone runs every variant at its defaults)")
     return data
 
 

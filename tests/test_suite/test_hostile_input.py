@@ -126,3 +126,12 @@ def test_a_probe_figure_no_float_holds_is_named(tmp_path, number):
     (run / RunDir.PROBE).write_text(probe.replace('"flops_per_s": 102015841149.52028', f'"flops_per_s": {number}', 1))
     refused(suite_in_process("card", "edited", "--results-dir", str(tmp_path / "results"), cwd=tmp_path),
             "field cpu.float32.flops_per_s holds", "not a finite number")
+
+
+def test_an_empty_grid_file_and_an_empty_name_list_are_named(tmp_path):
+    """An empty file planned every variant at its defaults (82 cases); `--device ,` listed for no device."""
+    grid = tmp_path / "empty.toml"
+    grid.write_text("# nothing yet\n")
+    refused(suite_in_process("run", "--grid", str(grid), "--dry-run", cwd=tmp_path), ": empty (allowed:")
+    for command in (["list", "--device", ","], ["run", "--grid", "smoke", "--variant", ",", "--dry-run"]):
+        refused(suite_in_process(*command, cwd=tmp_path), "',' names nothing")
