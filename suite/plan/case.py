@@ -89,7 +89,10 @@ class Case:
         fields["params"] = tuple(sorted(fields.get("params", {}).items()))
         for name, kind in OPTIONAL.items():  # NB: NaN or absent in a table where no case has them
             value = fields.get(name)
-            fields[name] = None if value is None or value != value else kind(value)
+            try:
+                fields[name] = None if value is None or value != value else kind(value)
+            except OverflowError:
+                raise ValueError(f"case field {name} = {value!r:.40}: too large") from None
         return cls(**fields)
 
 

@@ -237,7 +237,9 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
                         spec.resolve(length, pvals)
                     except ValueError as err:
                         raise ConfigError(f"{where}: {err}") from None
-                for kv, n_k, f in itertools.product(_kv_heads(spec, h, kv_values, where), kv_lens, fractions):
+                    except OverflowError:  # NB: an integer no float holds
+                        _fail(where, "params", f"{pvals!r:.60}…", "numbers a float holds")
+                for kv, n_k, f in itertools.product(_kv_heads(spec, h, kv_values, where, pvals), kv_lens, fractions):
                     case = Case(spec.name, impl, dev, dt, m, b, n, h, kv, d, c, tuple(sorted(pvals.items())), n_k, f)
                     yield case, Ladder(case, *climb) if climb else None
 
@@ -261,9 +263,10 @@ def check_case(case: Case, where: str) -> None:
     if spec.kv_heads == "divides":
         axes["num_kv_heads"] = [case.num_kv_heads]
     made = [one for one, _ in _expand(axes, where, None)]
-    if len(made) != 1:  # NB: "*" as a variant or an implementation is a wildcard in a grid, not a case
-        name = "impl" if case.variant != "*" else "variant"
-        _fail(where, name, getattr(case, name), "one variant and one of its implementations")
+    if not made and case.mode == "decode" and case.causal:  # NB: the grid leaves these out (the same as not causal)
+        _fail(where, "causal", case.causal, "false with mode decode")
+    if len(made) != 1:  # NB: "*" as an implementation is a wildcard in a grid, not a case ("*" as a variant fails above)
+        _fail(where, "impl", case.impl, "one of the variant's implementations")
     for name in ("num_kv_heads", *case.key):
         if made[0] != case and getattr(made[0], name) != getattr(case, name):
             _fail(where, name, getattr(case, name), f"{getattr(made[0], name)!r} for this case")
@@ -334,17 +337,19 @@ def _check_block(specs, explicit: bool, impls: list, params: dict, kv_values, wh
                   + ", ".join(n for n in variants.names() if variants.get(n).kv_heads == "divides") + ")")
 
 
-def _kv_heads(spec, heads: int, values: list[int] | None, where: str) -> list[int]:
-    """KV heads of a case: H for ordinary attention, 1 for MQA, the axis (or H/4) for GQA."""
+def _kv_heads(spec, heads: int, values: list[int] | None, where: str, params: dict) -> list[int]:
+    """KV heads of a case: H for ordinary attention, 1 for MQA, the axis (or its `groups`, or H/4) for GQA."""
     if spec.kv_heads == "equal":
         return [heads]
     if spec.kv_heads == "one":
         return [1]
     if values is None:
-        values = [max(1, heads // 4) if heads % 4 == 0 else 1]
+        values = [params["groups"]] if "groups" in params else [max(1, heads // 4) if heads % 4 == 0 else 1]
     for kv in values:
         if heads % kv:
             _fail(where, "num_kv_heads", kv, f"a divisor of num_heads={heads}")
+        if params.get("groups", kv) != kv:
+            _fail(where, "num_kv_heads", kv, f"params.groups = {params['groups']} (the same KV heads)")
     return values
 
 

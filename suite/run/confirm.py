@@ -10,6 +10,7 @@ import time
 import pandas as pd
 
 from suite.analyse import regression
+from suite.plan.grid import check_plan
 from suite.run import runner
 from suite.store.rundir import RunDir
 
@@ -27,6 +28,7 @@ def confirm(verdict: regression.Verdict, base: pd.DataFrame, new: RunDir, rule: 
     by_id = {case.case_id: case for case in plan.cases}
     cases = [by_id[case_id] for case_id in flagged["case_id"] if case_id in by_id]
     plugins.require(plan.plugins, list(given_plugins), new.name)
+    check_plan(cases, [], str(new.path / RunDir.PLAN))  # NB: as --resume does: an edited case fails here
     rerun = RunDir.new(new.path.parent, f"{new.name}-confirm-{time.strftime('%H%M%S')}")
     rerun.path.mkdir(parents=True)
     print(f"confirming {len(cases)} flagged case(s) in {rerun.path}", file=out)

@@ -70,7 +70,13 @@ def test_a_resumed_plans_bad_setting_is_named_as_itself(tmp_path):
 @pytest.mark.parametrize("edit, says", [
     (lambda p: p["cases"][3].update(dtype="float8"), "cases[3]: field 'dtype' = 'float8' (allowed: float16"),
     (lambda p: p["cases"][0].update(seq_len=10**30), "field 'seq_len' = 1000000000000000000000000000000"),
-    (lambda p: p["cases"][0].update(impl="*"), "field 'impl' = '*' (allowed: one variant and one of its"),
+    (lambda p: p["cases"][0].update(impl="*"), "field 'impl' = '*' (allowed: one of the variant's implementations)"),
+    (lambda p: p["cases"][0]["params"].update(window=10**400) if p["cases"][0]["variant"] == "sliding_window"
+     else p["cases"][0].update(variant="sliding_window", impl="native", params={"window": 10**400}),
+     "cases[0]: field 'params' = \"{'window': 1000"),
+    (lambda p: p["cases"][0].update(valid_fraction=10**400), "cases[0]: case field valid_fraction = 1000"),
+    (lambda p: p["cases"][0].update(mode="decode", causal=True, variant="full", impl="sdpa"),
+     "field 'causal' = True (allowed: false with mode decode)"),
     (lambda p: p["ladders"][1].update(min=7, max=8), "ladders[1]: field 'seq_len.max' = 8 (allowed: at least 16x"),
     (lambda p: p["ladders"][0]["template"].update(mode="back"), "ladders[0].template: field 'mode' = 'back'"),
 ])
@@ -84,7 +90,7 @@ def test_a_resumed_plans_edited_case_is_named_before_any_work(tmp_path, edit, sa
     (run / RunDir.PLAN).write_text(json.dumps(plan))
     before = {f.name: f.read_bytes() for f in run.iterdir()}
     refused(suite_in_process("run", "--resume", "edited", "--results-dir", str(tmp_path / "results"),
-                             "--no-report", cwd=tmp_path), "plan.json: ", says)
+                             "--no-report", cwd=tmp_path), "plan.json", says)
     assert {f.name: f.read_bytes() for f in run.iterdir()} == before
 
 
@@ -135,3 +141,13 @@ def test_an_empty_grid_file_and_an_empty_name_list_are_named(tmp_path):
     refused(suite_in_process("run", "--grid", str(grid), "--dry-run", cwd=tmp_path), ": empty (allowed:")
     for command in (["list", "--device", ","], ["run", "--grid", "smoke", "--variant", ",", "--dry-run"]):
         refused(suite_in_process(*command, cwd=tmp_path), "',' names nothing")
+
+
+def test_gqas_groups_give_its_kv_heads_and_a_different_axis_is_named(tmp_path):
+    """params.groups = 4 with H = 8 planned H/4 = 2 KV heads, a case every worker then refused."""
+    body = '[[block]]\nvariant = ["gqa"]\nimpl = ["native"]\nnum_heads = [8]\nparams = {groups = [4]}\n'
+    res = suite_in_process("run", "--grid", str(write_grid(tmp_path, body)), "--dry-run", cwd=tmp_path)
+    assert res.returncode == 0 and "H=8/4" in res.stdout, res.stdout + res.stderr
+    grid = write_grid(tmp_path, body + "num_kv_heads = [2]\n", name="u")
+    refused(suite_in_process("run", "--grid", str(grid), "--dry-run", cwd=tmp_path),
+            "field 'num_kv_heads' = 2 (allowed: params.groups = 4")
