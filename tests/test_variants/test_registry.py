@@ -58,6 +58,14 @@ def test_bad_parameters_name_field_value_and_range(params, match):
         spec.attention(q, k, v, impl="native", **params)
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_float_parameter_must_be_finite(value):
+    """A NaN passes every comparison with a range (sigma >= 0 is False, and so is sigma < 0)."""
+    spec = variants.get("rfa")
+    with pytest.raises(ValueError, match=f"sigma={value!r} must be a finite number"):
+        spec.resolve(16, {"sigma": value})
+
+
 def test_parameter_limits_that_depend_on_n_or_other_parameters():
     with pytest.raises(ValueError, match="tokens=40 out of range \\(allowed: 0..32 for n=32\\)"):
         variants.get("global").mask(32, tokens=40)

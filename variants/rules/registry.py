@@ -8,6 +8,7 @@ the human-readable reasons it cannot run; an empty list means it can.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -78,6 +79,8 @@ class VariantSpec:
                 raise ValueError(
                     f"{self.name}: parameter {p.name}={value!r} must be {p.kind.__name__}"
                 )
+            if not math.isfinite(value):  # NB: nan passes any comparison with the range below
+                raise ValueError(f"{self.name}: parameter {p.name}={value!r} must be a finite number")
             value = p.kind(value)
             upper = p.maximum(seq_len) if p.maximum is not None else None
             if value < p.minimum or (upper is not None and value > upper):
