@@ -4,9 +4,21 @@ the rule for names that become paths (run ids, grid names, fingerprints)."""
 from __future__ import annotations
 
 import re
+import reprlib
 
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 NAME_RULE = "1-128 letters, digits, '.', '_', '-', not starting with '.' or '-'"
+
+
+_SHOWN = reprlib.Repr()  # a value as an error shows it: its first items, a few levels deep, never the whole
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxtuple, _SHOWN.maxdict = 2, 6, 6, 6
+_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 120, 120, 60
+
+
+def shown(value: object) -> str:
+    """repr(value), cut short: a YAML grid's aliases can nest a list of 10⁹ items in a few lines, whose
+    whole repr ran a reading out of memory."""
+    return _SHOWN.repr(value)
 
 
 class UsageError(ValueError):
@@ -17,5 +29,5 @@ def check_name(field: str, value: object) -> str:
     """`value` as one path component, or UsageError naming the field, the value and the rule:
     no separator and no '..', so nothing is written outside the folder it is meant for."""
     if not isinstance(value, str) or not NAME.fullmatch(value) or value in (".", ".."):
-        raise UsageError(f"{field} {value!r} (allowed: {NAME_RULE})")
+        raise UsageError(f"{field} {shown(value)} (allowed: {NAME_RULE})")
     return value

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 import variants
+from suite.errors import shown
 from variants.rules import valid_lengths
 
 from variants.rules import MODES  # noqa: F401  (re-exported: the modes a case may have)
@@ -112,11 +113,11 @@ def checked_key(key: object) -> dict:
         raise ValueError(f"case fields: unknown {unknown}, missing {missing} (known: {', '.join(KEY_KINDS)})")
     for name, value in key.items():
         if not _is_kind(value, KEY_KINDS[name], optional=name in OPTIONAL):
-            raise ValueError(f"case field {name} = {value!r}: not {KEY_KINDS[name].__name__}")
+            raise ValueError(f"case field {name} = {shown(value)}: not {KEY_KINDS[name].__name__}")
     params = key.get("params", {})
     for name, value in params.items():
         if not isinstance(name, str) or not isinstance(value, (str, int, float, bool)):
-            raise ValueError(f"case field params: {name!r} = {value!r} (allowed: names with numbers, text or true/false)")
+            raise ValueError(f"case field params: {name!r} = {shown(value)} (allowed: names with numbers, text or true/false)")
     return dict(key)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import variants
-from suite.errors import UsageError, check_name
+from suite.errors import UsageError, check_name, shown
 from suite.plan import ladder as ladders
 from suite.plan.case import DTYPES, MAX_SIZE, MODES, Case
 from suite.plan.ladder import Ladder
@@ -70,7 +70,7 @@ class Grid:
 
 
 def _fail(where: str, name: str, value: Any, allowed: str) -> None:
-    raise ConfigError(f"{where}: field '{name}' = {value!r} (allowed: {allowed})")
+    raise ConfigError(f"{where}: field '{name}' = {shown(value)} (allowed: {allowed})")
 
 
 def _as_list(where: str, name: str, value: Any) -> list:
@@ -129,6 +129,9 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
     for key in data:
         if key not in TOP_LEVEL:
             _fail(source or "grid", key, "…", f"top-level keys {', '.join(TOP_LEVEL)}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        _fail(source or "grid", "description", description, "text")
     settings = _settings(data.get("settings", {}), f"{source}: [settings]")
     defaults = data.get("defaults", {})
     _check_axes(defaults, f"{source}: [defaults]")
@@ -162,7 +165,7 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
         check_name(f"{source or 'grid'}: field 'name' =", name)
     except UsageError as err:
         raise ConfigError(str(err)) from None
-    return Grid(name=str(name), description=str(data.get("description", "")), settings=settings,
+    return Grid(name=str(name), description=description, settings=settings,
                 cases=tuple(cases.values()), source=source, blocks=tuple(blocks), ladders=tuple(found.values()))
 
 

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from suite.errors import UsageError
+from suite.errors import UsageError, shown
 from suite.machine.allocator import MODES as ALLOCATORS
 
 
@@ -56,14 +56,14 @@ def validate(raw: Any, where: str) -> dict[str, Any]:
     values = {}
     for key, value in raw.items():
         if key not in LIMITS:
-            raise UsageError(f"{where}: field '{key}' = {value!r} (allowed: {', '.join(LIMITS)})")
+            raise UsageError(f"{where}: field '{key}' = {shown(value)} (allowed: {', '.join(LIMITS)})")
         kind, low, high = LIMITS[key]
         if key == "allocator":
             if value not in ALLOCATORS:
-                raise UsageError(f"{where}: field 'allocator' = {value!r} (allowed: {', '.join(ALLOCATORS)})")
+                raise UsageError(f"{where}: field 'allocator' = {shown(value)} (allowed: {', '.join(ALLOCATORS)})")
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
-            raise UsageError(f"{where}: field '{key}' = {value!r} (allowed: a number ({kind.__name__}) in {low}..{high})")
+            raise UsageError(f"{where}: field '{key}' = {shown(value)} (allowed: a number ({kind.__name__}) in {low}..{high})")
         elif not low <= value <= high:
-            raise UsageError(f"{where}: field '{key}' = {value!r} (allowed: {low}..{high})")
+            raise UsageError(f"{where}: field '{key}' = {shown(value)} (allowed: {low}..{high})")
         values[key] = value
     return values

@@ -46,7 +46,8 @@ class RunDir:
     BANDWIDTH = "bandwidth.json"  # per device: the bandwidth probe (suite.machine.stream); absent in older runs
     SAVED = (PARQUET, CSV, ENV, PLAN, PROBE, BANDWIDTH, LADDERS)  # what a baseline keeps and a report copies
     SHAPES = {ENV: shapes.ENV, PROBE: shapes.PROBE, BANDWIDTH: shapes.BANDWIDTH, LADDERS: shapes.LADDERS,
-              BASELINE: shapes.BASELINE}  # what each JSON file holds (plan.json: suite.run.runner.load)
+              BASELINE: shapes.BASELINE, PLAN: shapes.PLAN}  # what each JSON file holds (plan.json's cases and
+    # settings: suite.run.runner.load)
 
     def __init__(self, path: Path):
         self.path = Path(path)

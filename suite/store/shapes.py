@@ -35,6 +35,9 @@ BANDWIDTH = Each({"bytes_per_s": NUMBER, "spread": NUMBER, "kernel": str, "cache
                                      "rounds": [NUMBER], "spread": NUMBER})})
 LADDERS = {"ladders": [{"series": str, "label": str, "stop": str, "why": str, "lengths": [int],
                         "template": dict, "min": int, "max": int, "step": int}]}
+PLAN = {"grid": str, "source": str, "description": str, "grid_id": str, "grid_cases": int, "grid_index": [int],
+        "settings": dict, "plugins": [str], "cases": list, "ladders": [dict], "shard": {"k": int, "n": int},
+        "grid_cases_held": int, "merged_from": [str], "shards": list, "complete": bool}  # (suite.plan.plan.PLAN_FIELDS)
 BASELINE = {"run": str, "git_commit": TEXT_OR_NONE, "fingerprint_id": str, "grid": str, "saved_at": str}
 
 

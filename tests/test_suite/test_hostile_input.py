@@ -151,3 +151,32 @@ def test_gqas_groups_give_its_kv_heads_and_a_different_axis_is_named(tmp_path):
     grid = write_grid(tmp_path, body + "num_kv_heads = [2]\n", name="u")
     refused(suite_in_process("run", "--grid", str(grid), "--dry-run", cwd=tmp_path),
             "field 'num_kv_heads' = 2 (allowed: params.groups = 4")
+
+
+def _aliased(levels: int) -> str:
+    """A YAML list whose aliases nest 10**levels items in a few lines (a 'billion laughs')."""
+    items = ["&a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    items += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels + 1)]
+    return "[" + ", ".join(items) + "]"
+
+
+@pytest.mark.parametrize("where", ["description: BOMB\n", "defaults: {batch: BOMB}\n",
+                                   "block:\n  - {variant: [sliding_window], impl: [native], params: {window: BOMB}}\n"])
+def test_a_yaml_grid_of_nested_aliases_is_named_in_a_short_line(tmp_path, where):
+    """Its whole repr (or str) ran a dry run out of memory after a minute; the error shows a few items."""
+    grid = tmp_path / "bomb.yaml"
+    body = "name: bomb\n" + where.replace("BOMB", _aliased(8))
+    if "block" not in where:
+        body += "block:\n  - {variant: [full], impl: [sdpa]}\n"
+    grid.write_text(body)
+    says = refused(suite_in_process("run", "--grid", str(grid), "--dry-run", cwd=tmp_path), "bomb.yaml")
+    assert len(says) < 2000, says
+
+
+def test_a_plan_whose_description_is_not_text_is_named(tmp_path):
+    run = tmp_path / "results" / "edited"
+    shutil.copytree(ROOT / "docs" / "runs" / "cpu-smoke", run)
+    plan = json.loads((run / RunDir.PLAN).read_text())
+    (run / RunDir.PLAN).write_text(json.dumps({**plan, "description": ["a", "list"]}))
+    refused(suite_in_process("card", "edited", "--results-dir", str(tmp_path / "results"), cwd=tmp_path),
+            "plan.json", "field description holds")

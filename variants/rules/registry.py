@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -70,22 +71,22 @@ class VariantSpec:
             if p.choices is not None:
                 if value not in p.choices:
                     allowed = ", ".join(map(repr, p.choices))
-                    raise ValueError(f"{self.name}: parameter {p.name}={value!r} (allowed: {allowed})")
+                    raise ValueError(f"{self.name}: parameter {p.name}={reprlib.repr(value)} (allowed: {allowed})")
                 out[p.name] = value
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or (
                 p.kind is int and not float(value).is_integer()
             ):
                 raise ValueError(
-                    f"{self.name}: parameter {p.name}={value!r} must be {p.kind.__name__}"
+                    f"{self.name}: parameter {p.name}={reprlib.repr(value)} must be {p.kind.__name__}"
                 )
             if not math.isfinite(value):  # NB: nan passes any comparison with the range below
-                raise ValueError(f"{self.name}: parameter {p.name}={value!r} must be a finite number")
+                raise ValueError(f"{self.name}: parameter {p.name}={reprlib.repr(value)} must be a finite number")
             value = p.kind(value)
             upper = p.maximum(seq_len) if p.maximum is not None else None
             if value < p.minimum or (upper is not None and value > upper):
                 allowed = f">= {p.minimum}" if upper is None else f"{p.minimum}..{upper} for n={seq_len}"
-                raise ValueError(f"{self.name}: parameter {p.name}={value!r} out of range (allowed: {allowed})")
+                raise ValueError(f"{self.name}: parameter {p.name}={reprlib.repr(value)} out of range (allowed: {allowed})")
             out[p.name] = value
         if self.check_fn is not None:
             self.check_fn(seq_len, out)
@@ -198,7 +199,7 @@ class VariantSpec:
             cross = {"kv_len": kv_len}
         for field_name, value in (("batch", batch), ("num_heads", num_heads), ("head_dim", head_dim)):
             if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{field_name}={value!r} must be a positive int")
+                raise ValueError(f"{field_name}={reprlib.repr(value)} must be a positive int")
         resolved = self.resolve(seq_len, params)
         kv = kv_heads_for(self, num_heads, num_kv_heads, resolved)
         forward = self.theory_fn(
