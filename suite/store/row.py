@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from suite.plan.case import Case
+from suite.plan.settings import LIMITS
 
 PROCESS = {"table": False}  # metadata: a field of one process's row, not of the case's table row
 CASE_FIELDS = tuple(f.name for f in fields(Case))
@@ -106,6 +107,8 @@ class Row:
                 raise ValueError(f"field {name} = {str(value)[:60]!r}: not {KINDS[name]}")
         if measured.get("status", "ok") not in STATUSES:
             raise ValueError(f"field status = {measured['status']!r} (known: {', '.join(STATUSES)})")
+        if not 0 <= measured.get("replicate", 0) < MAX_REPLICATES:  # NB: one past the plan's would add a process
+            raise ValueError(f"field replicate = {measured['replicate']!r} (allowed: 0..{MAX_REPLICATES - 1})")
         return cls(case, **measured)
 
     @classmethod
@@ -115,6 +118,7 @@ class Row:
 
 
 MEASURED = tuple(f.name for f in fields(Row) if f.name != "case")
+MAX_REPLICATES = int(LIMITS["replicates"][2])  # a process's replicate is below a grid's largest count
 KINDS = {f.name: str(f.type) for f in fields(Row) if f.name != "case"}  # "float | None", "list[float] | None", …
 # killed: the worker was killed from outside the suite (not by the kernel's OOM killer); --resume runs it again
 STATUSES = ("ok", "skipped", "invalid", "oom", "timeout", "error", "killed", "not_run")

@@ -365,7 +365,8 @@ def test_a_damaged_sidecar_file_is_named_and_nothing_is_written(tmp_path, name, 
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before and not (tmp_path / "reports").exists()
 
 
-@pytest.mark.parametrize("field, value", [("params", "abc"), ("replicate", "0"), ("samples", ["x"]),
+@pytest.mark.parametrize("field, value", [("params", "abc"), ("replicate", "0"), ("replicate", -1), ("replicate", 64),
+                                          ("samples", ["x"]),
                                           ("status", "great"), ("time_s", "fast"), ("op_seconds", [1])])
 @pytest.mark.slow
 def test_a_journal_line_with_a_bad_field_is_named_and_the_rest_kept(tmp_path, field, value):
