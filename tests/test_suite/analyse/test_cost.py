@@ -129,6 +129,17 @@ def test_a_step_the_fit_leaves_at_zero_sits_on_its_level_whatever_the_last_bits(
         assert model.centres == {"L2": size}, (k, model.centres)
 
 
+
+@pytest.mark.parametrize("rise", [0.001, 0.01, 0.1])
+def test_a_step_the_fit_measures_off_the_levels_size_is_no_tie(rise):
+    """The tie's width has an upper bound too: a step of 0.1% of the time, planted an octave below L2's size
+    (no noise), is found there, not moved onto the level's size (a TIE of 1e-4 moved it: SSE 6e-8)."""
+    hw = machine(X)
+    size = hw.levels()[0]["L2"]
+    cols = cost.design(X, 1.0, {"L2": size - 1.0}, hw)
+    y = 1e-3 * (0.01 * cols["call"] + cols["n^1"] + rise * cols["L2 step"])
+    assert cost.best(X, y, 1.0, hw).centres == {"L2": size - 1.0}
+
 def test_a_rate_that_keeps_falling_past_every_cache_is_not_the_machines():
     y = noisy(1e-6 * X * _step(X, AMD["L2"]["bytes"], 0.4) * (X / X[0]) ** 0.25)
     result = cost.judge(X, y, 1.0, machine(X), bootstrap=0)
