@@ -3,6 +3,7 @@ the rule for names that become paths (run ids, grid names, fingerprints)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import reprlib
 
@@ -10,7 +11,20 @@ NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 NAME_RULE = "1-128 letters, digits, '.', '_', '-', not starting with '.' or '-'"
 
 
-_SHOWN = reprlib.Repr()  # a value as an error shows it: its first items, a few levels deep, never the whole
+class _Shown(reprlib.Repr):
+    """reprlib's cut-short repr, with a table's keys in the order they were written (reprlib sorts them)."""
+
+    def repr_dict(self, x: dict, level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        first = itertools.islice(x.items(), self.maxdict)
+        items = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}" for k, v in first]
+        return "{" + ", ".join(items + (["..."] if len(x) > self.maxdict else [])) + "}"
+
+
+_SHOWN = _Shown()  # a value as an error shows it: its first items, a few levels deep, never the whole
 _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxtuple, _SHOWN.maxdict = 2, 6, 6, 6
 _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 120, 120, 60
 
