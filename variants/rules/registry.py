@@ -81,12 +81,12 @@ class VariantSpec:
                     f"{self.name}: parameter {p.name}={reprlib.repr(value)} must be {p.kind.__name__}"
                 )
             if not math.isfinite(value):  # NB: nan passes any comparison with the range below
-                raise ValueError(f"{self.name}: parameter {p.name}={reprlib.repr(value)} must be a finite number")
+                raise ValueError(f"{self.name}: parameter {p.name}={value!r} must be a finite number")
             value = p.kind(value)
             upper = p.maximum(seq_len) if p.maximum is not None else None
             if value < p.minimum or (upper is not None and value > upper):
                 allowed = f">= {p.minimum}" if upper is None else f"{p.minimum}..{upper} for n={seq_len}"
-                raise ValueError(f"{self.name}: parameter {p.name}={reprlib.repr(value)} out of range (allowed: {allowed})")
+                raise ValueError(f"{self.name}: parameter {p.name}={value!r} out of range (allowed: {allowed})")
             out[p.name] = value
         if self.check_fn is not None:
             self.check_fn(seq_len, out)
