@@ -8,9 +8,8 @@ from __future__ import annotations
 import torch
 
 from variants.rules import Param, named
-from variants.native.global_rows import GlobalRows, OwnKey, full_rows
-from variants.native.core import Union, cache_elements, grad_of, output, step_elements
-from variants.native.keys import KeySubset
+from variants.native.global_rows import GlobalKeys, GlobalRows
+from variants.native.core import output
 from variants.impls import native_impl, pattern_variant, range_reads, rows, tile_bounds
 
 TOKENS = Param("tokens", 16, "global tokens g: the first g positions", minimum=0, maximum=lambda n: n)
@@ -34,51 +33,18 @@ def key_reads(n: int, causal: bool, params: dict) -> int:
     return int(torch.where(s < g, e if causal else torch.full_like(e, n), g + e - s).sum())
 
 
-def run(q, k, v, plan, budget: int = 1 << 18):
-    """Rows i >= g score g global keys and themselves: O(n·g·d); rows i < g are full rows.
-
-    Rows go in chunks whose scores hold about `budget` elements (and a chunk at most
-    `step_elements` with its copies), each written into the one output."""
-    g, causal, sets = plan
-    b, h, n, d = q.shape
-    if grad_of(q, k, v):  # the same keys as disjoint sets, each with its own backward (variants.native.core.part_grad)
-        return output(q, k, v, sets)
-    out = q.new_empty(q.shape)  # contiguous, so out3 is a view of it
-    q3, k3, v3, out3 = (x.reshape(b * h, n, d) for x in (q, k, v, out))
-    per_row = b * h * (2 * (g + 1) + d)  # kg·qᵀ and its softmax, the rows' output
-    chunk = max(1, min(cache_elements(q, budget) // (b * h * (g + 1)), step_elements(q) // per_row))
-    for start in range(0, n, chunk):
-        rows = slice(start, min(start + chunk, n))
-        attend(q3[:, rows], k3[:, rows], v3[:, rows], k3[:, :g], v3[:, :g], out=out3[:, rows])
-    # Rows i < g see every key (their own key is among the global ones): computed apart.
-    out[:, :, :g] = full_rows(q, k, v, rows=g, causal=causal)
-    return out
+def run(q, k, v, plan):
+    """Rows i >= g score g global keys and themselves: O(n·g·d) (`GlobalKeys`, keys-first); rows
+    i < g are full rows, computed apart and written over theirs (`GlobalRows`). Under autograd each
+    set has its own backward (variants.native.core.part_grad)."""
+    return output(q, k, v, plan[2])
 
 
 def plan(n: int, causal: bool, params: dict, like):
-    """g, causal, and the pattern as key sets for autograd: rows i >= g take the g global keys and
-    their own; rows i < g every key."""
+    """g, causal, and the pattern as key sets: rows i >= g take the g global keys and their own;
+    rows i < g every key."""
     g = params["tokens"]
-    globals_ = KeySubset(torch.arange(g, device=like.device), torch.ones(n, g, dtype=torch.bool, device=like.device))
-    return g, causal, GlobalRows(Union((globals_, OwnKey())), g, causal)
-
-
-def attend(q, k, v, kg, vg, out):
-    """Rows (BH, rows, d) against the g global keys kg, vg (BH, g, d) and each its own key, into
-    `out` (BH, rows, d).
-
-    The scores are laid out keys-first, (BH, g + 1, rows), and the softmax runs over dim 1: along
-    the rows it is vectorized, where a softmax over a last dim of 17 cost 15.9 ms of a 65.8 ms call
-    (n = 32768, H = 8: torch's CPU kernel pays per row, and twice that in place when the width is
-    not a multiple of 16); kg·qᵀ and pᵀ·vg are the same GEMMs as q·kgᵀ and p·vg."""
-    bh, rows, d = q.shape
-    g = kg.shape[1]
-    scores = q.new_empty(bh, g + 1, rows)
-    torch.bmm(kg, q.transpose(1, 2), out=scores[:, :g])
-    torch.linalg.vecdot(q, k, out=scores[:, g])  # q_i·k_i
-    probs = torch.softmax(scores.mul_(d**-0.5), dim=1)  # NB: no autograd here (`run`)
-    torch.bmm(probs[:, :g].transpose(1, 2), vg, out=out)
-    return out.addcmul_(probs[:, g, :, None], v)  # (BH, rows, d)
+    return g, causal, GlobalRows(GlobalKeys(g), g, causal)
 
 
 SPEC = pattern_variant(

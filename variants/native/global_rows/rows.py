@@ -1,5 +1,5 @@
 """Key sets of global tokens (Longformer's and BigBird's): the first g rows attend to every key, the
-other rows to what the rest of their pattern gives them, and, for `global`, to their own key."""
+other rows to what the rest of their pattern gives them."""
 
 from __future__ import annotations
 
@@ -8,27 +8,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from variants.native.core import NEG_INF, KeySet, Partial, fold, rowdot, softmax_part, step_elements, tile_grads
-
-
-@dataclass(frozen=True)
-class OwnKey(KeySet):
-    """Each query's own key, j = i: a softmax over one key is that key's value, its lse the score."""
-
-    def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
-        lse = rowdot(q, k).mul_(q.shape[-1] ** -0.5)  # (B, H, n)
-        if into is None:
-            return Partial(v.clone(), lse if need_lse else None)
-        fold(into.out, into.lse, v, lse)
-        return into
-
-    def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
-        scale = q.shape[-1] ** -0.5
-        p = (rowdot(q, k).mul_(scale) - lse).exp_()[..., None]  # (B, H, n, 1)
-        ds = (rowdot(dout, v) - shift)[..., None].mul_(p).mul_(scale)
-        dv.addcmul_(dout, p)
-        dq.addcmul_(k, ds)
-        dk.addcmul_(q, ds)
+from variants.native.core import NEG_INF, KeySet, Partial, fold, softmax_part, step_elements, tile_grads
 
 
 @dataclass(frozen=True)
