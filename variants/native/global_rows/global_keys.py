@@ -3,9 +3,7 @@
 The g + 1 scores of a chunk of rows lie as (B·H, g + 1, rows), so the softmax runs over dim 1,
 vectorized along the rows (torch's CPU softmax over a last dim of 17 pays per row), and every
 product is one batched GEMM against the g global keys: kg·qᵀ, pᵀ·vg, and in the backward vg·dOᵀ,
-dSᵀ·kg, dS·Q, P·dO. The own key's terms are row-wise dots and scaled rows. Before this set,
-`global` ran a key subset and the own key as two sets folded together, with a mask of all ones
-and the backward's tiles of each in its own layout (variants.native.core.part_grad).
+dSᵀ·kg, dS·Q, P·dO. The own key's terms are row-wise dots and scaled rows.
 """
 
 from __future__ import annotations
