@@ -8,14 +8,15 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from variants.native.core import NEG_INF, KeySet, Partial, fold, softmax_part, step_elements, tile_grads
+from variants.native.core import NEG_INF, KeySet, Partial, fold, fused, fused_attention, softmax_part, step_elements, tile_grads
 
 
 @dataclass(frozen=True)
 class GlobalRows(KeySet):
     """Rows i < g attend to every key (j <= i when causal), in place of what `rest` gives them;
-    rows i >= g are `rest`'s (bigbird's and Longformer's global tokens). The full rows go in chunks
-    of keys, folded (with their lse) or, for the output alone, through `full_rows`."""
+    rows i >= g are `rest`'s (bigbird's and Longformer's global tokens). The full rows go through
+    `full_rows` for the output alone, through the fused CPU kernel with their lse, or else in chunks
+    of keys, folded."""
 
     rest: KeySet
     g: int
@@ -27,6 +28,11 @@ class GlobalRows(KeySet):
             res.out[:, :, : self.g] = full_rows(q, k, v, rows=self.g, causal=self.causal)
             return res
         out, lse = res.out[:, :, : self.g], res.lse[:, :, : self.g]
+        if self.g and not self.causal and fused(q):  # SDPA's CPU kernel, with its lse: tiles of keys, in place
+            o, l = fused_attention(q[:, :, : self.g], k, v, None, q.shape[-1] ** -0.5)
+            out.copy_(o)
+            lse.copy_(l)
+            return res
         out.zero_()
         lse.fill_(NEG_INF)
         for keys, scores in self._tiles(q, k):
