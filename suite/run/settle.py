@@ -54,17 +54,21 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
         return Step(ladder, None, "settled", f"{status}: [{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x", fill)
     todo = why if status == "inconclusive" else _settle(fit, claimed, width)
     nxt = int(n.max()) * ladder.step
-    if nxt > ladder.high:
-        return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + todo, fill)
     slope = min(3.0, max(1.0, fit.slope if fit is not None else 2.0))
+    # NB: a series that cannot climb, whose midpoints are measured and whose cost model still lacks
+    # lengths, gets its top interval's midpoint: cheaper than the top call, which ran (full/sdpa stopped
+    # at 4096 with 8 lengths, one short of a verdict, where a faster host's 8192 fitted in max_call_s)
+    last = fill or (_top(ladder, n, fit, float(t[-1]), slope, max_call_s) if "more lengths would tell" in why else ())
+    if nxt > ladder.high:
+        return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + todo, last)
     call_s = float(t[-1]) * ladder.step**slope
     if call_s > max_call_s:
         return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:.0f} s a call (max_call_s = {max_call_s:g}): "
-                    + todo, fill)
+                    + todo, last)
     need = _memory_at(measured, nxt)
     if need > memory_gib * 2**30:
         return Step(ladder, None, "memory", f"n = {nxt} needs ~{need / 2**30:.0f} GiB (memory_budget_gib = "
-                    f"{memory_gib:g}): " + todo, fill)
+                    f"{memory_gib:g}): " + todo, last)
     if status == "inconclusive" and "degrees of freedom" in why and fill:
         # NB: the cost model has too few lengths to look for a higher term: the midpoints (~1/6 of the
         # top call) give it more before a doubling (2x the top call) is spent
@@ -83,9 +87,9 @@ def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, s
     return result.verdict, result.why
 
 
-def midpoints(ladder: Ladder, n: np.ndarray, fit) -> tuple[int, ...]:
+def midpoints(ladder: Ladder, n: np.ndarray, fit, top: bool = False) -> tuple[int, ...]:
     """Lengths halfway (geometrically) between the ladder's own lengths above the floor, below the
-    top interval, that are not measured yet.
+    top interval (`top`: in it alone), that are not measured yet.
 
     A series that stops (settled, time, memory, the range's max, a failed length) gets these once: they cost
     at most ~1/6 of the series' largest call for an O(n²) one (the top interval, the dear one, is left
@@ -97,8 +101,15 @@ def midpoints(ladder: Ladder, n: np.ndarray, fit) -> tuple[int, ...]:
     while m <= n.max():
         lengths += [m] if m >= min(fit.used) else []
         m *= ladder.step
-    halves = (int(8 * round(math.sqrt(a * b) / 8)) for a, b in zip(lengths[:-2], lengths[1:-1]))
+    pairs = zip(lengths[-2:-1], lengths[-1:]) if top else zip(lengths[:-2], lengths[1:-1])
+    halves = (int(8 * round(math.sqrt(a * b) / 8)) for a, b in pairs)
     return tuple(m for m in halves if m not in n)
+
+
+def _top(ladder: Ladder, n: np.ndarray, fit, top_s: float, slope: float, max_call_s: float) -> tuple[int, ...]:
+    """The top interval's midpoint, where its call (from the top call's time and the fit's slope) is
+    within max_call_s."""
+    return tuple(m for m in midpoints(ladder, n, fit, top=True) if top_s * (m / n.max()) ** slope <= max_call_s)
 
 
 def _memory_at(measured: pd.DataFrame, n: int) -> float:

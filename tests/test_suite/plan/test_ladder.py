@@ -175,3 +175,36 @@ def test_a_ladder_starts_with_the_span_a_verdict_needs():
     from suite.plan import ladder
 
     assert ladder.MIN_SPAN == fits.MIN_SPAN
+
+
+def _stored_series(variant: str, impl: str):
+    """A stored full run's series (benchmarks/runs/amd-epyc-full-4: B = 1, H = 8, d = 64) and the run's caches."""
+    from pathlib import Path
+
+    from suite.analyse.terms import machines
+    from suite.store.rundir import RunDir
+
+    run = RunDir(Path(__file__).resolve().parents[3] / "benchmarks" / "runs" / "amd-epyc-full-4")
+    df = run.read_table()
+    rows = df[(df["variant"] == variant) & (df["impl"] == impl) & (df["mode"] == "fwd") & ~df["causal"].astype(bool)
+              & (df["num_heads"] == 8) & (df["head_dim"] == 64) & (df["params"] == "{}")]
+    return rows, machines(run.env(), run.bandwidth())
+
+
+def test_a_series_stopped_by_time_one_length_short_of_a_verdict_gets_its_top_intervals_midpoint():
+    """full/sdpa stopped at 4096 (8192 predicted at 2 s) with its midpoints measured: 8 lengths left the cost
+    model 2 degrees of freedom, 3 needed, and its verdict inconclusive in every stored run of this host, where a
+    faster host's 8192 fitted in max_call_s and confirmed it. The top interval's midpoint costs half the top call."""
+    ladder = grids.parse({"block": [{"variant": ["full"], "impl": ["sdpa"],
+                                     "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
+    rows, hosts = _stored_series("full", "sdpa")
+    assert sorted(rows["seq_len"]) == [256, 360, 512, 728, 1024, 1448, 2048, 4096]
+    step = advance(ladder, rows, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
+    assert step.stop == "time" and "degrees of freedom" in step.why and step.fill == (2896,)
+    top = rows[rows["seq_len"] == 4096]
+    assert advance(ladder, rows, width=0.2, max_call_s=0.1, memory_gib=16.0, hosts=hosts).fill == (), \
+        "a midpoint predicted past max_call_s is not timed"
+    at = {2048: float(rows.loc[rows["seq_len"] == 2048, "time_min_s"].iloc[0]), 4096: float(top["time_min_s"].iloc[0])}
+    more = pd.concat([rows, top.assign(seq_len=2896, time_min_s=(at[2048] * at[4096]) ** 0.5)])  # on the curve
+    again = advance(ladder, more, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
+    assert again.stop == "settled" and again.why.startswith("confirmed") and again.fill == ()
