@@ -23,6 +23,14 @@ AGREE = 0.9
 # random's gathers cost more per row over five octaves of working set, and its O(n) reads refuted. Marked, not
 # hidden: the run's other verdicts are held to every test, and this one fails its test until the model tells it.
 KNOWN = {("amd-epyc-full-4", "random", "native"): "random/native's gathers climb over five octaves of working set"}
+# Runs 2-4 stopped the quadratic series (full, gqa and mqa through sdpa, gqa and mqa native, additive) one length
+# short of the cost model's test for a higher term (8192 predicted past max_call_s on their slower days), and read
+# them inconclusive; runs 5 and 6 (a faster day, and the top interval's midpoint) confirm them. They also measured
+# reformer before its float32 hashing (confirmed there, inconclusive since): 39-42 of 48-49 agree
+OLDER, NEWER = ("amd-epyc-full-2", "amd-epyc-full-3", "amd-epyc-full-4"), ("amd-epyc-full-5", "amd-epyc-full-6")
+SHORT = {(a, b): "the older run's quadratic series stopped one length short of a verdict, and it measured older code"
+         for a in OLDER for b in NEWER}
+QUIET = 0.95  # the issue's goal, held to the two quiet runs of one day (5 at fc81f4c, 6 with the top midpoint): 47 of 49
 
 
 def verdicts(folder: Path) -> pd.Series:
@@ -40,15 +48,30 @@ def test_there_are_two_stored_full_runs_to_compare():
     assert len(RUNS) >= 2
 
 
-@pytest.mark.parametrize("a,b", list(itertools.combinations([p.name for p in RUNS], 2)))
-def test_two_runs_agree_on_their_verdicts(stored, a, b):
+PAIRS = list(itertools.combinations([p.name for p in RUNS], 2))
+
+
+def _shared(stored, a, b):
     both = stored[a].index.intersection(stored[b].index)
     both = both[[not {(a, *k[:2]), (b, *k[:2])} & KNOWN.keys() for k in both]]  # a marked one has its own test
     assert len(both) >= 30, f"{a} and {b} share only {len(both)} series"
+    return both
+
+
+@pytest.mark.parametrize("a,b", [pytest.param(a, b, marks=[pytest.mark.xfail(strict=True, reason=SHORT[a, b])]
+                                              if (a, b) in SHORT else []) for a, b in PAIRS])
+def test_two_runs_agree_on_their_verdicts(stored, a, b):
+    both = _shared(stored, a, b)
     same = (stored[a][both] == stored[b][both])
     differ = sorted(f"{k}: {stored[a][k]} / {stored[b][k]}" for k in both[~same.to_numpy()])
-    assert same.mean() >= AGREE, f"{a} and {b} agree on {same.sum()} of {len(both)}: " + "; ".join(differ)
-    contrary = [k for k in both if {stored[a][k], stored[b][k]} == {"confirmed", "refuted"}]
+    bar = QUIET if {a, b} <= set(NEWER) else AGREE
+    assert same.mean() >= bar, f"{a} and {b} agree on {same.sum()} of {len(both)}: " + "; ".join(differ)
+
+
+@pytest.mark.parametrize("a,b", PAIRS)
+def test_no_series_is_confirmed_in_one_run_and_refuted_in_another(stored, a, b):
+    """Every pair, the marked ones too: a verdict may be settled in one run and not the other, never reversed."""
+    contrary = [k for k in _shared(stored, a, b) if {stored[a][k], stored[b][k]} == {"confirmed", "refuted"}]
     assert contrary == [], f"confirmed in one run and refuted in the other: {contrary}"
 
 
