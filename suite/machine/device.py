@@ -55,7 +55,8 @@ def _nothing(*_) -> None:
 DEVICES: dict[str, Device] = {
     "cpu": Device("cpu", timing.time_cpu, timing.peak_cpu, timing.ops_cpu, _nothing, _nothing, _nothing, True,
                   lambda threads: {"num_cpus": threads}, 2e10,
-                  (square(512), square(1024), *attention_shapes(8, 1024, 64, 1024), *attention_shapes(8, 256, 64, 768)),
+                  (square(512), square(1024), *attention_shapes(8, 1024, 64, 1024), *attention_shapes(8, 256, 64, 768),
+                   square(512, "onednn"), square(1024, "onednn")),
                   "torch.utils.benchmark", stream.cpu_sizes,
                   peak_warms_up=True),
     "cuda": Device("cuda", timing.time_cuda, timing.peak_cuda, _nothing, timing.cuda_synchronize, timing.cuda_release,

@@ -51,3 +51,23 @@ def test_a_real_probe_on_this_cpu_reports_a_rate_and_a_spread():
     result = probe.measure(devices.get("cpu").time, shapes, "cpu", torch.float32, 1, 0.01, 3)
     assert result["flops_per_s"] > 1e7 and 0 <= result["spread"] < 10
     assert all(len(s["rounds"]) == probe.ROUNDS for s in result["by_shape"].values())
+
+
+def test_on_the_cpu_onednn_is_timed_beside_bmm_and_the_peak_is_the_faster():
+    """oneDNN's matmul took 223-241 GFLOP/s on the project's Zen 5 VM where MKL's bmm took 104-106: a ceiling
+    from bmm alone put every path at twice its share of the machine."""
+    shapes = (probe.square(64), probe.square(64, "onednn"))
+    result = probe.measure(devices.get("cpu").time, shapes, "cpu", torch.float32, 1, 0.01, 3)
+    assert set(result["by_shape"]) == {"1×64×64×64", "1×64×64×64 onednn"}
+    assert result["flops_per_s"] == max(s["flops_per_s"] for s in result["by_shape"].values())
+    assert "oneDNN's matmul" in result["note"] and "torch.bmm" in result["note"]
+    assert any(s.kernel == "onednn" for s in devices.get("cpu").probe_shapes)
+
+
+def test_a_kernel_oneDNN_cannot_run_is_left_out_and_a_wrong_one_is_refused(monkeypatch):
+    shapes = (probe.square(32), probe.square(32, "onednn"))
+    result = probe.measure(devices.get("cpu").time, shapes, "cpu", torch.float64, 1, 0.01, 3)
+    assert set(result["by_shape"]) == {"1×32×32×32"}, "no float64 in oneDNN's matmul: bmm alone"
+    monkeypatch.setitem(probe.KERNELS, "onednn", lambda a, b: (lambda: 2 * torch.bmm(a, b)[0]))
+    with pytest.raises(RuntimeError, match="onednn kernel is off by"):
+        probe.measure(devices.get("cpu").time, shapes, "cpu", torch.float32, 1, 0.01, 3)
