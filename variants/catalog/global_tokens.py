@@ -33,18 +33,17 @@ def key_reads(n: int, causal: bool, params: dict) -> int:
     return int(torch.where(s < g, e if causal else torch.full_like(e, n), g + e - s).sum())
 
 
-def run(q, k, v, plan):
+def run(q, k, v, plan: GlobalRows):
     """Rows i >= g score g global keys and themselves: O(n·g·d) (`GlobalKeys`, keys-first); rows
     i < g are full rows, computed apart and written over theirs (`GlobalRows`). Under autograd each
     set has its own backward (variants.native.core.part_grad)."""
-    return output(q, k, v, plan[2])
+    return output(q, k, v, plan)
 
 
-def plan(n: int, causal: bool, params: dict, like):
-    """g, causal, and the pattern as key sets: rows i >= g take the g global keys and their own;
-    rows i < g every key."""
+def plan(n: int, causal: bool, params: dict, like) -> GlobalRows:
+    """The pattern as key sets: rows i >= g take the g global keys and their own; rows i < g every key."""
     g = params["tokens"]
-    return g, causal, GlobalRows(GlobalKeys(g), g, causal)
+    return GlobalRows(GlobalKeys(g), g, causal)
 
 
 SPEC = pattern_variant(
