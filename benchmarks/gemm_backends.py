@@ -27,6 +27,8 @@ def kernels(a: torch.Tensor, b: torch.Tensor) -> dict:
     return {
         "torch.mm (MKL sgemm)": lambda: torch.mm(a, b),
         "oneDNN linear (mkldnn)": lambda: torch._C._nn.mkldnn_linear(am, bm, None),
+        "oneDNN on dense tensors (_linear_pointwise)": lambda: torch.ops.mkldnn._linear_pointwise(a, bt, None, "none",
+                                                                                                  [], ""),
     }
 
 
