@@ -12,6 +12,7 @@ import math
 import torch
 
 from variants.native.core import exp_
+from variants.native.core.onednn import linear
 from variants.impls import linear_theory, linearized_variant, peer
 from variants.native.linearized import FeatureMap
 from variants.rules import Differs, Param
@@ -47,7 +48,7 @@ class Favor(FeatureMap):
 
     def _logits(self, x):
         x = x * self.d**-0.25
-        return (x @ self.omega.T).sub_((x * x).sum(dim=-1, keepdim=True) / 2)  # (B, H, n, m)
+        return linear(x, self.omega).sub_((x * x).sum(dim=-1, keepdim=True) / 2)  # (B, H, n, m)
 
     def _features(self, x, over):
         """exp(logits − top)/√m with one (·, m) buffer: in place after the product (mm keeps its
@@ -68,7 +69,7 @@ class Favor(FeatureMap):
         two passes, where autograd replayed the map's chain of ops."""
         c = self.d**-0.25
         g = df.mul_(f)  # (…, C, m)
-        return (g @ self.omega).mul_(c).sub_(x * g.sum(-1, keepdim=True).mul_(c * c))  # (…, C, d)
+        return linear(g, self.omega.T).mul_(c).sub_(x * g.sum(-1, keepdim=True).mul_(c * c))  # (…, C, d)
 
 
 def favor_features(params: dict, q: torch.Tensor) -> FeatureMap:

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from variants.impls.compiled import Fused
 from variants.impls.linearized import linear_theory, linearized_variant
+from variants.native.core.onednn import linear
 from variants.native.linearized import FeatureMap, gated_linear_time, gated_quadratic
 from variants.rules.registry import Param
 
@@ -69,7 +70,7 @@ class Fourier(FeatureMap):
         self.omega, self.features, self.gate = omega, 2 * omega.shape[0], gate
 
     def query(self, x):
-        angles = F.normalize(x, dim=-1) @ self.omega.T  # (B, H, n, m/2)
+        angles = linear(F.normalize(x, dim=-1), self.omega)  # (B, H, n, m/2)
         scale = (2 / self.features) ** 0.5
         if torch.is_grad_enabled() and angles.requires_grad:  # the readable form, recorded by autograd
             return _sincos(angles, scale)
@@ -92,7 +93,7 @@ class Fourier(FeatureMap):
         da = df[..., :half].mul_(f[..., half:]).sub_(df[..., half:].mul_(f[..., :half]))  # (…, C, m/2)
         norm = x.norm(dim=-1, keepdim=True).clamp_min_(1e-12)  # F.normalize's eps
         unit = x / norm
-        dunit = da @ self.omega  # (…, C, d)
+        dunit = linear(da, self.omega.T)  # (…, C, d)
         return dunit.sub_(unit.mul_((dunit * unit).sum(-1, keepdim=True))).div_(norm)
 
     def log_gates(self, k):

@@ -1,0 +1,30 @@
+"""A product with a shared weight, x·wᵀ, through oneDNN on the CPU: a feature map's projection.
+
+On an x86 CPU `x @ w.T` is MKL's sgemm, which on the project's Zen 5 VM runs a code path about half as
+wide as the CPU has (docs/performance.md, (17)); oneDNN's matmul on the same dense tensors
+(`torch.ops.mkldnn._linear_pointwise`, the op inductor's CPU linear uses) takes the widest. Measured
+there, one thread: a performer-shaped (32768 × 64)·(64 × 256) at 43.3 GFLOP/s through `@` and 55.9
+through oneDNN, and performer's forward 55 → 45 ms at n = 4096 (440 → 346 at 32768). Elsewhere, and
+wherever autograd records x, the plain product.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_LINEAR = getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
+
+
+def onednn(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """Whether x·wᵀ goes through oneDNN: float32 on the CPU, not recorded by autograd, with torch's oneDNN."""
+    return (_LINEAR is not None and torch.backends.mkldnn.is_available() and x.device.type == "cpu"
+            and x.dtype == w.dtype == torch.float32 and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)))
+
+
+def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x (…, k) · wᵀ with w (m, k): (…, m). oneDNN reads w contiguous: a transposed w (a backward's ω·) is
+    copied in the call (m·k elements, a few µs), so the call reads the one ω its byte count has."""
+    if not onednn(x, w):
+        return x @ w.T
+    flat = x.reshape(-1, x.shape[-1])
+    return _LINEAR(flat, w.contiguous(), None, "none", [], "").view(*x.shape[:-1], w.shape[0])
