@@ -10,7 +10,7 @@ import torch
 from variants.rules import Param, named
 from variants.native.global_rows import GlobalKeys, GlobalRows
 from variants.native.core import output
-from variants.impls import native_impl, pattern_variant, range_reads, rows, tile_bounds
+from variants.impls import native_impl, pattern_variant, rows, tile_bounds
 
 TOKENS = Param("tokens", 16, "global tokens g: the first g positions", minimum=0, maximum=lambda n: n)
 

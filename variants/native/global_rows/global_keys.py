@@ -66,10 +66,7 @@ class GlobalKeys(KeySet):
     def _probs(self, qr, kr, kg, lse):
         """P (BH, g + 1, C) of rows qr against the scaled global keys kg and their own keys kr,
         with the rows' lse (BH, C): computed here when `lse` is None, else P = exp(S − lse)."""
-        bh, rows, d = qr.shape
-        scores = qr.new_empty(bh, self.g + 1, rows)
-        torch.bmm(kg, qr.transpose(1, 2), out=scores[:, : self.g])
-        torch.linalg.vecdot(qr, kr, out=scores[:, self.g]).mul_(d**-0.5)
+        scores = _scores(qr, kr, kg)
         if lse is None:
             lse = torch.logsumexp(scores, dim=1)
         return exp_(scores.sub_(lse[:, None])), lse
@@ -97,10 +94,16 @@ def attend(q, k, v, kg, vg, out):
     cache; the output made in a fresh buffer and copied) took the same time as the GEMMs first and
     writing into `out` (51.9 against 51.9 ms, medians of 5 rounds, n = 32768, H = 8, one thread),
     though each GEMM alone was faster so (kg·qᵀ on cold rows 10.5 ms, on cached ones 6.4)."""
+    probs = torch.softmax(_scores(q, k, kg), dim=1)  # NB: no autograd here
+    return out.copy_(_apply(probs, vg, v))
+
+
+def _scores(q, k, kg):
+    """S (BH, g + 1, C) of rows q (BH, C, d) against the scaled global keys kg (BH, g, d), and in
+    row g each row's own key: the own key's dot first (see `attend`)."""
     bh, rows, d = q.shape
     g = kg.shape[1]
     scores = q.new_empty(bh, g + 1, rows)
     torch.linalg.vecdot(q, k, out=scores[:, g]).mul_(d**-0.5)  # q_i·k_i
     torch.bmm(kg, q.transpose(1, 2), out=scores[:, :g])
-    probs = torch.softmax(scores, dim=1)  # NB: no autograd here
-    return out.copy_(_apply(probs, vg, v))
+    return scores
