@@ -6,6 +6,7 @@
 #   bash benchmarks/gpu_session.sh install triton pack  # the triton paths (variants/triton/): ~9 minutes cold
 #   bash benchmarks/gpu_session.sh install coldwarm pack  # a first case's compile, cold and warm
 #   bash benchmarks/gpu_session.sh install tiles triton pack  # the band's and the chunks' tile candidates first
+#   bash benchmarks/gpu_session.sh install ab checks pack  # the regression gate on the GPU, then the timer's check
 #
 # `triton` profiles the triton paths beside FlexAttention, SDPA and flash-linear-attention (bf16, B = 1,
 # H = 16, d = 64, n = 16384 and 65536, random and bigbird at 32768 too, fwd and fwd_bwd, each path checked
@@ -27,13 +28,15 @@
 # travel too, so a resumed run does not compile FlexAttention and the triton paths again. Inductor and Triton
 # keep them in .compile-cache/ at the repository root (gitignored; never under results/, whose files are
 # data and never executed; `python -m suite run --compile-cache DIR` sets the same two variables).
-# `pack` returns $OUT/results.tgz and $OUT/compile-cache.tgz; before the next call, here:
+# `pack` returns $OUT/results.tgz, $OUT/compile-cache.tgz (in parts .0, .1, ... of COMPILE_CACHE_PART_BYTES,
+# 15 MiB, where it is larger: a returned file holds 16 MiB at most) and every other file of $OUT in
+# $OUT/logs.tgz (at most 8 files come back); before the next call, here:
 #
-#   tar xzf FILES_AT/results.tgz && mkdir -p .compile-cache && cp FILES_AT/compile-cache.tgz .compile-cache/
+#   tar xzf FILES_AT/results.tgz && mkdir -p .compile-cache && cp FILES_AT/compile-cache.tgz* .compile-cache/
 #
 # and carry both: `carry: [".compile-cache", "results"]`. `install` (or `unpack`) extracts the carried
-# tarball in place. The carry holds 64 MiB in all, so `pack` keeps the tarball under COMPILE_CACHE_MAX_BYTES
-# (40 MiB): over it, the oldest entries (by modification time) go until it fits, each one a kernel compiled
+# tarball (or its parts, joined) in place. The carry holds 64 MiB in all, so `pack` keeps the tarball under
+# COMPILE_CACHE_MAX_BYTES (40 MiB): over it, the oldest entries (by modification time) go until it fits, each one a kernel compiled
 # again on its next use, never a wrong one (both caches are keyed by content); if it cannot fit, no tarball
 # is returned and the next call compiles cold. NB: Triton's cache names its files by absolute path, so its
 # entries hit only where the repository lies at the same path on every call. `coldwarm` measures what the
@@ -43,14 +46,18 @@ PR_ARGS=${PR_ARGS:-}; GRID_ARGS=${GRID_ARGS:-}
 OUT=${OUT:-/tmp/gpu_out}
 CACHE=.compile-cache
 COMPILE_CACHE_MAX_BYTES=${COMPILE_CACHE_MAX_BYTES:-$((40 << 20))}
+COMPILE_CACHE_PART_BYTES=${COMPILE_CACHE_PART_BYTES:-$((15 << 20))}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 export TORCHINDUCTOR_CACHE_DIR="$PWD/$CACHE/inductor" TRITON_CACHE_DIR="$PWD/$CACHE/triton"
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/steps.txt"; }
 
-unpack_cache() {  # the carried tarball, extracted where the variables point
+unpack_cache() {  # the carried tarball (or its parts, joined in order), extracted where the variables point
   if [ -f "$CACHE/compile-cache.tgz" ]; then
     tar xzf "$CACHE/compile-cache.tgz" -C "$CACHE" && echo "compile cache: $(du -sh "$CACHE" | cut -f1) carried in"
+  elif [ -f "$CACHE/compile-cache.tgz.0" ]; then
+    cat "$CACHE"/compile-cache.tgz.[0-9] | tar xz -C "$CACHE" &&  # NB: one digit each (split -a 1), so the glob's order
+      echo "compile cache: $(du -sh "$CACHE" | cut -f1) carried in ($(ls "$CACHE"/compile-cache.tgz.[0-9] | wc -l) parts)"
   else
     echo "compile cache: none carried in (cold)"
   fi
@@ -73,13 +80,25 @@ pack_cache() {  # $OUT/compile-cache.tgz under COMPILE_CACHE_MAX_BYTES, pruned t
   for round in 1 2 3; do
     tar czf "$tgz" -C "$CACHE" "${parts[@]}" || return 1
     size=$(stat -c %s "$tgz")
-    if [ "$size" -le "$COMPILE_CACHE_MAX_BYTES" ]; then echo "compile cache: $size bytes packed"; return 0; fi
+    if [ "$size" -le "$COMPILE_CACHE_MAX_BYTES" ]; then echo "compile cache: $size bytes packed"; split_parts "$tgz"; return 0; fi
     total=$(du -sb "$CACHE/inductor" "$CACHE/triton" 2>/dev/null | awk '{ t += $1 } END { print t }')
     echo "compile cache: $size bytes packed, over $COMPILE_CACHE_MAX_BYTES: pruning (round $round)"
     prune_cache "$(awk -v t="$total" -v s="$size" -v m="$COMPILE_CACHE_MAX_BYTES" 'BEGIN { printf "%d", 0.9 * t * m / s }')"
   done
   rm -f "$tgz"
   echo "compile cache: still over $COMPILE_CACHE_MAX_BYTES bytes after pruning: not returned (the next call compiles cold)"
+}
+
+split_parts() {  # split_parts FILE: FILE.0, FILE.1, ... of COMPILE_CACHE_PART_BYTES each where FILE is larger
+  [ "$(stat -c %s "$1")" -gt "$COMPILE_CACHE_PART_BYTES" ] || return 0
+  split -b "$COMPILE_CACHE_PART_BYTES" -d -a 1 "$1" "$1." && rm -f "$1" && echo "  in $(ls "$1".* | wc -l) parts"
+}
+
+bundle_logs() {  # every file of $OUT but the tarballs and steps.txt, in $OUT/logs.tgz
+  local files
+  files=$(cd "$OUT" && find . -type f ! -name '*.tgz' ! -name '*.tgz.[0-9]' ! -name steps.txt ! -name logs.tgz | sort)
+  [ -n "$files" ] || return 0
+  (cd "$OUT" && echo "$files" | tar czf logs.tgz -T - && echo "$files" | xargs rm -f && find . -mindepth 1 -type d -empty -delete)
 }
 
 coldwarm() {  # a fresh process's first FlexAttention case, with an empty compile cache, then with the one it filled
@@ -134,6 +153,22 @@ triton_step() {  # the triton paths profiled beside their yardsticks, then their
   cp -r "$dir" "$OUT/gpu_profile/"
 }
 
+ab_step() {  # `suite ab` of the pr grid on the GPU: side B slowed (benchmarks/slowed.py), then an A/A (AB_KINDS)
+  local sides=/tmp/ab-sides kind b plugin limit
+  mkdir -p "$sides/a" "$sides/b"  # two folders: both sides run this checkout; only b's holds slowdown.py
+  printf 'VARIANT = "%s"\nFACTOR = %s\n' "${AB_VARIANT:-strided}" "${AB_FACTOR:-1.10}" > "$sides/b/slowdown.py"
+  for kind in ${AB_KINDS:-slowed aa}; do
+    b="$sides/a"; plugin=""
+    [ "$kind" = slowed ] && { b="$sides/b"; plugin="--plugin slowed"; }
+    limit=${AB_S:-300}  # within AB_UNTIL (epoch seconds) where set: the call's time left for pack
+    [ -n "${AB_UNTIL:-}" ] && limit=$(( AB_UNTIL - $(date +%s) < limit ? AB_UNTIL - $(date +%s) : limit ))
+    [ "$limit" -ge 60 ] || { echo "ab $kind: not run (${limit} s left before AB_UNTIL)"; continue; }
+    timeout "$limit" env PYTHONPATH="$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH}" python3 -m suite ab "$sides/a" "$b" \
+      --grid pr --device cuda $plugin --run-id "gpu-ab-$kind" --markdown "$OUT/ab-$kind.md" > "$OUT/ab-$kind.log" 2>&1
+    echo "ab $kind: exit $?"; grep -E "^(ab |Cases:|- slower|- faster|error)" "$OUT/ab-$kind.log" | head -n 20
+  done
+}
+
 step() {
   case $1 in
     install) install ;;
@@ -141,6 +176,7 @@ step() {
     tests) timeout 120 python3 -m pytest -q tests/test_variants/impls/test_cuda_paths.py 2>&1 | tail -n 15 ;;
     checks) (set -o pipefail; timeout 240 python3 benchmarks/gpu_checks.py "$OUT/gpu_checks.json" 2>&1 | tee "$OUT/checks.txt") ;;
     triton) triton_step ;;
+    ab) ab_step ;;
     tiles) (set -o pipefail; timeout "${TILES_S:-240}" python3 benchmarks/triton_tiles.py "$OUT/triton_tiles.json" 2>&1 |
            grep -v -i warn | tee "$OUT/triton_tiles.txt") ;;
     profile) timeout 240 python3 benchmarks/gpu_profile.py "$OUT/profile.json" --check 4096 --rep 100 2>&1 | grep -v -i warn | tee "$OUT/profile.txt" ;;
@@ -150,7 +186,7 @@ step() {
     grid) run_grid "${GRID_S:-480}" gpu-grid --grid benchmarks/gpu.toml $GRID_ARGS ;;
     unpack) unpack_cache ;;
     coldwarm) coldwarm ;;
-    pack) tar czf "$OUT/results.tgz" results/gpu-* 2>/dev/null; pack_cache; ls -la "$OUT" ;;
+    pack) tar czf "$OUT/results.tgz" results/gpu-* 2>/dev/null; pack_cache; bundle_logs; ls -la "$OUT" ;;
     *) echo "unknown step $1"; return 2 ;;
   esac
 }

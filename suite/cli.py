@@ -388,8 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as err:  # Ctrl-C, or a signal turned into one: what was written stays
         name = str(err) if str(err) in signal.Signals.__members__ else "SIGINT"
-        print(f"stopped by {name}: what was measured is kept (python -m suite run --resume NAME finishes a run)",
-              file=sys.stderr)
+        where = "in ab.jsonl; a sweep is run again" if args.func is cmd_ab else "suite run --resume NAME finishes a run"
+        print(f"stopped by {name}: what was measured is kept ({where})", file=sys.stderr)
         return 128 + getattr(signal, name, signal.SIGINT)
     finally:
         restore()

@@ -101,6 +101,33 @@ def test_pack_prunes_the_oldest_entries_to_fit_and_returns_nothing_that_cannot(t
     assert "not returned" in res.stdout and not (tmp_path / "out" / "compile-cache.tgz").exists()
 
 
+def test_a_cache_larger_than_a_returned_file_travels_in_parts_and_the_other_files_in_one_bundle(tmp_path):
+    """A file back from a lease holds 16 MiB and 8 files come back: an H200's pr cache packed 22 MB (stop 62)."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for name in ("k1", "k2", "k3"):
+        _entry(first / ".compile-cache" / "triton" / name, 100_000)
+    (first / "out" / "profile").mkdir(parents=True)
+    for name in ("checks.txt", "ab-aa.log", "profile/triton.json"):
+        (first / "out" / name).write_text(name)
+    res = _session(first, "pack", COMPILE_CACHE_PART_BYTES="120000")
+    assert res.returncode == 0, res.stdout + res.stderr
+    back = sorted(p.name for p in (first / "out").iterdir())
+    assert back == ["compile-cache.tgz.0", "compile-cache.tgz.1", "compile-cache.tgz.2", "logs.tgz", "results.tgz",
+                    "steps.txt"], back
+    assert all((first / "out" / f"compile-cache.tgz.{i}").stat().st_size <= 120_000 for i in range(3))
+    with tarfile.open(first / "out" / "logs.tgz") as tgz:
+        assert {"./checks.txt", "./ab-aa.log", "./profile/triton.json"} == set(tgz.getnames()) - {"."}
+    (second / ".compile-cache").mkdir(parents=True)
+    for i in range(3):
+        name = f"compile-cache.tgz.{i}"
+        (second / ".compile-cache" / name).write_bytes((first / "out" / name).read_bytes())
+    res = _session(second, "unpack")
+    assert "carried in (3 parts)" in res.stdout, res.stdout + res.stderr
+    for name in ("k1", "k2", "k3"):
+        assert (second / ".compile-cache" / "triton" / name / "kernel.bin").read_bytes() == \
+            (first / ".compile-cache" / "triton" / name / "kernel.bin").read_bytes()
+
+
 def test_unpack_without_a_carried_cache_says_it_starts_cold(tmp_path):
     res = _session(tmp_path, "unpack")
     assert res.returncode == 0 and "none carried in (cold)" in res.stdout
