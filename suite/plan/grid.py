@@ -196,8 +196,6 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
     explicit_variants = names != ["*"]
     names = variants.names() if not explicit_variants else names
     specs = [_variant(where, n) for n in names]
-    if only_variants:
-        specs = [s for s in specs if s.name in only_variants]
     impls = _as_list(where, "impl", axes.get("impl", ["*"]))
     device = _choices(where, "device", _as_list(where, "device", axes.get("device", ["cpu"])), list(DEVICES))
     dtype = _choices(where, "dtype", _as_list(where, "dtype", axes.get("dtype", ["float32"])), list(DTYPES))
@@ -217,7 +215,8 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
     param_names = list(params)
     param_values = [_as_list(where, f"params.{k}", v) for k, v in params.items()]
 
-    _check_block(specs, explicit_variants, impls, params, kv_values, where)
+    _check_block(specs, explicit_variants, impls, params, kv_values, where)  # the block as written, then --variant
+    specs = [s for s in specs if s.name in only_variants] if only_variants else specs
     for spec in specs:
         chosen = list(spec.impls) if impls == ["*"] else [i for i in impls if i in spec.impls]
         if param_names and not explicit_variants and not set(param_names) <= {p.name for p in spec.params}:

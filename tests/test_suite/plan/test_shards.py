@@ -44,3 +44,11 @@ def test_a_bad_shard_spec_exits_2_before_any_work(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- Ray
+
+
+def test_only_variants_keeps_a_block_whose_other_variants_have_impls_these_lack():
+    """`--variant strided` on the pr grid: the block naming sliding_window's xformers is read as written, then
+    narrowed (it was refused: 'xformers' not an impl of the chosen variants, stop 62)."""
+    grid = grids.resolve("pr", devices=["cuda"], only_variants=["strided"])
+    assert {c.variant for c in grid.cases} == {"strided"}
+    assert {c.impl for c in grid.cases} == {"native", "sdpa", "flex"} and len(grid.cases) == 9
