@@ -125,6 +125,9 @@ class CostVerdict:
     higher_needed: bool = False  # a term above the claim was needed (refuted, or inconclusive for an edge step)
 
 
+HIDDEN = "the overheads still hide"  # the claim's term not needed yet: only longer lengths would tell (suite.run.settle)
+
+
 def power_name(p: float) -> str:
     return "n^0" if p == 0 else f"n^{p:g}"
 
@@ -332,7 +335,7 @@ def _rule(claimed, t: Tests, x) -> tuple[str, str]:
     if t.need_p < NEED_LEVEL:
         return "confirmed", (f"{lead} is needed (without it p = {t.need_p:.2g}) and no higher term is "
                              f"({t.higher}: p = {t.higher_p:.2g}, {t.higher_share:.0%} of the time at n = {x[-1]:g})")
-    return "inconclusive", (f"the overheads still hide {lead} (without it p = {t.need_p:.2g}): "
+    return "inconclusive", (f"{HIDDEN} {lead} (without it p = {t.need_p:.2g}): "
                             f"lengths past n = {x[-1]:g} would tell")
 
 

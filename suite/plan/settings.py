@@ -30,6 +30,7 @@ class Settings:
     retimes: int = 1  # at most this many more timings of a case measured on a busy machine
     ladder_width: float = 0.2  # adaptive lengths: a series is settled when its exponent's interval is this narrow
     max_call_s: float = 10.0  # adaptive lengths: no length whose one call is predicted to take longer
+    stretch_call_s: float = 0.0  # ... but this long, for a series whose overheads still hide its claim (0: none)
 
     def to_plan(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -45,7 +46,7 @@ LIMITS: dict[str, tuple[type, float | None, float | None]] = {
     "case_timeout_s": (float, 1.0, 86400.0), "memory_budget_gib": (float, 0.5, 4096.0),
     "check_seq_len": (int, 1, 4096), "allocator": (str, None, None), "replicates": (int, 1, 64),
     "busy_limit_cores": (float, 0.0, 1024.0), "retimes": (int, 0, 10), "ladder_width": (float, 0.01, 10.0),
-    "max_call_s": (float, 0.001, 86400.0),
+    "max_call_s": (float, 0.001, 86400.0), "stretch_call_s": (float, 0.0, 86400.0),
 }
 
 

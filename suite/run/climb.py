@@ -54,7 +54,7 @@ def _step(ladder: Ladder, rows, settings: Settings, hosts: dict | None = None) -
     if (rows["status"] == "not_run").any():
         return Step(ladder, None, "failed", "the run stopped before every length was measured; --resume goes on")
     step = advance(ladder, rows, width=settings.ladder_width, max_call_s=settings.max_call_s,
-                   memory_gib=settings.memory_budget_gib, hosts=hosts)
+                   memory_gib=settings.memory_budget_gib, hosts=hosts, stretch_call_s=settings.stretch_call_s)
     if step.next is not None:
         try:
             variants.get(ladder.template.variant).resolve(step.next, dict(ladder.template.params))

@@ -177,14 +177,14 @@ def test_a_ladder_starts_with_the_span_a_verdict_needs():
     assert ladder.MIN_SPAN == fits.MIN_SPAN
 
 
-def _stored_series(variant: str, impl: str):
-    """A stored full run's series (benchmarks/runs/amd-epyc-full-4: B = 1, H = 8, d = 64) and the run's caches."""
+def _stored_series(variant: str, impl: str, run: str = "amd-epyc-full-4"):
+    """A stored full run's series (benchmarks/runs/RUN: B = 1, H = 8, d = 64) and the run's caches."""
     from pathlib import Path
 
     from suite.analyse.terms import machines
     from suite.store.rundir import RunDir
 
-    run = RunDir(Path(__file__).resolve().parents[3] / "benchmarks" / "runs" / "amd-epyc-full-4")
+    run = RunDir(Path(__file__).resolve().parents[3] / "benchmarks" / "runs" / run)
     df = run.read_table()
     rows = df[(df["variant"] == variant) & (df["impl"] == impl) & (df["mode"] == "fwd") & ~df["causal"].astype(bool)
               & (df["num_heads"] == 8) & (df["head_dim"] == 64) & (df["params"] == "{}")]
@@ -208,3 +208,23 @@ def test_a_series_stopped_by_time_one_length_short_of_a_verdict_gets_its_top_int
     more = pd.concat([rows, top.assign(seq_len=2896, time_min_s=(at[2048] * at[4096]) ** 0.5)])  # on the curve
     again = advance(ladder, more, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
     assert again.stop == "settled" and again.why.startswith("confirmed") and again.fill == ()
+
+
+def test_a_series_whose_overheads_still_hide_its_claim_climbs_to_stretch_call_s_and_no_other_does():
+    """mha_fused/native stopped at 8192 (1.7 s a call; 16384 predicted at ~6 s) with "the overheads still hide
+    n^2" in every stored run of this host: stretch_call_s lets that series, and only a series stopped for that
+    reason, take one more length. reformer/native's top may be a cache's step: a longer call would not tell."""
+    ladder = grids.parse({"block": [{"variant": ["mha_fused"], "impl": ["native"],
+                                     "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
+    rows, hosts = _stored_series("mha_fused", "native", "amd-epyc-full-6")
+    budget = dict(width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
+    held = advance(ladder, rows, **budget)
+    assert held.stop == "time" and "still hide n^2" in held.why and "stretch_call_s" not in held.why
+    assert advance(ladder, rows, **budget, stretch_call_s=8.0).next == 16384
+    short = advance(ladder, rows, **budget, stretch_call_s=3.0)
+    assert short.stop == "time" and "stretch_call_s = 3" in short.why
+    ladder = grids.parse({"block": [{"variant": ["reformer"], "impl": ["native"],
+                                     "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
+    rows, hosts = _stored_series("reformer", "native", "amd-epyc-full-6")
+    step = advance(ladder, rows, **{**budget, "hosts": hosts}, stretch_call_s=8.0)
+    assert step.stop == "time" and "still hide" not in step.why and "stretch_call_s" not in step.why
