@@ -41,3 +41,22 @@ def test_a_transposed_weight_is_the_same_product():
     got = onednn.linear(g, omega.T)
     want = g.double() @ omega.double()
     assert ((got.double() - want).abs().max() / want.abs().max()).item() < 1e-6
+
+
+def test_a_2d_tiles_gradients_go_through_onednn_and_are_the_float64_ones(monkeypatch):
+    """tile_grads on a 2-D tile (a GQA group's) takes the oneDNN products; its dq, dk, dv are float64's, rounded."""
+    from variants.native.core import part_grad
+
+    gen = torch.Generator().manual_seed(2)
+    r, keys, d = 70, 130, 64
+    qr, kt, vt, dor = (torch.randn(m, d, generator=gen) for m in (r, keys, keys, r))
+    scores = (qr @ kt.T) * d**-0.5
+    lse, shift = torch.logsumexp(scores, -1), torch.randn(r, generator=gen)
+    taken, grads = [], part_grad._grads_onednn
+    monkeypatch.setattr(part_grad, "_grads_onednn", lambda *a: taken.append(1) or grads(*a))
+    got = part_grad.tile_grads(scores.clone(), qr, kt, vt, lse, dor, shift, d**-0.5)
+    want = part_grad.tile_grads(scores.double(), qr.double(), kt.double(), vt.double(), lse.double(), dor.double(),
+                                shift.double(), d**-0.5)
+    assert taken == [1]
+    for a, b in zip(got, want):
+        assert a.dtype == torch.float32 and ((a.double() - b).abs().max() / b.abs().max()).item() < 1e-5

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from variants.native.core import onednn
 from variants.native.core.expo import exp_
 
 
@@ -59,6 +60,22 @@ def tile_grads(scores, qr, kt, vt, lse, dor, shift, scale: float):
     """One tile: scores (…, R, K) = scale·qr·ktᵀ + mask, already made (and used up here); qr, dor
     (…, R, d); kt, vt (…, K, d); lse, shift (…, R). Returns dq (…, R, d), dk and dv (…, K, d)."""
     p = exp_(scores.sub_(lse[..., None]))  # (…, R, K)
+    if p.dim() == 2 and onednn.onednn(qr, kt):
+        return _grads_onednn(p, qr, kt, vt, dor, shift, scale)
     dv = p.transpose(-1, -2) @ dor
     ds = (dor @ vt.transpose(-1, -2)).sub_(shift[..., None]).mul_(p)
     return (ds @ kt).mul_(scale), (ds.transpose(-1, -2) @ qr).mul_(scale), dv
+
+
+def _grads_onednn(p, qr, kt, vt, dor, shift, scale: float):
+    """A 2-D tile's four products through oneDNN (variants.native.core.onednn): Pᵀ and dSᵀ are read as
+    copies, one alive at a time beside P. A GQA group's tile at R = 256, K = 2048: 6.4 ms batched through
+    MKL, 3.9 ms through oneDNN, copies included (one thread, this host)."""
+    pt = p.T.contiguous()
+    dv = onednn.linear(pt, dor.T)  # (K, d) = Pᵀ·dO
+    del pt
+    ds = onednn.linear(dor, vt).sub_(shift[:, None]).mul_(p)  # (R, K)
+    dst = ds.T.contiguous()
+    dk = onednn.linear(dst, qr.T).mul_(scale)
+    del dst
+    return onednn.linear(ds, kt.T).mul_(scale), dk, dv

@@ -3,11 +3,15 @@ group, K and V never repeated."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
 
-from variants.native.core import NEG_INF, KeySet, Partial, output, softmax_part, step_elements, tile_grads
+from variants.native.core import NEG_INF, KeySet, Partial, onednn, output, softmax_part, step_elements, tile_grads
+
+
+MIN_ROWS = 64  # a group's query rows (n_q · H/G) from which its products go through oneDNN
 
 
 def grouped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -28,6 +32,8 @@ class GroupedKeys(KeySet):
     def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
         if into is not None:
             raise NotImplementedError("GroupedKeys is a whole pattern: it folds into no other set")
+        if self._by_groups(q, k):
+            return self._by_group(q, k, v, need_lse)
         b, h, n_q, d = q.shape
         out = torch.empty_like(q)
         lse = q.new_empty(b, h, n_q) if need_lse else None
@@ -39,7 +45,34 @@ class GroupedKeys(KeySet):
             del scores, rows, o, l  # before the next step's (see step_elements)
         return Partial(out, lse)
 
+    @staticmethod
+    def _by_groups(q, k) -> bool:
+        """Per group through oneDNN: float32 on the CPU, and a group's query rows enough to pay for V's copy
+        (a decode step, 4 or 8 rows against 65536 keys, ran 2.6-2.9x slower so: suite ab, docs/performance.md (18))."""
+        return onednn.onednn(q, k) and q.shape[2] * (q.shape[1] // k.shape[1]) >= MIN_ROWS
+
+    def _by_group(self, q, k, v, need_lse: bool) -> Partial:
+        """The forward as one oneDNN product per (batch, group) and chunk, each group's scores its own 2-D
+        tensor (variants.native.core.onednn: MKL's batched product ran at half oneDNN's rate here)."""
+        b, h, n_q, d = q.shape
+        out = torch.empty_like(q)
+        lse = q.new_empty(b, h, n_q) if need_lse else None
+        vt = v.transpose(-1, -2).contiguous()  # (B, G, d, n_k): p·v is p·(vᵀ)ᵀ, oneDNN's weight layout
+        held = vt.numel() * (2 if self.causal else 1)  # causal: a chunk's first keys of vᵀ, copied for oneDNN
+        for at, keys, s0, s1, rows in self._chunks(q, k, tensors=1, groups=1, held=held):
+            for i, j in itertools.product(range(b), range(k.shape[1])):
+                scores = onednn.linear(rows[i, j], k[i, j, :keys]).mul_(d**-0.5)  # (r·c, keys)
+                self._mask(scores.view(-1, s1 - s0, keys), s0, s1, k.shape[2] - n_q)
+                o, l = softmax_part(scores, lambda p: onednn.linear(p, vt[i, j, :, :keys]), need_lse)
+                at(out)[i, j] = o.view(at(out)[i, j].shape)
+                if need_lse:
+                    at(lse)[i, j] = l.view(at(lse)[i, j].shape)
+                del scores, o, l
+        return Partial(out, lse)
+
     def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
+        if self._by_groups(q, k):
+            return self._grads_by_group(q, k, v, lse, dout, shift, dq, dk, dv)
         for at, keys, rows, scores in self._tiles(q, k, tensors=2):  # P and dS
             flat = lambda x: at(x).flatten(2, 3)  # noqa: E731  (B, G, r·c, …)
             gq, gk, gv = tile_grads(scores, rows, k[:, :, :keys], v[:, :, :keys], flat(lse), flat(dout), flat(shift),
@@ -49,23 +82,51 @@ class GroupedKeys(KeySet):
             dv[:, :, :keys] += gv
             del rows, scores, gq, gk, gv
 
+    def _grads_by_group(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
+        """The backward per (batch, group) and chunk: 2-D tiles, whose products go through oneDNN (tile_grads)."""
+        d, n_q = q.shape[-1], q.shape[2]
+        for at, keys, s0, s1, rows in self._chunks(q, k, tensors=3, groups=1):  # P, dS, and Pᵀ or dSᵀ
+            for i, j in itertools.product(range(q.shape[0]), range(k.shape[1])):
+                flat = lambda x: at(x)[i, j].reshape(rows.shape[2], *x.shape[3:])  # noqa: E731  (r·c, …)
+                scores = onednn.linear(rows[i, j], k[i, j, :keys]).mul_(d**-0.5)
+                self._mask(scores.view(-1, s1 - s0, keys), s0, s1, k.shape[2] - n_q)
+                gq, gk, gv = tile_grads(scores, rows[i, j], k[i, j, :keys], v[i, j, :keys], flat(lse), flat(dout),
+                                        flat(shift), d**-0.5)
+                at(dq)[i, j] += gq.view(at(dq)[i, j].shape)
+                dk[i, j, :keys] += gk
+                dv[i, j, :keys] += gv
+                del scores, gq, gk, gv
+
     def _tiles(self, q, k, tensors: int):
-        """(at: the chunk's (B, G, r, c, …) view of a (B, H, n, …) tensor, keys seen, rows (B, G, r·c, d),
-        scores (B, G, r·c, keys) masked at −inf)."""
+        """(at, keys seen, rows (B, G, r·c, d), scores (B, G, r·c, keys) masked at −inf), per chunk."""
+        b, g, n_q, d = q.shape[0], k.shape[1], q.shape[2], q.shape[3]
+        for at, keys, s0, s1, rows in self._chunks(q, k, tensors, groups=b * g):
+            scores = (rows @ k[:, :, :keys].transpose(-1, -2)).mul_(d**-0.5)  # (B, G, r·c, keys)
+            self._mask(scores.view(b, g, -1, s1 - s0, keys), s0, s1, k.shape[2] - n_q)
+            yield at, keys, rows, scores
+            del rows, scores  # NB: the generator's names would keep this step alive beside the next
+
+    def _chunks(self, q, k, tensors: int, groups: int, held: int = 0):
+        """(at: the chunk's (B, G, r, c, …) view of a (B, H, n, …) tensor, keys seen, s0, s1, rows (B, G, r·c, d)):
+        chunks whose `tensors` score-sized buffers for `groups` groups at once fit in a step beside `held`
+        elements (the per-group forward's copy of V)."""
         b, h, n_q, d = q.shape
         g, n_k = k.shape[1], k.shape[2]
         r = h // g  # query heads per group: h = group·r + j
         # NB: a whole step held 2.0-2.25 outputs at n = 256-4096 while the last chunk's scores outlived it;
         # dropped before the next (del), 1.52-1.75 (measured)
-        chunk = max(1, min(n_q, step_elements(q) // (tensors * b * h * n_k)))
+        chunk = max(1, min(n_q, max(step_elements(q) - held, 0) // (tensors * groups * r * n_k)))
         for s0 in range(0, n_q, chunk):
             s1 = min(s0 + chunk, n_q)
             keys = n_k - n_q + s1 if self.causal else n_k  # the keys any row of the chunk sees
             at = lambda x, s0=s0, s1=s1: x.view(b, g, r, n_q, *x.shape[3:])[:, :, :, s0:s1]  # noqa: E731
             rows = at(q).reshape(b, g, r * (s1 - s0), d)
-            scores = (rows @ k[:, :, :keys].transpose(-1, -2)).mul_(d**-0.5)  # (B, G, r·c, keys)
-            if self.causal:
-                i = torch.arange(s0, s1, device=q.device)[:, None] + (n_k - n_q)
-                scores.view(b, g, r, s1 - s0, keys).masked_fill_(torch.arange(keys, device=q.device) > i, NEG_INF)
-            yield at, keys, rows, scores
-            del rows, scores  # NB: the generator's names would keep this step alive beside the next
+            yield at, keys, s0, s1, rows
+            del rows
+
+    def _mask(self, scores: torch.Tensor, s0: int, s1: int, shift: int) -> None:
+        """Causal: −inf where key j lies after query i + shift, on scores (…, c, keys) of rows s0..s1."""
+        if self.causal:
+            keys = scores.shape[-1]
+            i = torch.arange(s0, s1, device=scores.device)[:, None] + shift
+            scores.masked_fill_(torch.arange(keys, device=scores.device) > i, NEG_INF)
