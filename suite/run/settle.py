@@ -65,7 +65,7 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
         return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + todo, last)
     call_s = float(t[-1]) * ladder.step**slope
     # NB: only where the length alone would tell: mha_fused/native stopped at 8192 (1.7 s a call), "the overheads
-    # still hide n^2", in every stored run of this host; a higher term or a cache step waits for its own lengths
+    # still hide n^2", in stored runs 5 and 6; a higher term or a cache step waits for its own lengths
     limit = max(max_call_s, stretch_call_s) if status == "inconclusive" and HIDDEN in why else max_call_s
     if call_s > limit:
         allowed = f"max_call_s = {max_call_s:g}" + (f", stretch_call_s = {limit:g}" if limit > max_call_s else "")

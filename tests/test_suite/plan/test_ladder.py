@@ -212,7 +212,7 @@ def test_a_series_stopped_by_time_one_length_short_of_a_verdict_gets_its_top_int
 
 def test_a_series_whose_overheads_still_hide_its_claim_climbs_to_stretch_call_s_and_no_other_does():
     """mha_fused/native stopped at 8192 (1.7 s a call; 16384 predicted at ~6 s) with "the overheads still hide
-    n^2" in every stored run of this host: stretch_call_s lets that series, and only a series stopped for that
+    n^2" in stored runs 5 and 6: stretch_call_s lets that series, and only a series stopped for that
     reason, take one more length. reformer/native's top may be a cache's step: a longer call would not tell."""
     ladder = grids.parse({"block": [{"variant": ["mha_fused"], "impl": ["native"],
                                      "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
