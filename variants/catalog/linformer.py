@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from variants.impls import peer
+from variants.native.core import onednn
 from variants.rules import SOFTMAX_OPS_PER_PAIR, Differs, Impl, Param, Prepared, Theory, VariantSpec, io_bytes, register
 
 PROJ_LEN = Param("proj_len", 256, "projected length k; at most n", minimum=1, maximum=lambda n: n)
@@ -51,7 +52,17 @@ def make(name: str, run, cost: str, library: str | None = None) -> Impl:
 
 
 def native(q, k, v, e, f) -> torch.Tensor:
-    return F.scaled_dot_product_attention(q, e @ k, f @ v)  # (B, H, n, d) from (B, H, k, d) keys
+    return F.scaled_dot_product_attention(q, project(e, k), project(f, v))  # (B, H, n, d) from (B, H, k, d) keys
+
+
+def project(e: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """E·x for every head, (k, n)·(B, H, n, d) → (B, H, k, d): on the CPU in float32 one oneDNN product whose
+    columns are every head's (x's transpose, copied once; variants.native.core.onednn), else E @ x."""
+    if not onednn.onednn(x, e):
+        return e @ x
+    b, h, n, d = x.shape
+    cols = x.transpose(-1, -2).reshape(b * h * d, n)  # (B·H·d, n): a copy, one pass over x
+    return onednn.linear(e, cols).view(e.shape[0], b, h, d).permute(1, 2, 0, 3)
 
 
 def library_call(q, k, v, causal, params):

@@ -60,3 +60,16 @@ def test_a_2d_tiles_gradients_go_through_onednn_and_are_the_float64_ones(monkeyp
     assert taken == [1]
     for a, b in zip(got, want):
         assert a.dtype == torch.float32 and ((a.double() - b).abs().max() / b.abs().max()).item() < 1e-5
+
+
+def test_linformers_projection_over_every_head_is_the_float64_products_rounding():
+    """E·K for every head as one oneDNN product whose columns are the heads' (variants.catalog.linformer.project)."""
+    from variants.catalog.linformer import project
+
+    gen = torch.Generator().manual_seed(3)
+    e, x = torch.randn(16, 97, generator=gen), torch.randn(2, 3, 97, 8, generator=gen)
+    assert onednn.onednn(x, e)
+    got, want = project(e, x), e.double() @ x.double()
+    assert got.shape == want.shape == (2, 3, 16, 8)
+    assert ((got.double() - want).abs().max() / want.abs().max()).item() < 1e-6
+    assert torch.equal(project(e.double(), x.double()), want), "float64 takes the plain product"
