@@ -45,29 +45,43 @@ class GroupedKeys(KeySet):
             del scores, rows, o, l  # before the next step's (see step_elements)
         return Partial(out, lse)
 
-    @staticmethod
-    def _by_groups(q, k) -> bool:
-        """Per group through oneDNN: float32 on the CPU, and a group's query rows enough to pay for V's copy
-        (a decode step, 4 or 8 rows against 65536 keys, ran 2.6-2.9x slower so: suite ab, docs/performance.md (18))."""
-        return onednn.onednn(q, k) and q.shape[2] * (q.shape[1] // k.shape[1]) >= MIN_ROWS
+    def _by_groups(self, q, k) -> bool:
+        """Per group through oneDNN: float32 on the CPU, where a group's chunk holds enough query rows to pay
+        for V's copy (a decode step, 4 or 8 rows against 65536 keys, ran 2.6-2.9x slower so: suite ab,
+        docs/performance.md (18))."""
+        r = q.shape[1] // k.shape[1]
+        return onednn.onednn(q, k) and r * self._group_rows(q, k) >= MIN_ROWS
+
+    def _group_rows(self, q, k) -> int:
+        """Query positions of one group's forward chunk: its scores fit a step beside the group's vᵀ (and,
+        causal, the copy of a chunk's first keys of it that oneDNN reads). NB: vᵀ of every group at once,
+        held beside a step, left no room at H/G = 2, n = 4096: one position a chunk, 12-75x SDPA's time."""
+        r, n_k, d = q.shape[1] // k.shape[1], k.shape[2], k.shape[3]
+        held = d * n_k * (2 if self.causal else 1)
+        return min(q.shape[2], max(step_elements(q) - held, 0) // (r * n_k))
 
     def _by_group(self, q, k, v, need_lse: bool) -> Partial:
         """The forward as one oneDNN product per (batch, group) and chunk, each group's scores its own 2-D
         tensor (variants.native.core.onednn: MKL's batched product ran at half oneDNN's rate here)."""
         b, h, n_q, d = q.shape
+        g, n_k = k.shape[1], k.shape[2]
+        r, chunk = h // g, self._group_rows(q, k)
         out = torch.empty_like(q)
         lse = q.new_empty(b, h, n_q) if need_lse else None
-        vt = v.transpose(-1, -2).contiguous()  # (B, G, d, n_k): p·v is p·(vᵀ)ᵀ, oneDNN's weight layout
-        held = vt.numel() * (2 if self.causal else 1)  # causal: a chunk's first keys of vᵀ, copied for oneDNN
-        for at, keys, s0, s1, rows in self._chunks(q, k, tensors=1, groups=1, held=held):
-            for i, j in itertools.product(range(b), range(k.shape[1])):
-                scores = onednn.linear(rows[i, j], k[i, j, :keys]).mul_(d**-0.5)  # (r·c, keys)
-                self._mask(scores.view(-1, s1 - s0, keys), s0, s1, k.shape[2] - n_q)
-                o, l = softmax_part(scores, lambda p: onednn.linear(p, vt[i, j, :, :keys]), need_lse)
-                at(out)[i, j] = o.view(at(out)[i, j].shape)
+        for i, j in itertools.product(range(b), range(g)):
+            heads = slice(j * r, (j + 1) * r)  # h = group·r + j
+            vt = v[i, j].transpose(0, 1).contiguous()  # (d, n_k): p·v is p·(vᵀ)ᵀ, oneDNN's weight layout
+            for s0 in range(0, n_q, chunk):
+                s1 = min(s0 + chunk, n_q)
+                keys = n_k - n_q + s1 if self.causal else n_k  # the keys any row of the chunk sees
+                rows = q[i, heads, s0:s1].reshape(-1, d)  # (r·c, d)
+                scores = onednn.linear(rows, k[i, j, :keys]).mul_(d**-0.5)  # (r·c, keys)
+                self._mask(scores.view(r, s1 - s0, keys), s0, s1, n_k - n_q)
+                o, l = softmax_part(scores, lambda p: onednn.linear(p, vt[:, :keys]), need_lse)
+                out[i, heads, s0:s1] = o.view(r, s1 - s0, d)
                 if need_lse:
-                    at(lse)[i, j] = l.view(at(lse)[i, j].shape)
-                del scores, o, l
+                    lse[i, heads, s0:s1] = l.view(r, s1 - s0)
+                del rows, scores, o, l
         return Partial(out, lse)
 
     def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
@@ -106,16 +120,15 @@ class GroupedKeys(KeySet):
             yield at, keys, rows, scores
             del rows, scores  # NB: the generator's names would keep this step alive beside the next
 
-    def _chunks(self, q, k, tensors: int, groups: int, held: int = 0):
+    def _chunks(self, q, k, tensors: int, groups: int):
         """(at: the chunk's (B, G, r, c, …) view of a (B, H, n, …) tensor, keys seen, s0, s1, rows (B, G, r·c, d)):
-        chunks whose `tensors` score-sized buffers for `groups` groups at once fit in a step beside `held`
-        elements (the per-group forward's copy of V)."""
+        chunks whose `tensors` score-sized buffers for `groups` groups at once fit in a step."""
         b, h, n_q, d = q.shape
         g, n_k = k.shape[1], k.shape[2]
         r = h // g  # query heads per group: h = group·r + j
         # NB: a whole step held 2.0-2.25 outputs at n = 256-4096 while the last chunk's scores outlived it;
         # dropped before the next (del), 1.52-1.75 (measured)
-        chunk = max(1, min(n_q, max(step_elements(q) - held, 0) // (tensors * groups * r * n_k)))
+        chunk = max(1, min(n_q, step_elements(q) // (tensors * groups * r * n_k)))
         for s0 in range(0, n_q, chunk):
             s1 = min(s0 + chunk, n_q)
             keys = n_k - n_q + s1 if self.causal else n_k  # the keys any row of the chunk sees
