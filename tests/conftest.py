@@ -21,22 +21,10 @@ if hasattr(signal, "SIGHUP"):
 
 def pytest_collection_modifyitems(items):
     """A test module names in SLOW_FIXTURES the fixtures that run real sweeps in subprocesses: every test
-    that uses one is slow (left out of the fast lane, `pytest -m "not slow"`), whatever else it checks.
-    Under pytest-xdist (`-n 2 --dist loadgroup`, the README's command) the tests that share a module- or
-    session-wide fixture go to one worker, which makes it once."""
+    that uses one is slow (left out of the fast lane, `pytest -m "not slow"`), whatever else it checks."""
     import pytest
 
     for item in items:
         slow = getattr(getattr(item, "module", None), "SLOW_FIXTURES", ())
         if set(slow) & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-        if shared_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-
-
-def shared_fixture(item) -> bool:
-    """Whether the test uses a fixture wider than one test that its own module or package defines (pytest's
-    own, such as tmp_path_factory, are made per worker anyway)."""
-    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-    return any(d.scope in ("module", "package", "session") and "tests" in str(d.baseid or "").split("/")[:1]
-               for fixture in defs.values() for d in fixture)
