@@ -69,7 +69,7 @@ class GroupedKeys(KeySet):
         out = torch.empty_like(q)
         lse = q.new_empty(b, h, n_q) if need_lse else None
         for i, j in itertools.product(range(b), range(g)):
-            heads = slice(j * r, (j + 1) * r)  # h = group·r + j
+            heads = slice(j * r, (j + 1) * r)  # group j's query heads: h = j·r + t, t < r
             vt = v[i, j].transpose(0, 1).contiguous()  # (d, n_k): p·v is p·(vᵀ)ᵀ, oneDNN's weight layout
             for s0 in range(0, n_q, chunk):
                 s1 = min(s0 + chunk, n_q)
@@ -82,6 +82,7 @@ class GroupedKeys(KeySet):
                 if need_lse:
                     lse[i, heads, s0:s1] = l.view(r, s1 - s0)
                 del rows, scores, o, l
+            del vt  # before the next group's copy
         return Partial(out, lse)
 
     def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
