@@ -23,18 +23,20 @@ def against_full(frame: pd.DataFrame, references: tuple[str, ...]):
     data = prepare(frame)
     ok = data[(data["status"] == "ok") & data["time_s"].notna()]
     ok = ok[ok["kv_len"].isna() & ok["valid_fraction"].isna()]  # self-attention over full sequences
-    full = ok[ok["variant"] == "full"]
+    full = ok[(ok["variant"] == "full") & ok["impl"].isin(references)]
+    fulls = {keys: _medians(group) for keys, group in full.groupby(["impl"] + SAME_SHAPE, sort=False)}
     candidates = ok[(ok["variant"] != "full") & (ok["claimed_exponent_n"] < 2) & (ok["mode"] != "decode")]
     for keys, group in candidates.groupby(["variant", "impl", "params"] + SAME_SHAPE, sort=False):
         info = {**dict(zip(["variant", "impl", "params"] + SAME_SHAPE, keys)), "series": group.iloc[0]["series"]}
+        mine = _medians(group)
         for ref in references:
-            base = full[(full["impl"] == ref)]
-            for col in SAME_SHAPE:
-                base = base[base[col] == info[col]]
-            mine = group.groupby("seq_len")[["time_s", "flops"]].median()
-            theirs = base.groupby("seq_len")[["time_s", "flops"]].median()
+            theirs = fulls.get((ref, *keys[3:]), mine.iloc[:0])
             common = mine.index.intersection(theirs.index)
             yield info, f"full/{ref}", mine.loc[common], theirs.loc[common]
+
+
+def _medians(group: pd.DataFrame) -> pd.DataFrame:
+    return group.groupby("seq_len")[["time_s", "flops"]].median()
 
 
 def crossovers(frame: pd.DataFrame, references=("dense", "sdpa")) -> pd.DataFrame:
