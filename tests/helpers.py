@@ -78,6 +78,7 @@ max_samples = 3
 case_timeout_s = {timeout}
 memory_budget_gib = 3
 check_seq_len = 16
+probe = {probe}
 [defaults]
 batch = [1]
 num_heads = [2]
@@ -118,9 +119,10 @@ def suite_in_process(*args, cwd, env_extra=None) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["suite", *args], code, out.getvalue(), err.getvalue())
 
 
-def write_grid(tmp_path: Path, body: str, name="t", timeout=60) -> Path:
+def write_grid(tmp_path: Path, body: str, name="t", timeout=60, probe=False) -> Path:
+    """A tiny grid; without the GEMM and bandwidth probes (3 s a run) unless `probe`: the tests that read them ask."""
     path = tmp_path / f"{name}.toml"
-    path.write_text(TINY.format(name=name, timeout=timeout) + body)
+    path.write_text(TINY.format(name=name, timeout=timeout, probe=str(probe).lower()) + body)
     return path
 
 

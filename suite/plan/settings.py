@@ -31,6 +31,7 @@ class Settings:
     ladder_width: float = 0.2  # adaptive lengths: a series is settled when its exponent's interval is this narrow
     max_call_s: float = 10.0  # adaptive lengths: no length whose one call is predicted to take longer
     stretch_call_s: float = 0.0  # ... but this long, for a series whose overheads still hide its claim (0: none)
+    probe: bool = True  # the GEMM and bandwidth probes (~3 s a run); false: no peak, no roofline, no cache-step bound
 
     def to_plan(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -40,13 +41,13 @@ class Settings:
         return cls(**validate(raw, where))
 
 
-# name -> (type, low, high); the allocator is a choice instead
+# name -> (type, low, high); the allocator is a choice instead, the probe a switch
 LIMITS: dict[str, tuple[type, float | None, float | None]] = {
     "threads": (int, 1, 256), "min_run_time_s": (float, 0.0, 600.0), "max_samples": (int, 1, 100000),
     "case_timeout_s": (float, 1.0, 86400.0), "memory_budget_gib": (float, 0.5, 4096.0),
     "check_seq_len": (int, 1, 4096), "allocator": (str, None, None), "replicates": (int, 1, 64),
     "busy_limit_cores": (float, 0.0, 1024.0), "retimes": (int, 0, 10), "ladder_width": (float, 0.01, 10.0),
-    "max_call_s": (float, 0.001, 86400.0), "stretch_call_s": (float, 0.0, 86400.0),
+    "max_call_s": (float, 0.001, 86400.0), "stretch_call_s": (float, 0.0, 86400.0), "probe": (bool, None, None),
 }
 
 
@@ -62,6 +63,9 @@ def validate(raw: Any, where: str) -> dict[str, Any]:
         if key == "allocator":
             if value not in ALLOCATORS:
                 raise UsageError(f"{where}: field 'allocator' = {shown(value)} (allowed: {', '.join(ALLOCATORS)})")
+        elif kind is bool:
+            if not isinstance(value, bool):
+                raise UsageError(f"{where}: field '{key}' = {shown(value)} (allowed: true, false)")
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
             raise UsageError(f"{where}: field '{key}' = {shown(value)} (allowed: a number ({kind.__name__}) in {low}..{high})")
         elif not low <= value <= high:

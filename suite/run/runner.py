@@ -91,8 +91,11 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
     pool, restore = None, stop_on_signals()  # NB: for callers other than the command line too
     try:  # NB: the pool starts inside: a cluster that fails to start still leaves the table written
         pool = _pool(executor, settings, plugins, run, address, slots)
-        _probe(run, cases, pool.gemm_peak, out)
-        _bandwidth(run, cases, pool.bandwidth, out)
+        if settings.probe:
+            _probe(run, cases, pool.gemm_peak, out)
+            _bandwidth(run, cases, pool.bandwidth, out)
+        else:
+            _unprobed(run, cases, out)
         _record(pool.run(tasks, failed), journal, todo, tasks, out)
         while ladders and (more := climb.next_cases(run, cases, ladders, settings, journal.read().rows, out)):
             cases = cases + more
@@ -153,6 +156,23 @@ def _probe(run: RunDir, cases: list[Case], measure_peak, out) -> None:
         if "flops_per_s" in result:
             print(f"matmul peak {device}/{dtype}: {result['flops_per_s'] / 1e9:.1f} GFLOP/s", file=out)
         run.write_json(RunDir.PROBE, peaks)
+
+
+UNPROBED = "not asked for: the grid's settings have probe = false"
+
+
+def _unprobed(run: RunDir, cases: list[Case], out) -> None:
+    """Say in the probe files that this run measured no ceilings, so a reader sees why its roofline is blank."""
+    pairs = sorted({(case.device, case.dtype) for case in cases})
+    peaks = run.probe()
+    for device, dtype in pairs:
+        peaks.setdefault(device, {}).setdefault(dtype, {"error": UNPROBED})
+    found = run.bandwidth()
+    for device in sorted({device for device, _ in pairs} - set(found)):
+        found[device] = {"error": UNPROBED}
+    run.write_json(RunDir.PROBE, peaks)
+    run.write_json(RunDir.BANDWIDTH, found)
+    print(f"matmul peak and memory bandwidth: {UNPROBED}", file=out)
 
 
 def _bandwidth(run: RunDir, cases: list[Case], measure_bandwidth, out) -> None:

@@ -87,6 +87,21 @@ def test_report_leads_with_the_verdicts_of_the_data(built):
     assert "speed-up at the largest n</th>" in page and "allowed, ×" in page  # FLOPs' bound beside the measured
 
 
+def test_a_run_that_skipped_the_probes_says_so_and_draws_no_roofline(built, tmp_path):
+    """`probe = false` in a grid's settings: the run's probe files carry the reason, the page shows it."""
+    import shutil
+
+    run = tmp_path / "results" / "unprobed"
+    shutil.copytree(built.parent.parent.parent / "results" / "synthetic", run)
+    unprobed = {"error": "not asked for: the grid's settings have probe = false"}
+    (run / "probe.json").write_text(json.dumps({"cpu": {"float32": unprobed}}))
+    (run / "bandwidth.json").write_text(json.dumps({"cpu": unprobed}))
+    page = report.build(RunDir(run), tmp_path / "reports" / "unprobed")[0].read_text()
+    said = "not measured (not asked for: the grid&#39;s settings have probe = false)"
+    assert page.count(said) == 2 and "<th>probe cpu/float32</th>" not in page  # the peak's and the bandwidth's
+    assert 'id="roofline"' not in page
+
+
 def test_summary_prints_one_line_per_claim_fit(built):
     frame = RunDir(built.parent.parent.parent / "results" / "synthetic").read_table()
     text = report.summary(analysis.claims(analysis.all_exponents(frame)))

@@ -74,6 +74,7 @@ min_run_time_s = 0.2
 max_samples = 20
 check_seq_len = 16
 replicates = 1
+probe = false
 busy_limit_cores = 0.3
 retimes = 1
 [defaults]
@@ -112,6 +113,7 @@ min_run_time_s = 0.05
 max_samples = 20
 check_seq_len = 16
 replicates = 1
+probe = false
 [defaults]
 batch = [1]
 num_heads = [2]

@@ -26,7 +26,7 @@ def test_faults_become_rows_and_the_sweep_goes_on(tmp_path):
         f'\n[[block]]\nvariant = ["{v}"]\nimpl = ["native"]\n[[block]]\nvariant = ["full"]\nimpl = ["sdpa"]\nseq_len = [{n}]\n'
         for v, n in [("fault_raise", 17), ("fault_exit", 18), ("fault_hang", 19), ("fault_oom", 20), ("fault_wrong", 21)]
     )
-    grid = write_grid(tmp_path, blocks, timeout=20)
+    grid = write_grid(tmp_path, blocks, timeout=8)  # the hang costs the whole budget
     res = suite("run", "--grid", str(grid), "--plugin", "fault_variants", "--run-id", "faults",
                 "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -41,6 +41,10 @@ def test_faults_become_rows_and_the_sweep_goes_on(tmp_path):
     for n in (17, 18, 19, 20, 21):
         assert status[("full", n)][0] == "ok", status[("full", n)]
     assert table.loc[table.status == "invalid", "time_s"].isna().all(), "an invalid case is not timed"
+    unprobed = "not asked for: the grid's settings have probe = false"  # write_grid's: no probes
+    assert json.loads((tmp_path / "results" / "faults" / "probe.json").read_text()) == {"cpu": {"float32": {"error": unprobed}}}
+    assert json.loads((tmp_path / "results" / "faults" / "bandwidth.json").read_text()) == {"cpu": {"error": unprobed}}
+    assert f"matmul peak and memory bandwidth: {unprobed}" in res.stdout + res.stderr
 
 
 SMALL = '\n[[block]]\nvariant = ["full", "sliding_window", "linear", "mqa"]\nimpl = ["dense", "sdpa", "native"]\nseq_len = [16, 24, 32, 40]\n'
@@ -128,6 +132,7 @@ def test_bad_config_exits_2_naming_the_field_and_writes_nothing(tmp_path, body, 
     ("bad.yaml", "block: [variant: {", "malformed YAML"),
     ("bad2.toml", "[settings]\nthreads = 'two'\n", "field 'threads' = 'two'"),
     ("bad3.toml", "[settings]\nwarp = 2\n", "field 'warp'"),
+    ("bad4.toml", "[settings]\nprobe = 'no'\n", "field 'probe' = 'no' (allowed: true, false)"),
 ])
 def test_malformed_files_and_settings_exit_2(tmp_path, name, text, message):
     (tmp_path / name).write_text(text)
@@ -150,7 +155,8 @@ def test_dry_run_lists_cases_and_writes_nothing(tmp_path):
 
 
 def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
-    grid = write_grid(tmp_path, '\n[[block]]\nvariant = ["sliding_window"]\nimpl = ["*"]\nseq_len = [16, 32]\n', name="cols")
+    grid = write_grid(tmp_path, '\n[[block]]\nvariant = ["sliding_window"]\nimpl = ["*"]\nseq_len = [16, 32]\n', name="cols",
+                      probe=True)
     results = tmp_path / "results"
     res = suite("run", "--grid", str(grid), "--run-id", "c", "--results-dir", str(results),
                 "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path, report=True)

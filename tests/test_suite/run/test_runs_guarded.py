@@ -138,7 +138,7 @@ def test_a_plugin_under_the_results_folder_is_refused_before_it_is_imported(tmp_
 @pytest.mark.slow
 def test_a_resumed_run_takes_its_plugins_from_the_command_line(tmp_path):
     grid = tmp_path / "g.toml"
-    grid.write_text('name = "p"\n[settings]\nmin_run_time_s = 0.01\nmax_samples = 3\ncheck_seq_len = 16\n'
+    grid.write_text('name = "p"\n[settings]\nmin_run_time_s = 0.01\nmax_samples = 3\ncheck_seq_len = 16\nprobe = false\n'
                     '[defaults]\nseq_len = [16]\nbatch = [1]\nnum_heads = [1]\nhead_dim = [8]\n'
                     '[[block]]\nvariant = ["fault_raise"]\nimpl = ["native"]\n')
     res = suite("run", "--grid", str(grid), "--plugin", "fault_variants", "--run-id", "p",
@@ -210,7 +210,7 @@ def test_merge_of_a_damaged_shard_writes_nothing(tmp_path):
 
 
 # ------------------------------------------------------------------ processes
-HANG = ('name = "h"\n[settings]\ncase_timeout_s = 600\nmin_run_time_s = 0.01\ncheck_seq_len = 16\n'
+HANG = ('name = "h"\n[settings]\ncase_timeout_s = 600\nmin_run_time_s = 0.01\ncheck_seq_len = 16\nprobe = false\n'
         '[defaults]\nseq_len = [16]\nbatch = [1]\nnum_heads = [1]\nhead_dim = [8]\n'
         '[[block]]\nvariant = ["{variant}"]\nimpl = ["native"]\n')
 
