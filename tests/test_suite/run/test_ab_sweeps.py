@@ -44,10 +44,10 @@ def _side(tmp: Path, name: str, factor: float = 1.0, slow=()) -> Path:
 
 
 def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
-    """20 wait-paced cases, 3 of them (15%) 50% slower in B's code: A, B, B, A in 5 process pairs.
+    """12 wait-paced cases, 3 of them 50% slower in B's code: A, B, B, A in 5 process pairs.
     NB: this tests the mechanism end to end; the power at small effects is the synthetic tests' (above).
     A loaded CI machine's jitter made it miss one case at 8% (stop 24) and again at 20% (stop 37)."""
-    lengths = list(range(16, 36))
+    lengths = list(range(16, 28))
     (tmp_path / "g.toml").write_text(GRID.format(lengths=", ".join(map(str, lengths))))
     a, b = _side(tmp_path, "a"), _side(tmp_path, "b", 1.50, slow=lengths[:3])
     res = suite("ab", str(a), str(b), "--grid", str(tmp_path / "g.toml"), "--plugin", "fault_variants",
@@ -56,9 +56,9 @@ def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
     assert res.returncode == 1, res.stdout + res.stderr
     payload = json.loads((tmp_path / "results" / "r" / "compare.json").read_text())
     slower = sorted(c["seq_len"] for c in payload["cases"] if c["status"] == "slower")
-    assert slower == lengths[:3] and payload["counts"] == {"unchanged": 17, "slower": 3}
+    assert slower == lengths[:3] and payload["counts"] == {"unchanged": 9, "slower": 3}
     lines = (tmp_path / "results" / "r" / "ab.jsonl").read_text().splitlines()
-    assert len(lines) == 20 * 5 * 4  # every block journaled
+    assert len(lines) == 12 * 5 * 4  # every block journaled
     order = [json.loads(line)["side"] for line in lines[:4]]
     assert order == ["a", "b", "b", "a"]
     assert (tmp_path / "results" / "r" / "ab.parquet").is_file()
