@@ -90,19 +90,9 @@ def _check_threads(threads: int, field: str, executor: str) -> None:
         raise UsageError(f"{field} {threads} (allowed: 1..{most}, the CPUs of this machine)")
 
 
-def _check_executor(args: argparse.Namespace) -> None:
-    if args.executor == "ray":
-        from suite.run.executors.ray_pool import ray_module
-
-        ray_module()  # before any work: without Ray, say how to install it
-    elif args.address or args.ray_workers:
-        raise UsageError("--address and --ray-workers go with --executor ray")
-    if args.ray_workers is not None and args.ray_workers < 1:
-        raise UsageError(f"--ray-workers {args.ray_workers} (allowed: integers >= 1)")
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from suite.plan import shard as shards
+    from suite.run import executors
     from suite.run import runner
     from suite.machine import compile_cache
     from suite.run.executors.local import WorkerError
@@ -111,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         compile_cache.use(args.compile_cache, Path(args.results_dir))
         job = _job(args)
-        _check_executor(args)
+        executors.check(args.executor, args.address, args.ray_workers, job.settings.allocator)
         atomic.check_outputs({}, {"--reports-dir": None if args.dry_run or args.no_report else args.reports_dir})
     except (UsageError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -229,7 +219,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from suite.analyse import paired
     from suite.machine import compile_cache
     from suite.plan import grid as grids
-    from suite.run import plugins
+    from suite.run import executors, plugins
     from suite.run.ab import driver as ab
     from suite.run.ab import checkouts as sides
 
@@ -240,6 +230,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     if not Path(args.repo).is_dir():
         raise UsageError(f"--repo {args.repo!r}: no such folder (allowed: a git repository's folder)")
     grid = grids.resolve(args.grid, devices=args.device, only_variants=args.variant)
+    executors.check("local", None, None, grid.settings.allocator)
     pairs = args.pairs or max(grid.settings.replicates, ab.MIN_DEFAULT_PAIRS)
     if not 2 <= pairs <= 64:
         raise UsageError(f"--pairs {pairs} (allowed: 2..64: the test needs two pairs at least)")

@@ -1,5 +1,5 @@
-"""A test-only variant that reports the compile-cache variables its worker sees (loaded with
-`--plugin env_variant`): its `native` path raises with them, so they reach the row's reason."""
+"""A test-only variant that reports the compile-cache variables and the allocator its worker sees (loaded
+with `--plugin env_variant`): its `native` path raises with them, so they reach the row's reason."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from variants.rules import Impl, Prepared, VariantSpec, register
 
 
 def _report(q, k, v, *, causal, params):
-    seen = {name: os.environ.get(name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    seen = {name: os.environ.get(name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "MALLOC_CONF")}
+    with open("/proc/self/maps") as maps:
+        seen["malloc"] = "jemalloc" if "libjemalloc" in maps.read() else "glibc"
     raise RuntimeError(f"worker saw {seen}")
 
 

@@ -18,6 +18,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from suite.machine import allocator
 from suite.plan.case import Case
 from suite.plan.grid import Grid
 from suite.plan.settings import Settings
@@ -62,7 +63,8 @@ class ServeWorker:
         with os.fdopen(atomic.open_plain(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as log:
             # NB: the server of any checkout dies with this driver (child_argv)
             self.proc = subprocess.Popen(child_argv(server_module(self.side.root)), cwd=self.side.root,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         env={**os.environ, **allocator.environment(self.settings.allocator)})
         hello = {"settings": self.settings.to_plan(), "plugins": self.plugins, "device": self.device}
         self._send(hello)
 

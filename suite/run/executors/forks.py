@@ -16,11 +16,12 @@ import multiprocessing.forkserver
 PRELOAD = ["torch", "variants"]
 
 
-def context():
+def context(allocator: str = "retain"):
     """Workers forked from the server. NB: a spawned worker spent its start importing the preload (2.4 s
     of CPU here, 7 s for the five workers of a 5-replicate run on 2 cores); a fork starts in 0.1 s.
-    Where there is no fork server: spawn."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    Where there is no fork server, and for workers on jemalloc (preloaded as their process starts, which
+    a fork of the server cannot be: suite.machine.allocator): spawn."""
+    if allocator == "jemalloc" or "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)

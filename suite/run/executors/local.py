@@ -26,14 +26,16 @@ class Worker:
 
     def __init__(self, device: str, settings: Settings, plugins: list[str], log_path: Path | None = None,
                  wait: bool = True):
+        from suite.machine import allocator
         from suite.run.executors import worker
 
-        ctx = forks.context()
+        ctx = forks.context(settings.allocator)
         self.device = device
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=worker.main, daemon=True,
                                    args=(child, settings, plugins, device, str(log_path) if log_path else None))
-        self.process.start()
+        with allocator.started_with(settings.allocator):
+            self.process.start()
         child.close()
         self.started = False
         if wait:
