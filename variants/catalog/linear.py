@@ -48,11 +48,12 @@ class Elu(FeatureMap):
     def key(self, x):
         return elu_plus_one(x), x.new_zeros(x.shape[0], x.shape[1], 1, 1)
 
-    def warm(self, like) -> dict[str, str]:
+    def warm(self, like, rows) -> dict[str, str]:
         """Compile φ for chunks of q's rows, 1 row and more: views of q (its strides), and whole (a
         call in one chunk)."""
-        examples = [(x,) for rows in (1, 2) for x in (like[:, :, :rows], like[:, :, :rows].contiguous())]
-        return {"feature_map": f"elu+1 {ELU_PLUS_ONE.warm(*examples)}"}
+        examples = [(x,) for n in (1, 2) for x in (like[:, :, :n], like[:, :, :n].contiguous())]
+        b, h, _, d = like.shape
+        return {"feature_map": f"elu+1 {ELU_PLUS_ONE.warm(*examples, most=b * h * rows * d)}"}
 
     def vjp(self, x, f, df):
         """φ'(x) = e^x = φ(x) for x <= 0 and 1 above, so φ' = min(φ, 1): one pass over f, where

@@ -76,12 +76,12 @@ class Fourier(FeatureMap):
             return _sincos(angles, scale)
         return SINCOS(angles, scale)
 
-    def warm(self, like) -> dict[str, str]:
+    def warm(self, like, rows) -> dict[str, str]:
         """Compile the features' sin and cos (SINCOS) for q's dtype and device, chunks of 1 row and more."""
         b, h, _, _ = like.shape
         half, scale = self.features // 2, (2 / self.features) ** 0.5
-        examples = [(like.new_zeros(b, h, rows, half), scale) for rows in (1, 2)]
-        return {"feature_map": f"sin and cos {SINCOS.warm(*examples)}"}
+        examples = [(like.new_zeros(b, h, n, half), scale) for n in (1, 2)]
+        return {"feature_map": f"sin and cos {SINCOS.warm(*examples, most=b * h * rows * half)}"}
 
     def key(self, x):
         return self.query(x), x.new_zeros(x.shape[0], x.shape[1], 1, 1)

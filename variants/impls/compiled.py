@@ -72,12 +72,17 @@ class Fused:
         self.compiled_calls = 0  # for the tests: that the sweep's shapes reach the compiled form
         self._failed: str | None = None  # why a compile failed: not tried again
 
-    def warm(self, *examples: tuple) -> str:
+    def warm(self, *examples: tuple, most: int | None = None) -> str:
         """Compile for each example's arguments (tensors of the call's dtype and device); returns the
         note: how the step will run for them. float64, the dtype the checks' references compute in,
-        and meta tensors (the FLOP counter's) stay eager and take none of the function's few graphs."""
+        and meta tensors (the FLOP counter's) stay eager and take none of the function's few graphs.
+        `most`: the most elements a call will have; under `min_elements` every call runs eager, so
+        nothing is compiled (a compile is 3 s of each worker process's setup here)."""
         if os.environ.get(EAGER_ENV) == "1":
             self.note = f"eager ({EAGER_ENV}=1)"
+            return self.note
+        if most is not None and most < self.min_elements:
+            self.note = f"eager (calls of {most} elements at most, under the {self.min_elements} it is compiled for)"
             return self.note
         if self._failed:
             self.note = self._failed

@@ -55,6 +55,31 @@ def test_a_call_smaller_than_the_step_s_least_elements_runs_eager():
     assert calls == {"eager": 1}
 
 
+def test_a_step_whose_calls_are_all_under_its_least_elements_is_not_compiled():
+    """`most`: the largest call the step will see (a feature map: the longest of q and k); under the least
+    elements a compiled call is for, every call runs eager, so setup compiles nothing."""
+    step, calls = _counted()
+    step.min_elements = 1000
+    x = torch.randn(3, 5, 8)
+    note = step.warm((x[:, :1], 2.0), (x[:, :2], 2.0), most=999)
+    assert note == "eager (calls of 999 elements at most, under the 1000 it is compiled for)" == step.note
+    assert step._compiled is None and not step._ready
+    step(x, 2.0)
+    assert calls == {"eager": 1}
+    assert step.warm((x[:, :1], 2.0), most=1000) == "compiled (inductor, dynamic shapes)"
+
+
+def test_a_feature_map_on_short_sequences_compiles_nothing_and_says_so():
+    """linear's elu+1 at the tests' tiny shapes: every call under its 2^17 elements (a compile per worker
+    process spent 3 s of each one's setup here, for calls that ran eager)."""
+    q = torch.randn(1, 2, 256, 16)
+    fn = variants.get("linear").impls["native"].prepare(q, q, q, causal=False, params={})
+    assert fn.notes["feature_map"] == "elu+1 eager (calls of 8192 elements at most, under the 131072 it is compiled for)"
+    big = torch.randn(1, 8, 4096, 64)  # the sweep's shape: 2^21 elements, compiled
+    fn = variants.get("linear").impls["native"].prepare(big, big, big, causal=False, params={})
+    assert fn.notes["feature_map"] == "elu+1 compiled (inductor, dynamic shapes)"
+
+
 def test_a_call_whose_graph_would_compile_runs_eager_instead():
     """A guard the key does not see: views of the same size classes, not contiguous either, with
     strides in another order."""
@@ -130,12 +155,16 @@ def test_the_fused_feature_maps_equal_their_eager_forms_and_float64(n):
 def test_the_native_paths_compile_in_setup_and_never_in_the_timed_calls(name, mode, n):
     """Prepared at a check's length (one chunk) and a sweep's (chunks of several sizes), then called
     twice with dynamo told to fail on any compile: the calls reuse what setup compiled, in fwd and
-    fwd_bwd; at the sweep's length they reach the compiled form, and equal the dense float64 form."""
+    fwd_bwd; at the sweep's length they reach the compiled form, and equal the dense float64 form.
+    elu+1 at n = 97 (8 × 97 × 64 elements, under its 2^17) compiles nothing and runs eager."""
     spec = variants.get(name)
     gen = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(1, 8, n, 64, generator=gen).requires_grad_(mode == "fwd_bwd") for _ in range(3))
     prepared = spec.prepare(q, k, v, impl="native")
-    assert prepared.notes["feature_map"].endswith("compiled (inductor, dynamic shapes)")
+    small = name == "linear" and n == 97
+    assert prepared.notes["feature_map"].endswith(
+        "eager (calls of 49664 elements at most, under the 131072 it is compiled for)" if small
+        else "compiled (inductor, dynamic shapes)")
     step = SINCOS if name == "rfa" else ELU_PLUS_ONE
     before = step.compiled_calls
     with torch._dynamo.config.patch(error_on_recompile=True):
@@ -143,8 +172,8 @@ def test_the_native_paths_compile_in_setup_and_never_in_the_timed_calls(name, mo
             out = prepared()
             if mode == "fwd_bwd":
                 torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
-    assert step.note == "compiled (inductor, dynamic shapes)"
-    assert (step.compiled_calls > before) == (n == 3000 or name == "rfa")  # elu+1 at n = 97: below its least
+    assert prepared.notes["feature_map"].endswith(step.note)
+    assert (step.compiled_calls > before) == (not small)
     if mode == "fwd" and n == 3000:
         with torch.no_grad():
             exact = spec.prepare(*(t[:, :2].double() for t in (q, k, v)), impl="dense")()

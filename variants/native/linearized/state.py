@@ -23,9 +23,10 @@ class FeatureMap:
     def key(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
-    def warm(self, like: torch.Tensor) -> dict[str, str]:
-        """Setup before the timed calls (compile a fused step for like's dtype and device); the notes
-        say how the map runs."""
+    def warm(self, like: torch.Tensor, rows: int) -> dict[str, str]:
+        """Setup before the timed calls (compile a fused step for like's dtype and device, where a call
+        of the map on `rows` rows, the most it will see, is large enough to take it); the notes say how
+        the map runs."""
         return {}
 
     # vjp(x, f, df) -> dx: x's gradient through the map in closed form, for the backward: f is the
