@@ -49,7 +49,7 @@ class Job:
 def _job(args: argparse.Namespace) -> Job:
     from suite.plan import grid as grids
     from suite.plan import shard as shards
-    from suite.run import plugins, runner
+    from suite.run import executors, plugins, runner
 
     plugins.load(args.plugin, Path(args.results_dir))
     if args.resume:
@@ -62,12 +62,14 @@ def _job(args: argparse.Namespace) -> Job:
         plugins.require(plan.plugins, args.plugin, run.name)
         grids.check_plan(plan.cases, plan.ladders, str(run.path / RunDir.PLAN))  # NB: an edited plan fails here, not in a worker
         _check_threads(plan.settings.threads, "plan.json settings.threads", args.executor)
-        return Job(run, plan.cases, plan.settings, plan.plugins, f"{plan.grid} (resumed)", ladders=plan.ladders)
+        settings = executors.resolved(plan.settings, args.executor)
+        return Job(run, plan.cases, settings, plan.plugins, f"{plan.grid} (resumed)", ladders=plan.ladders)
     grid = grids.resolve(args.grid or "smoke", devices=args.device, only_variants=args.variant)
     if args.threads is not None:
         _check_threads(args.threads, "--threads", args.executor)
         grid = dataclasses.replace(grid, settings=dataclasses.replace(grid.settings, threads=args.threads))
     _check_threads(grid.settings.threads, f"grid {grid.name}: settings.threads", args.executor)
+    grid = dataclasses.replace(grid, settings=executors.resolved(grid.settings, args.executor))  # the plan says which
     cases, info, label, suffix = list(grid.cases), None, grid.name, ""
     if args.shard is not None:
         cases, info = shards.select(cases, grid.settings, args.shard, grid.ladders)
@@ -240,6 +242,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     run = RunDir.new(Path(args.results_dir), args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-ab-{grid.name}")
     repo = Path(args.repo).resolve()
     with sides.checked_out(args.base, args.new, repo) as (a, b):
+        grid = dataclasses.replace(grid, settings=ab.resolved(grid.settings, (a, b)))
         ab.start(run, grid, a, b, pairs, rounds, list(args.plugin))
         print(f"ab {run.name}: {len(grid.cases)} cases × {pairs} process pairs × {rounds} × A,B,B,A; "
               f"A = {args.base} ({(a.commit or 'no commit')[:12]}), B = {args.new} ({(b.commit or 'no commit')[:12]})",

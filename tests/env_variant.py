@@ -14,6 +14,8 @@ def _report(q, k, v, *, causal, params):
     seen = {name: os.environ.get(name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "MALLOC_CONF")}
     with open("/proc/self/maps") as maps:
         seen["malloc"] = "jemalloc" if "libjemalloc" in maps.read() else "glibc"
+    with open("/proc/self/cmdline", "rb") as cmdline:  # a fork of the server runs the server's command line
+        seen["started"] = "forked" if b"multiprocessing.forkserver" in cmdline.read() else "spawned"
     raise RuntimeError(f"worker saw {seen}")
 
 

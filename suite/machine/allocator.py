@@ -11,9 +11,10 @@ implementation alike and is written into each run's environment.
 (2.36, Debian 12's) serves an aligned request only from a free block larger than the one the same
 tensor freed, so a call whose temporaries are tens of megabytes may take fresh pages, and fault them
 in, on every call, depending on what the process allocated before (docs/performance.md (21)). The
-`jemalloc` setting runs the workers on jemalloc (the system's libjemalloc.so.2, preloaded when each
-worker process starts) with freed pages kept for reuse (no decay) while a case runs, and purged between
-cases.
+`jemalloc` setting runs the workers on jemalloc (the system's libjemalloc.so.2, preloaded into the
+process the workers are forked from) with freed pages kept for reuse (no decay) while a case runs, and
+purged between cases. `auto`, the default, is jemalloc where the system has it and the workers are this
+tool's local processes, else `retain`; a run records which (`resolve`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
 M_MMAP_THRESHOLD = -3
-MODES = ("retain", "default", "jemalloc")
+MODES = ("auto", "retain", "default", "jemalloc")
 JEMALLOC = "libjemalloc.so.2"
 JEMALLOC_CONF = "dirty_decay_ms:-1,muzzy_decay_ms:-1"  # freed pages stay with the process until purged
 PURGE_ALL = b"arena.4096.purge"  # MALLCTL_ARENAS_ALL
@@ -41,9 +42,17 @@ def jemalloc_library() -> str | None:
     return None
 
 
+def resolve(mode: str, executor: str = "local") -> str:
+    """The allocator `mode` means here: `auto` is jemalloc where the system has it and the workers are
+    local processes (Ray starts its own), else retain; any other mode is itself."""
+    if mode != "auto":
+        return mode
+    return "jemalloc" if executor == "local" and jemalloc_library() is not None else "retain"
+
+
 def environment(mode: str) -> dict[str, str]:
     """The variables a worker process must start with for `mode`: jemalloc preloaded, or nothing."""
-    if mode != "jemalloc":
+    if resolve(mode) != "jemalloc":
         return {}
     library = jemalloc_library()
     if library is None:
@@ -56,7 +65,7 @@ def check(mode: str, executor: str = "local") -> None:
     """Before any work: jemalloc needs the system's library, and workers this tool starts (UsageError)."""
     from suite.errors import UsageError
 
-    if mode != "jemalloc":
+    if mode != "jemalloc":  # NB: auto never refuses: it falls back to retain
         return
     if executor == "ray":
         raise UsageError("[settings]: field 'allocator' = 'jemalloc' (allowed with local workers only: "
@@ -70,7 +79,7 @@ def check(mode: str, executor: str = "local") -> None:
 @contextlib.contextmanager
 def started_with(mode: str):
     """os.environ as a new worker process of `mode` must inherit it, while it starts."""
-    wanted = environment(mode)
+    wanted = environment(resolve(mode))
     before = {name: os.environ.get(name) for name in wanted}
     os.environ.update(wanted)
     try:
@@ -96,6 +105,10 @@ def configure(mode: str = "retain") -> dict[str, object]:
     """Apply `mode` to this process and return what was set, for the environment record."""
     if mode not in MODES:
         raise ValueError(f"allocator={mode!r} (allowed: {', '.join(MODES)})")
+    mode = resolve(mode)
+    if mode != "jemalloc" and _jemalloc_loaded() is not None:
+        raise RuntimeError(f"allocator={mode!r}, but this process runs on jemalloc (preloaded): its mallopt "
+                           "would set an allocator nothing uses")
     if mode == "default":
         return {"allocator": "glibc default"}
     if mode == "jemalloc":

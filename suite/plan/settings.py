@@ -24,7 +24,7 @@ class Settings:
     case_timeout_s: float = 300.0
     memory_budget_gib: float = 16.0  # CPU address-space limit of a worker, above what it holds at start
     check_seq_len: int = 96  # correctness check against the dense reference at this n
-    allocator: str = "retain"
+    allocator: str = "auto"  # jemalloc where the system has it, else retain (suite.machine.allocator)
     replicates: int = 1  # worker processes each case is timed in (process-level replicates)
     busy_limit_cores: float = 0.5  # other processes' CPU above this while timing: time again (suite.run.measurement.host_load)
     retimes: int = 1  # at most this many more timings of a case measured on a busy machine

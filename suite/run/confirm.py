@@ -11,7 +11,7 @@ import pandas as pd
 
 from suite.analyse import regression
 from suite.plan.grid import check_plan
-from suite.run import runner
+from suite.run import executors, runner
 from suite.store.rundir import RunDir
 
 
@@ -29,6 +29,7 @@ def confirm(verdict: regression.Verdict, base: pd.DataFrame, new: RunDir, rule: 
     cases = [by_id[case_id] for case_id in flagged["case_id"] if case_id in by_id]
     plugins.require(plan.plugins, list(given_plugins), new.name)
     check_plan(cases, [], str(new.path / RunDir.PLAN))  # NB: as --resume does: an edited case fails here
+    executors.check("local", None, None, plan.settings.allocator)  # NB: a run on jemalloc, here without it
     rerun = RunDir.new(new.path.parent, f"{new.name}-confirm-{time.strftime('%H%M%S')}")
     rerun.path.mkdir(parents=True)
     print(f"confirming {len(cases)} flagged case(s) in {rerun.path}", file=out)

@@ -41,7 +41,19 @@ def software() -> list[Check]:
     return [Check("torch", True, f"{torch.__version__} (CUDA {torch.version.cuda or 'none'}, threads {torch.get_num_threads()})"),
             Check("xformers", True, _version("xformers") or "not installed (optional: pip install -e '.[xformers]')"),
             Check("triton", True, _version("triton") or "not installed (optional: the do_bench cross-check on CUDA)"),
-            Check("ray", True, _version("ray") or "not installed (optional: pip install -e '.[ray]')")]
+            Check("ray", True, _version("ray") or "not installed (optional: pip install -e '.[ray]')"),
+            Check("allocator", True, _allocator())]
+
+
+def _allocator() -> str:
+    """What the default allocator setting, `auto`, makes the local workers run on."""
+    from suite.machine import allocator
+
+    library = allocator.jemalloc_library()
+    if library is not None:
+        return f"jemalloc ({library}), freed pages kept for reuse"
+    return ("glibc, retain (optional: the system's jemalloc, Debian/Ubuntu `apt install libjemalloc2`, "
+            "keeps the page faults of large temporaries out of the timings)")
 
 
 def _memory(device: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from suite.machine import allocator
 from suite.machine.caches import caches
 
 
@@ -56,7 +57,7 @@ def fingerprint(settings, devices: list[str]) -> dict:
         "cpu_count": os.cpu_count(),
         "cpu_caches": caches(),  # bytes per level (L1d, L2, L3) and the CPUs sharing each
         "threads": settings.threads,
-        "allocator": settings.allocator,
+        "allocator": allocator.resolve(settings.allocator),  # auto: which (suite.machine.allocator)
         "devices": devices,
         "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "git_commit": _git_commit(),

@@ -42,6 +42,16 @@ def server_module(root: Path) -> str:
     return "suite.run.serve" if (Path(root) / "suite" / "run" / "serve.py").is_file() else "suite.run.ab.server"
 
 
+def resolved(settings: Settings, sides: tuple[Side, ...]) -> Settings:
+    """`auto` made one allocator for both sides: jemalloc where the system has it and every side's code
+    knows the setting (a checkout from before it would refuse it), else retain."""
+    if settings.allocator != "auto":
+        return settings
+    code = (Path(side.root) / "suite" / "machine" / "allocator.py" for side in sides)
+    knows = all(path.is_file() and '"jemalloc"' in path.read_text() for path in code)
+    return replace(settings, allocator=allocator.resolve("auto") if knows else "retain")
+
+
 class ServeWorker:
     """One server process (`server_module`) in a side's checkout, restarted after a case kills it."""
 

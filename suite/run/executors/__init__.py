@@ -20,3 +20,13 @@ def check(executor: str, address: str | None, ray_workers: int | None, allocator
     if ray_workers is not None and ray_workers < 1:
         raise UsageError(f"--ray-workers {ray_workers} (allowed: integers >= 1)")
     allocators.check(allocator, executor)
+
+
+def resolved(settings, executor: str):
+    """The settings with `auto` made the allocator it means for this executor (suite.machine.allocator):
+    a plan says which its workers ran on."""
+    import dataclasses
+
+    from suite.machine import allocator
+
+    return dataclasses.replace(settings, allocator=allocator.resolve(settings.allocator, executor))

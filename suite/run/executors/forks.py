@@ -16,20 +16,30 @@ import multiprocessing.forkserver
 PRELOAD = ["torch", "variants"]
 
 
-def context(allocator: str = "retain"):
-    """Workers forked from the server. NB: a spawned worker spent its start importing the preload (2.4 s
-    of CPU here, 7 s for the five workers of a 5-replicate run on 2 cores); a fork starts in 0.1 s.
-    Where there is no fork server, and for workers on jemalloc (preloaded as their process starts, which
-    a fork of the server cannot be: suite.machine.allocator): spawn."""
-    if allocator == "jemalloc" or "forkserver" not in multiprocessing.get_all_start_methods():
+_SERVER: dict[str, str] = {}  # "allocator": what the fork server was started on (suite.machine.allocator)
+
+
+def context(allocator: str = "auto"):
+    """Workers forked from the server, which runs on the allocator it was started with (jemalloc
+    preloaded, or glibc): a worker of another allocator is spawned. NB: a spawned worker spent its start
+    importing the preload (2.4 s of CPU here, 7 s for the five workers of a 5-replicate run on 2 cores);
+    a fork starts in 0.1 s. Where there is no fork server: spawn."""
+    from suite.machine import allocator as allocators
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    mode = allocators.resolve(allocator)
+    server = _SERVER.setdefault("allocator", mode)
+    if mode != server:
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
+    with allocators.started_with(server):  # NB: a server that died is started again the same way
+        multiprocessing.forkserver.ensure_running()
     return ctx
 
 
 def start_early() -> None:
-    """Start the server now, so that its imports (3.5 s here) run beside the caller's rather than after
-    them. It inherits this process's environment as it is now; it exits with this process."""
-    if context().get_start_method() == "forkserver":
-        multiprocessing.forkserver.ensure_running()
+    """Start the server now, on the default allocator, so that its imports (3.5 s here) run beside the
+    caller's rather than after them. It exits with this process."""
+    context()

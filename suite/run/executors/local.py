@@ -26,9 +26,12 @@ class Worker:
 
     def __init__(self, device: str, settings: Settings, plugins: list[str], log_path: Path | None = None,
                  wait: bool = True):
+        import dataclasses
+
         from suite.machine import allocator
         from suite.run.executors import worker
 
+        settings = dataclasses.replace(settings, allocator=allocator.resolve(settings.allocator))  # auto: which
         ctx = forks.context(settings.allocator)
         self.device = device
         self.conn, child = ctx.Pipe()

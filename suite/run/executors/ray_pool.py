@@ -11,6 +11,7 @@ replicated); replicates that had to share an actor are aggregated as one process
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import warnings
@@ -18,6 +19,7 @@ from collections import deque
 
 from suite.plan.case import Case
 from suite.plan.settings import Settings
+from suite.machine import allocator
 from suite.machine import device as devices
 from suite.store.row import Row
 
@@ -74,7 +76,9 @@ class RayPool:
             cpus = (slots * settings.threads) if slots else max(1, os.cpu_count() or 1)
             kwargs = {"address": address} if address else {"num_cpus": cpus, "include_dashboard": False}
             ray.init(**kwargs, log_to_driver=False, configure_logging=False)
-        self.settings, self.plugins = settings, plugins
+        # NB: Ray starts its actors' processes itself: auto is retain there (suite.machine.allocator)
+        self.settings = dataclasses.replace(settings, allocator=allocator.resolve(settings.allocator, "ray"))
+        self.plugins = plugins
         self.slots = slots
         self.actors: dict[str, list] = {}
         self.classes: dict[str, object] = {}

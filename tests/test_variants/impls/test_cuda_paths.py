@@ -149,6 +149,10 @@ def test_doctor_says_what_runs_on_cpu_and_fails_for_a_device_that_cannot_be_meas
     assert cli.main(["doctor", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "cpu sdpa" in out and "flash_attention" in out and "cpu flex" in out
+    from suite.machine import allocator
+
+    said = next(line for line in out.splitlines() if line.split()[1:2] == ["allocator"])
+    assert said.split()[2] == ("jemalloc" if allocator.jemalloc_library() else "glibc,"), said
     if not torch.cuda.is_available():
         assert cli.main(["doctor", "--device", "cuda"]) == 1
         assert "torch.cuda.is_available() is False" in capsys.readouterr().out
