@@ -18,11 +18,12 @@ ray = pytest.importorskip("ray", reason="the Ray executor's tests need the [ray]
 
 
 def test_smoke_grid_on_a_local_ray_cluster_matches_the_local_executor(tmp_path):
-    """Three variants of the smoke grid (every implementation of each, skipped ones included)."""
+    """Two variants of the smoke grid, every implementation of each (dense, SDPA, compiled flex, native,
+    decode, and skipped ones). NB: not sliding_window too: its flex compiles took 10 s of each run here."""
     results = tmp_path / "results"
     for executor in ("local", "ray"):
         extra = ("--executor", "ray", "--ray-workers", "2") if executor == "ray" else ()
-        res = suite("run", "--grid", "smoke", "--variant", "sliding_window,linear,gqa", "--run-id", executor,
+        res = suite("run", "--grid", "smoke", "--variant", "linear,gqa", "--run-id", executor,
                     "--results-dir", str(results), "--no-report", *extra, cwd=tmp_path, timeout=900)
         assert res.returncode == 0, res.stderr[-3000:]
     local, on_ray = (pd.read_parquet(results / name / "results.parquet") for name in ("local", "ray"))
