@@ -79,7 +79,7 @@ def check(mode: str, executor: str = "local") -> None:
 @contextlib.contextmanager
 def started_with(mode: str):
     """os.environ as a new worker process of `mode` must inherit it, while it starts."""
-    wanted = environment(resolve(mode))
+    wanted = environment(mode)
     before = {name: os.environ.get(name) for name in wanted}
     os.environ.update(wanted)
     try:

@@ -26,12 +26,11 @@ class Worker:
 
     def __init__(self, device: str, settings: Settings, plugins: list[str], log_path: Path | None = None,
                  wait: bool = True):
-        import dataclasses
-
         from suite.machine import allocator
+        from suite.run import executors
         from suite.run.executors import worker
 
-        settings = dataclasses.replace(settings, allocator=allocator.resolve(settings.allocator))  # auto: which
+        settings = executors.resolved(settings, "local")  # auto: which
         ctx = forks.context(settings.allocator)
         self.device = device
         self.conn, child = ctx.Pipe()

@@ -11,7 +11,6 @@ replicated); replicates that had to share an actor are aggregated as one process
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 import warnings
@@ -19,8 +18,8 @@ from collections import deque
 
 from suite.plan.case import Case
 from suite.plan.settings import Settings
-from suite.machine import allocator
 from suite.machine import device as devices
+from suite.run import executors
 from suite.store.row import Row
 
 INSTALL = "the Ray executor needs Ray: pip install -e '.[ray]' (or pip install 'ray[default]')"
@@ -77,7 +76,7 @@ class RayPool:
             kwargs = {"address": address} if address else {"num_cpus": cpus, "include_dashboard": False}
             ray.init(**kwargs, log_to_driver=False, configure_logging=False)
         # NB: Ray starts its actors' processes itself: auto is retain there (suite.machine.allocator)
-        self.settings = dataclasses.replace(settings, allocator=allocator.resolve(settings.allocator, "ray"))
+        self.settings = executors.resolved(settings, "ray")
         self.plugins = plugins
         self.slots = slots
         self.actors: dict[str, list] = {}
