@@ -67,9 +67,13 @@ def test_the_report_and_terminal_say_where_a_ladder_stopped(tmp_path):
     res = suite("run", "--grid", str(grid), "--run-id", "m", "--plugin", "fault_variants", cwd=tmp_path, report=True)
     assert res.returncode == 0, res.stderr
     (only,) = json.loads((tmp_path / "results" / "m" / "ladders.json").read_text())["ladders"]
-    # the floor leaves 256-1024 to the fit: the midpoint below the top interval is added before it stops, and,
-    # with the cost model still short of lengths at the range's max, the top interval's
-    assert only["stop"] == "max" and only["lengths"] == [64, 128, 256, 360, 512, 728, 1024] and "n = 1024" in only["why"]
+    # the floor leaves 256-1024 to the fit: midpoints are added before it stops at the range's max. NB: which
+    # (360, 728 or both) follows where that run's fit put the floor, which the timings' noise moves: one in
+    # five fresh-clone runs here added 360 alone
+    lengths = only["lengths"]
+    assert only["stop"] == "max" and lengths == sorted(lengths) and lengths[:3] == [64, 128, 256], lengths
+    assert {512, 1024} <= set(lengths) <= {64, 128, 256, 360, 512, 728, 1024} and lengths[-1] == 1024, lengths
+    assert len(lengths) > 5 and "n = 1024" in only["why"], only  # a midpoint was added
     assert "lengths: every series has stopped: 1 max" in res.stderr
     page = (tmp_path / "reports" / "m" / "index.html").read_text()
     assert "lengths (adaptive): max: stopped at the range" in page
