@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from variants.native.core import onednn
 from variants.native.linearized.state import FeatureMap, add_product, normalizer, weigh, zero_state
 
 
@@ -45,8 +46,31 @@ def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
         state = add_product(state, fk, v[:, :, r0 : r0 + step])
         z.add_(fk.sum(dim=-2))
         del fk  # before the next step's (see variants.native.core.steps)
+    weight = _weight(state, z) if onednn.onednn(q, state) and 4 * state[0, 0].numel() <= n * q.shape[-1] else None
     for r0 in range(0, n, step):
-        fq = phi.query(q[:, :, r0 : r0 + step])
-        torch.div(fq @ state, normalizer(fq, z)[..., None], out=out[:, :, r0 : r0 + step])  # NB: no copy of the quotient
+        fq, rows = phi.query(q[:, :, r0 : r0 + step]), out[:, :, r0 : r0 + step]
+        if weight is None:
+            torch.div(fq @ state, normalizer(fq, z)[..., None], out=rows)  # NB: no copy of the quotient
+        else:
+            _apply_onednn(fq, weight, rows)
         del fq
     return out, state, z, scale
+
+
+def _weight(state, z):
+    """[S, z]ᵀ per head, (B, H, d + 1, m): one oneDNN weight whose last row gives the normalizer φ(q)ᵀz. Made
+    where it is at most a quarter of the output (m·d ≤ n·d/4), as a chunk's temporaries are."""
+    b, h, m, d = state.shape
+    weight = state.new_empty(b, h, d + 1, m)
+    weight[:, :, :d].copy_(state.transpose(-1, -2))
+    weight[:, :, d].copy_(z)
+    return weight
+
+
+def _apply_onednn(fq, weight, out) -> None:
+    """out = φ(q)ᵀS / φ(q)ᵀz for a chunk's features fq (B, H, C, m), one 2-D oneDNN product per head."""
+    b, h, _, d = out.shape
+    for i in range(b):
+        for j in range(h):
+            y = onednn.linear(fq[i, j], weight[i, j])  # (C, d + 1)
+            torch.div(y[:, :d], y[:, d:], out=out[i, j])
