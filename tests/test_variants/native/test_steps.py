@@ -13,6 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import variants
 from helpers import causal_unsupported, inputs
 from variants.native.core import fused_kernel as fused
+from variants.native.core import onednn
 from variants.native.core import steps
 from variants.rules import against_reference
 
@@ -25,9 +26,11 @@ NATIVE = ["sliding_window", "neighborhood", "global", "random", "strided", "fixe
 
 @pytest.fixture
 def launch_sized(monkeypatch):
-    """The CPU taken as a device whose steps are sized by the memory rule, without the fused kernel."""
+    """The CPU taken as a device whose steps are sized by the memory rule, without the fused kernel or oneDNN's
+    products (a GPU has neither)."""
     monkeypatch.setattr(steps, "CACHE_SIZED", set())
     monkeypatch.setattr(fused, "FUSED", None)
+    monkeypatch.setattr(onednn, "_LINEAR", None)
 
 
 @pytest.mark.parametrize("name", NATIVE)
@@ -75,6 +78,7 @@ def test_launch_sized_steps_are_fewer(name, n, monkeypatch):
     are 256 rows at least on the CPU too (variants.native.linearized.forward.MIN_ROWS), 32 at n = 8192:
     its launch-sized ones are 2/3 as many; `linear` holds the linearized paths' steps to this."""
     monkeypatch.setattr(fused, "FUSED", None)
+    monkeypatch.setattr(onednn, "_LINEAR", None)  # a GPU's products: batched, as the cache-sized ones here
     cache, launch = (_ops(name, n, monkeypatch, sized) for sized in (True, False))
     assert launch * 2 <= cache, f"{name}: {cache} aten ops cache-sized, {launch} launch-sized"
 
