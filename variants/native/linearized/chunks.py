@@ -53,10 +53,7 @@ def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
         state = add_product(state, fk, v[:, :, r0 : r0 + step])
         z.add_(fk.sum(dim=-2))
         del fk  # before the next step's (see variants.native.core.steps)
-    weight = _weight(state, z) if onednn.onednn(q, state) and 4 * state[0, 0].numel() <= n * q.shape[-1] else None
-    if weight is not None:  # a product per head and chunk: chunks of about APPLY_ELEMENTS features
-        b, h, m, _ = state.shape
-        step = rows_per_step(phi, q, max(step, APPLY_ELEMENTS // (b * h * m)))
+    weight, step = _by_onednn(phi, q, state, z, step)
     for r0 in range(0, n, step):
         fq, rows = phi.query(q[:, :, r0 : r0 + step]), out[:, :, r0 : r0 + step]
         if weight is None:
@@ -67,14 +64,17 @@ def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
     return out, state, z, scale
 
 
-def _weight(state, z):
-    """[S, z]ᵀ per head, (B, H, d + 1, m): one oneDNN weight whose last row gives the normalizer φ(q)ᵀz. Made
-    where it is at most a quarter of the output (m·d ≤ n·d/4), as a chunk's temporaries are."""
+def _by_onednn(phi: FeatureMap, q, state, z, step: int):
+    """(the weight [S, z]ᵀ per head, (B, H, d + 1, m), and the pass's rows) where the pass goes through oneDNN:
+    float32 on the CPU, the weight at most a quarter of the output (m ≤ n/4, as a chunk's temporaries are),
+    chunks of about APPLY_ELEMENTS features. Else (None, step). The weight's last row gives φ(q)ᵀz."""
     b, h, m, d = state.shape
+    if not onednn.onednn(q, state) or 4 * m > q.shape[2]:
+        return None, step
     weight = state.new_empty(b, h, d + 1, m)
     weight[:, :, :d].copy_(state.transpose(-1, -2))
     weight[:, :, d].copy_(z)
-    return weight
+    return weight, rows_per_step(phi, q, max(step, APPLY_ELEMENTS // (b * h * m)))
 
 
 def _apply_onednn(fq, weight, out) -> None:
