@@ -222,8 +222,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from suite.machine import compile_cache
     from suite.plan import grid as grids
     from suite.run import executors, plugins
-    from suite.run.ab import driver as ab
-    from suite.run.ab import checkouts as sides
+    from suite.run.ab import session
 
     rule = _rule(args)
     atomic.check_outputs({"--markdown": args.markdown, "--json": args.json}, summary=True)
@@ -233,31 +232,14 @@ def cmd_ab(args: argparse.Namespace) -> int:
         raise UsageError(f"--repo {args.repo!r}: no such folder (allowed: a git repository's folder)")
     grid = grids.resolve(args.grid, devices=args.device, only_variants=args.variant)
     executors.check("local", None, None, grid.settings.allocator)
-    pairs = args.pairs or max(grid.settings.replicates, ab.MIN_DEFAULT_PAIRS)
-    if not 2 <= pairs <= 64:
-        raise UsageError(f"--pairs {pairs} (allowed: 2..64: the test needs two pairs at least)")
-    rounds = ab.DEFAULT_ROUNDS if args.rounds is None else args.rounds
-    if not 1 <= rounds <= 16:
-        raise UsageError(f"--rounds {rounds} (allowed: 1..16)")
+    pairs, rounds = session.design(grid, args.pairs, args.rounds)
     run = RunDir.new(Path(args.results_dir), args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-ab-{grid.name}")
-    repo = Path(args.repo).resolve()
-    with sides.checked_out(args.base, args.new, repo) as (a, b):
-        grid = dataclasses.replace(grid, settings=ab.resolved(grid.settings, (a, b)))
-        ab.start(run, grid, a, b, pairs, rounds, list(args.plugin))
-        print(f"ab {run.name}: {len(grid.cases)} cases × {pairs} process pairs × {rounds} × A,B,B,A; "
-              f"A = {args.base} ({(a.commit or 'no commit')[:12]}), B = {args.new} ({(b.commit or 'no commit')[:12]})",
-              file=sys.stderr)
-        try:
-            ab.sweep(list(grid.cases), a, b, grid.settings, list(args.plugin), pairs, run.path / RunDir.AB_JOURNAL,
-                     run.log_path, rounds=rounds)
-        except RuntimeError as err:  # a side whose workers cannot start: nothing to judge
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-    lines, problems = run.ab_lines()
-    for problem in problems:
-        print(f"warning: {problem}", file=sys.stderr)
-    frame = paired.blocks(lines)
-    run.write_ab_table(frame)
+    try:
+        frame = session.measure(run, grid, args.base, args.new, Path(args.repo).resolve(), pairs, rounds,
+                                list(args.plugin))
+    except RuntimeError as err:  # a side whose workers cannot start: nothing to judge
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     verdict = paired.verdict(frame, rule)
     return _emit(verdict, f"A {args.base}", f"B {args.new}", rule, args, also=run.path)
 

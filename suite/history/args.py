@@ -41,6 +41,17 @@ def add_parser(sub, commands: dict, csv_list) -> None:
                    help="a slowdown of the host's level (every case at once: the host, or a commit that slowed "
                         "everything) fails the check (fail, the default) or is a warning (warn: a shared host "
                         "whose load moves)")
+    c.add_argument("--confirm", action="store_true",
+                   help="measure each slowdown of a case or a series' lengths again as an interleaved A/B of its two "
+                        "commits (suite ab on the series' cases), and screen the newest points for more; fail only "
+                        "on those the A/B calls slower (the runs' drift over hours cancels in it)")
+    c.add_argument("--grid", help="with --confirm: the grid the history's runs were made with (a preset or a file)")
+    c.add_argument("--device", type=csv_list, help="with --confirm: override the grid's devices, as the runs did")
+    c.add_argument("--pairs", type=int, help="with --confirm: the A/B's process pairs (default: ab's)")
+    c.add_argument("--rounds", type=int, help="with --confirm: A, B, B, A rounds per case in each pair (default: ab's)")
+    c.add_argument("--plugin", action="append", default=[], help="with --confirm: a module that registers extra variants")
+    c.add_argument("--compile-cache", metavar="DIR", help="with --confirm: the A/B's workers keep compiled kernels in DIR "
+                                                          "(as `suite ab --compile-cache`)")
     _common(c)
     r = actions.add_parser("report", help="the trend page: each series' time and exponent over the commits, "
                                           "its change points, a summary first")

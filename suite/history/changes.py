@@ -25,6 +25,12 @@ about one in a thousand), and a step's three nights are past it nearly always. O
 come more often (one length of sliding_window was 10-31% slow in 4 of 30 runs), and three in a row
 there raised the study's false alarms over 1%.
 
+With `history check --confirm` a third rule screens a time series (`screen_change`): the newest TAIL
+points' median SCREEN or more above the level before them. It flags most step-free series of a drifting
+host as well as the steps, so it is no change point on its own: `check --confirm` re-measures each
+slowdown it or the other rules found as an interleaved A/B of its two commits (suite.history.confirm),
+where the host's drift between runs cancels, and only a slowdown the A/B calls is a regression.
+
 The tail's class: `insufficient data` under MIN_POINTS points; `regression` where the newest level
 is the after-side of a slowdown change point that came in within the last RECENT points; `improvement`
 the same for a speedup; `suspicious` where a slowdown change point is elsewhere in the series (older,
@@ -51,6 +57,7 @@ LEVEL = 0.95
 RESAMPLES = 999
 TAIL = 3  # violations in a row at the end that make a change (HUD's two doubled the study's false alarms)
 BAND = 2.0  # a violation lies beyond the level's median by this many of its robust sds (and THRESHOLD at least)
+SCREEN = math.log(1.03)  # with --confirm: a time series' newest TAIL points' median this far above its level is re-measured
 CLASSES = ("regression", "suspicious", "improvement", "no change", "insufficient data")
 
 
@@ -65,6 +72,7 @@ class Change:
     lo: float
     hi: float
     slower: bool  # time or exponent went up
+    rule: str = "levels"  # which rule found it: the levels', the tail's, or the screen's (`screen_change`)
 
 
 def _segments(y: np.ndarray, kind: str, penalty: float) -> list[list[int]]:
@@ -112,42 +120,71 @@ def _weakest(y: np.ndarray, levels: list[list[int]], threshold: float) -> tuple[
 
 
 def change_points(values, kind: str = "time", threshold: float | None = None,
-                  penalty: float = PENALTY, tail: bool = True) -> list[Change]:
+                  penalty: float = PENALTY, tail: bool = True, screen: float | None = None) -> list[Change]:
     """The change points of one series, oldest first. `values`: times (seconds) or exponents, in order:
-    the levels' (`level_changes`), and with `tail` the tail's where they show none among the newest
-    RECENT points."""
+    the levels' (`level_changes`), and where they show none among the newest RECENT points, with `tail`
+    the tail's, then with `screen` (a log ratio, e.g. SCREEN) the screen's (`screen_change`)."""
     y = np.log(np.asarray(values, float)) if kind == "time" else np.asarray(values, float)
     threshold = THRESHOLD[kind] if threshold is None else threshold
     found = level_changes(y, kind, threshold, penalty)
-    if not tail or (found and found[-1].after >= len(y) - RECENT):
+    if found and found[-1].after >= len(y) - RECENT:
         return found
-    newest = tail_change(y, kind, threshold, penalty)
+    newest = tail_change(y, kind, threshold, penalty) if tail else None
+    if newest is None and screen is not None:
+        newest = screen_change(y, kind, screen, threshold, penalty)
     return found + [newest] if newest is not None else found
 
 
-def tail_change(y: np.ndarray, kind: str, threshold: float, penalty: float = PENALTY) -> Change | None:
-    """HUD's rule on `y` (log times or exponents): the newest TAIL points all above, or all below, the
-    band of the level before them (the points since the older points' last change point, MIN_POINTS at
-    least): its median ± max(threshold, BAND robust sds). The change's size is the tail's median less
-    the level's, with its bootstrap interval, which must exclude zero."""
-    from scipy.stats import median_abs_deviation
-
+def _tail(y: np.ndarray, kind: str, threshold: float, penalty: float) -> tuple[list[int], list[int]] | None:
+    """(the level, the tail): the newest TAIL points, and the points before them since the older points'
+    last change point, MIN_POINTS at least (None: too few)."""
     if len(y) < MIN_POINTS + TAIL:
         return None
     older = level_changes(y[:-TAIL], kind, threshold, penalty)
     start = older[-1].after if older else 0
     level, tail = list(range(start, len(y) - TAIL)), list(range(len(y) - TAIL, len(y)))
-    if len(level) < MIN_POINTS:
+    return (level, tail) if len(level) >= MIN_POINTS else None
+
+
+def _tail_size(y: np.ndarray, kind: str, level: list[int], tail: list[int], rule: str) -> Change | None:
+    """The tail's median less the level's as a change, where its bootstrap interval excludes zero (the
+    screen's candidates with any interval: three points' resamples often hold the one fast night)."""
+    size, lo, hi = _size(y, level, tail)
+    if rule != "screen" and lo <= 0 <= hi:
         return None
+    scale = math.expm1 if kind == "time" else (lambda v: v)
+    return Change(level[-1], tail[0], scale(size), scale(lo), scale(hi), size > 0, rule)
+
+
+def tail_change(y: np.ndarray, kind: str, threshold: float, penalty: float = PENALTY) -> Change | None:
+    """HUD's rule on `y` (log times or exponents): the newest TAIL points all above, or all below, the
+    band of the level before them (`_tail`): its median ± max(threshold, BAND robust sds). The change's
+    size is the tail's median less the level's, with its bootstrap interval, which must exclude zero."""
+    from scipy.stats import median_abs_deviation
+
+    split = _tail(y, kind, threshold, penalty)
+    if split is None:
+        return None
+    level, tail = split
     band = max(threshold, BAND * float(median_abs_deviation(y[level], scale="normal")))
     beyond = y[tail] - np.median(y[level])
     if not (np.all(beyond > band) or np.all(beyond < -band)):
         return None
-    size, lo, hi = _size(y, level, tail)
-    if lo <= 0 <= hi:
+    return _tail_size(y, kind, level, tail, "tail")
+
+
+def screen_change(y: np.ndarray, kind: str, screen: float = SCREEN, threshold: float | None = None,
+                  penalty: float = PENALTY) -> Change | None:
+    """A slowdown to re-measure (`check --confirm`): the newest TAIL points' median at least `screen` (log)
+    above the level before them (`_tail`; its older change points found with `threshold`). Speedups are
+    not screened (nothing to confirm)."""
+    split = _tail(y, kind, THRESHOLD[kind] if threshold is None else threshold, penalty)
+    if split is None:
         return None
-    scale = math.expm1 if kind == "time" else (lambda v: v)
-    return Change(level[-1], tail[0], scale(size), scale(lo), scale(hi), size > 0)
+    level, tail = split
+    if np.median(y[tail]) - np.median(y[level]) < screen:
+        return None
+    return _tail_size(y, kind, level, tail, "screen")
 
 
 def level_changes(y: np.ndarray, kind: str, threshold: float, penalty: float = PENALTY) -> list[Change]:

@@ -8,7 +8,9 @@ between its two sides (the same code measured before and after it) is the machin
 environment's, and is a warning only; 2 it cannot judge (no database,
 no series with enough points, several fingerprints and none chosen, a damaged file). A case is judged
 against its run's level (suite.history.level) where that makes the cases' series quieter, raw
-elsewhere (`--against`); the output's second line says which, and why.
+elsewhere (`--against`); the output's second line says which, and why. With `--confirm` a case's or a
+series' slowdown (the screen's too: suite.history.changes) fails the check only where an interleaved A/B
+of its two commits calls it again (suite.history.confirm); one it does not call is a warning.
 """
 
 from __future__ import annotations
@@ -115,13 +117,57 @@ def _broken(runs: pd.DataFrame, cases: pd.DataFrame) -> list[str]:
             for _, row in now.sort_values(["series", "seq_len"]).iterrows()]
 
 
+def _confirming(args):
+    """--confirm's grid, design and rule, checked before any work (None without --confirm)."""
+    if not args.confirm:
+        return None
+    from suite.analyse.rule import Rule
+    from suite.machine import compile_cache
+    from suite.plan import grid as grids
+    from suite.run import executors, plugins
+    from suite.run.ab import session
+
+    if not args.grid:
+        raise UsageError("--confirm needs --grid: the grid the history's runs were made with (its cases are re-measured)")
+    if not Path(args.repo).is_dir():
+        raise UsageError(f"--repo {args.repo!r}: no such folder (allowed: a git repository's folder)")
+    compile_cache.use(args.compile_cache, Path(args.results_dir))  # the A/B's workers inherit it
+    plugins.load(args.plugin, Path(args.results_dir))
+    grid = grids.resolve(args.grid, devices=args.device)
+    executors.check("local", None, None, grid.settings.allocator)
+    pairs, rounds = session.design(grid, args.pairs, args.rounds)
+    return grid, pairs, rounds, Rule()
+
+
+def _confirmed(args, setup, bad: pd.DataFrame, cases: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The slowdowns that stand after their A/Bs (suite.history.confirm), and a line for each one measured."""
+    from suite.history import confirm
+
+    grid, pairs, rounds, rule = setup
+    asks = confirm.asked(bad, cases)
+    answers = confirm.confirm(asks, grid, Path(args.repo).resolve(), Path(args.results_dir), pairs, rounds,
+                              list(args.plugin), rule)
+    keep, lines = pd.Series(True, index=bad.index), []
+    for ask, said in zip(asks, answers):
+        rows = bad[(bad["series_key"] == ask.series_key) & (bad["before_commit"] == ask.before)
+                   & (bad["after_commit"] == ask.after) & bad["kind"].isin(confirm.CONFIRMED_KINDS)]
+        if said.confirmed is False:
+            keep[rows.index] = False
+            lines += [f"not confirmed (the runs' drift; warning only) {_line(row)}: {said.text}" for _, row in rows.iterrows()]
+        else:
+            lines.append(f"{'confirmed' if said.confirmed else 'standing'} {ask.series} {ask.before[:10]}..{ask.after[:10]}: "
+                         f"{said.text}")
+    return bad[keep], lines
+
+
 def check(args) -> int:
     from suite.history.page import rule_text
     from suite.history.series import judge
 
     atomic.check_outputs({"--markdown": args.markdown}, summary=True)
+    setup = _confirming(args)
     fingerprint, runs, cases, exponents = _load(args)
-    judged = judge(runs, cases, exponents, args.against)
+    judged = judge(runs, cases, exponents, args.against, screen=setup is not None)
     verdicts, found = judged.verdicts[judged.verdicts["kind"] != "level"], judged.changes
     counts = verdicts["class"].value_counts().to_dict()
     tally = ", ".join(f"{n} {name}" for name, n in counts.items())
@@ -136,6 +182,9 @@ def check(args) -> int:
              *host]
     broken = _broken(runs, cases)
     lines += broken
+    if setup is not None and not bad.empty:
+        bad, measured = _confirmed(args, setup, bad, cases)
+        lines += measured
     lines += [f"REGRESSION {_line(row)}" for _, row in bad.iterrows()]
     lines += [f"slower with no commit between (the machine or the environment; warning only) {_line(row)}"
               for _, row in machine.iterrows()]

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from suite.history import level as levels
-from suite.history.changes import Change, change_points, classify
+from suite.history.changes import SCREEN, Change, change_points, classify
 
 # the fastest call, as the exponent fits use: on the steady history grid its run-to-run robust spread was
 # 2.4% against the median's 8.5% (docs/history.md: which time a history judges)
@@ -32,7 +32,7 @@ SEVERITY = {"regression": 0, "suspicious": 1, "improvement": 2, "no change": 3, 
 VERDICT_COLUMNS = ["kind", "key", "series_key", "series", "label", "seq_len", "points", "class", "changes",
                    "newest", "newest_commit", "claimed"]
 CHANGE_COLUMNS = ["kind", "key", "series_key", "series", "label", "seq_len", "class", "before_run", "after_run",
-                  "before_commit", "after_commit", "commits", "size", "lo", "hi", "slower", "newest"]
+                  "before_commit", "after_commit", "commits", "size", "lo", "hi", "slower", "newest", "rule"]
 
 
 @dataclass
@@ -52,10 +52,12 @@ def commit_range(before: str, after: str) -> str:
     return f"{before[:10]}..{after[:10]}"
 
 
-def _one(kind: str, key: str, rows: pd.DataFrame, column: str) -> tuple[dict, list[dict]]:
+def _one(kind: str, key: str, rows: pd.DataFrame, column: str, screen: bool = False) -> tuple[dict, list[dict]]:
+    """`screen`: a case's and a series' lengths' times are screened too (changes.screen_change: `check --confirm`)."""
     rows = rows.tail(WINDOW)
     changes: list[Change] = change_points(rows[column].to_numpy(float), "exponent" if kind == "exponent" else "time",
-                                          tail=kind != "time")  # one case's odd nights come too often for the tail's rule
+                                          tail=kind != "time",  # one case's odd nights come too often for the tail's rule
+                                          screen=SCREEN if screen and kind in ("time", TOGETHER) else None)
     status = classify(len(rows), changes)
     first = rows.iloc[-1]
     commits = rows["git_commit"].tolist()
@@ -68,7 +70,8 @@ def _one(kind: str, key: str, rows: pd.DataFrame, column: str) -> tuple[dict, li
     found = [{**base, "class": status, "before_run": runs[c.before], "after_run": runs[c.after],
               "before_commit": commits[c.before],
               "after_commit": commits[c.after], "commits": commit_range(commits[c.before], commits[c.after]),
-              "size": c.size, "lo": c.lo, "hi": c.hi, "slower": c.slower, "newest": i == len(changes) - 1}
+              "size": c.size, "lo": c.lo, "hi": c.hi, "slower": c.slower, "newest": i == len(changes) - 1,
+              "rule": c.rule}
              for i, c in enumerate(changes)]
     return verdict, found
 
@@ -142,9 +145,11 @@ def _together(rows: pd.DataFrame) -> pd.DataFrame:
                       value=np.exp(out["dev"]))
 
 
-def judge(runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame, against: str = "auto") -> Judged:
+def judge(runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame, against: str = "auto",
+          screen: bool = False) -> Judged:
     """Change points and classes of every case's time (against its run's level, or raw: `against`, see
-    `leveled`), the host's level and every series' exponent (the store's frames)."""
+    `leveled`), the host's level and every series' exponent (the store's frames); `screen`: the times'
+    screened slowdowns too (`_one`), for `check --confirm` to re-measure."""
     runs = runs.reset_index(drop=True).assign(position=lambda r: np.arange(len(r)))
     where = dict(zip(runs["run_key"], runs["position"]))
     ok = cases[(cases["status"] == "ok") & (cases[METRIC] > 0)].assign(run=lambda c: c["run_key"].map(where))
@@ -159,7 +164,7 @@ def judge(runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame, agai
         if frame.empty:
             continue
         for name, rows in frame.sort_values("run").groupby(key, sort=False):
-            verdict, found = _one(kind, name, rows, column)
+            verdict, found = _one(kind, name, rows, column, screen)
             verdicts.append(verdict)
             changes += found
             points.append(rows.tail(WINDOW).assign(kind=kind, key=name, value=rows.tail(WINDOW)[column].to_numpy()))

@@ -271,16 +271,6 @@ def test_the_tail_is_judged_only_against_a_level_of_min_points():
 
 
 # ------------------------------------------------------------------ check and report
-@pytest.fixture(scope="module")
-def history(tmp_path_factory) -> Path:
-    """14 quiet runs, then 3 in which full/sdpa is 20% slower and linear's exponent 0.3 steeper."""
-    db = tmp_path_factory.mktemp("history") / "h.duckdb"
-    for i in range(17):
-        slow = {"slower": {"full": 1.2}, "steeper": {"linear": 0.3}} if i >= 14 else {}
-        store.add(db, synthetic_run(i, **slow))
-    return db
-
-
 def check(db: Path, *extra: str) -> int:
     return cli.main(["history", "check", "--db", str(db), *extra])
 
