@@ -33,6 +33,15 @@ the first such check. A step-free series is a false positive when one of the sam
 lengths together, host level, exponent, as `check` does; its defaults unless --penalty/--threshold/--tail/--band
 are given); `--asv-autogamma` replaces its segmentation by asv's own penalty search (detect_steps).
 
+`--confirm SWEEP` adds `history check --confirm`'s rules (`auto, confirmed` and `lengths, confirmed`): a
+series flagged by the rules above or by the screen (changes.screen_change) counts only where an
+interleaved A/B of its series' cases calls one of them slower, drawn from SWEEP, a real A/A `suite ab`
+sweep of the same grid (`python -m suite ab . . --grid benchmarks/history_steady.toml --pairs 12`): each
+check that flags draws `--confirm-pairs` of its process pairs, side B's log times moved by the step
+where the series stepped, judged by the gate's own test (suite.analyse.paired.calls, as
+benchmarks/ab_power.py does). A check whose A/B does not confirm leaves the next night's check to flag again.
+Their rows' `A/Bs a series` is the A/Bs run per series over its checks (what the screen costs a night).
+
 Before the table it prints what the level explains of the measured noise (robust standard deviations
 of the deviations raw, of the runs' levels, less the true level, less the rule's level), and the same
 for exponents (why they are not level-adjusted: docs/history.md).
@@ -47,7 +56,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from suite.analyse import paired
 from suite.history import changes, level
+from suite.store.rundir import RunDir
 
 LENGTH, STEP_AT, CHECKS = 60, 57, (1, 2, 3)
 SPELL = 0.05
@@ -124,13 +135,39 @@ class Noise:
                     float(np.corrcoef(np.median(e, axis=0), self.levels)[0, 1])}
 
 
-def first_flag(values: np.ndarray, kind: str, options: dict, tail: bool = True) -> int | None:
+class Confirm:
+    """`history check --confirm`'s A/B of a flagged series, drawn from a real A/A sweep: its cases'
+    per-pair differences d_p (log B − log A), `pairs` of the sweep's pairs at a time."""
+
+    def __init__(self, sweep: str, pairs: int):
+        from ab_power import matrices
+
+        d = matrices([sweep])[0]
+        frame = paired.blocks(RunDir(sweep).ab_lines()[0]).drop_duplicates("case_id").set_index("case_id")
+        self.series = np.array([f"{frame.loc[c, 'variant']}/{frame.loc[c, 'impl']}" for c in d.index])
+        self.d, self.pairs, self.calls = d.to_numpy(), pairs, 0
+        if not 2 <= pairs <= self.d.shape[1]:
+            raise SystemExit(f"--confirm-pairs {pairs} (allowed: 2..{self.d.shape[1]}, the sweep's pairs)")
+
+    def __call__(self, rng: np.random.Generator, series: str, step: float) -> bool:
+        from ab_power import estimates
+
+        self.calls += 1
+        rows = self.d[self.series == series][:, rng.choice(self.d.shape[1], self.pairs, replace=False)]
+        centre, var, n, df = estimates(rows)
+        return bool((paired.calls(centre + math.log1p(step), var, n, df) == "slower").any())
+
+
+def first_flag(values: np.ndarray, kind: str, options: dict, tail: bool = True, confirm=None) -> int | None:
     """The first check (points after the step) that classifies the series `regression`, or None;
     `values(n)` gives the series as judged on the first n points; `tail`: with the tail's rule, as
-    `check` judges a series (one case's time is judged without it)."""
+    `check` judges a series (one case's time is judged without it); `confirm()`: with the screen, a
+    flag counts where this night's A/B confirms it (`Confirm`)."""
+    screen = {"screen": changes.SCREEN} if confirm is not None else {}
     for k in CHECKS:
         n = STEP_AT + k
-        if changes.classify(n, changes.change_points(values(n), kind, tail=tail, **options)) == "regression":
+        found = changes.change_points(values(n), kind, tail=tail, **options, **screen)
+        if changes.classify(n, found) == "regression" and (confirm is None or confirm()):
             return k
     return None
 
@@ -164,20 +201,33 @@ def together(logs: np.ndarray, series: np.ndarray, stepped: np.ndarray):
     return values
 
 
-def time_trials(noise: Noise, step: float, trials: int, rng, options: dict, draw: str) -> dict[str, list]:
+def time_trials(noise: Noise, step: float, trials: int, rng, options: dict, draw: str,
+                confirm: Confirm | None = None) -> dict[str, list]:
     """Flags of each rule on the same histories: one series stepped (raw, level, auto: one of its cases;
-    lengths: its lengths together), every case (host level)."""
+    lengths: its lengths together; with `confirm`, auto and lengths confirmed by an A/B), every case (host level)."""
     flags = {"raw": [], "level": [], "auto": [], "lengths": [], "host level": []}
+    if confirm is not None:
+        flags.update({"auto, confirmed": [], "lengths, confirmed": []})
+        flags["A/Bs"] = {"auto, confirmed": 0, "lengths, confirmed": 0}  # A/Bs run over the trials' checks
     names = np.unique(noise.series)
+    ab_rng = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])  # the A/Bs' own: the other rules' draws stay
     for _ in range(trials):
         logs = noise.times(rng, draw)
-        stepped = noise.series == rng.choice(names)
+        name = rng.choice(names)
+        stepped = noise.series == name
         case = int(rng.choice(np.flatnonzero(stepped)))
         one = logs.copy()
         one[stepped, STEP_AT:] += math.log1p(step)
         for rule in ("raw", "level", "auto"):
             flags[rule].append(first_flag(judged(one, noise.series, case, rule), "time", options, tail=False))
         flags["lengths"].append(first_flag(together(one, noise.series, stepped), "time", options))
+        if confirm is not None:
+            ab = lambda: confirm(ab_rng, name, step)  # noqa: E731  (a new A/B each night that flags)
+            for rule, values, tail in (("auto, confirmed", judged(one, noise.series, case, "auto"), False),
+                                       ("lengths, confirmed", together(one, noise.series, stepped), True)):
+                before = confirm.calls
+                flags[rule].append(first_flag(values, "time", options, tail=tail, confirm=ab))
+                flags["A/Bs"][rule] += confirm.calls - before
         every = logs.copy()
         every[:, STEP_AT:] += math.log1p(step)
         flags["host level"].append(first_flag(judged(every, noise.series, case, "host level"), "time", options))
@@ -192,13 +242,14 @@ def row(series: str, rule: str, spread: float, step: float, flags: list) -> dict
             "median delay": float(np.median(hit)) if hit else np.nan}
 
 
-def study(noise: Noise, trials: int, seed: int, options: dict, draw: str) -> pd.DataFrame:
+def study(noise: Noise, trials: int, seed: int, options: dict, draw: str, confirm: Confirm | None = None) -> pd.DataFrame:
     rows = []
     for step in (0.0, 0.05, 0.10, 0.20):
         rng = np.random.default_rng([seed, int(step * 1000), 1])
-        flags = time_trials(noise, step, trials, rng, options["time"], draw)
+        flags = time_trials(noise, step, trials, rng, options["time"], draw, confirm)
+        ab_runs = flags.pop("A/Bs", {})
         rows += [row("time" if rule != "host level" else "host level", rule, noise.spread["time"], step, flags[rule])
-                 for rule in flags]
+                 | ({"A/Bs a series": ab_runs[rule] / trials} if rule in ab_runs else {}) for rule in flags]
     for step in (0.0, 0.15, 0.3):
         rng = np.random.default_rng([seed, int(step * 1000), 0])
         flags = []
@@ -207,7 +258,8 @@ def study(noise: Noise, trials: int, seed: int, options: dict, draw: str) -> pd.
             y[STEP_AT:] += step
             flags.append(first_flag(lambda n, y=y: y[:n], "exponent", options["exponent"]))
         rows.append(row("exponent", "raw", noise.spread["exponent"], step, flags))
-    order = {"raw": 0, "level": 1, "auto": 2, "lengths": 3, "host level": 4}
+    order = {"raw": 0, "level": 1, "auto": 2, "auto, confirmed": 3, "lengths": 4, "lengths, confirmed": 5,
+             "host level": 6}
     out = pd.DataFrame(rows)
     return out.assign(o=out["series"].map({"time": 0, "host level": 1, "exponent": 2}), r=out["rule"].map(order)) \
         .sort_values(["o", "r", "step"], kind="stable").drop(columns=["o", "r"])
@@ -241,6 +293,8 @@ def main() -> None:
     parser.add_argument("--tail", type=int, help="violations in a row at the end that make a change (changes.TAIL; "
                         "0: the levels' change points alone, the rule before the tail's)")
     parser.add_argument("--band", type=float, help="a violation's distance from the level, in its robust sds (changes.BAND)")
+    parser.add_argument("--confirm", metavar="SWEEP", help="an A/A `suite ab` sweep of the grid: add check --confirm's rules")
+    parser.add_argument("--confirm-pairs", type=int, default=6, help="the A/B's process pairs (default 6, ab's)")
     parser.add_argument("--out", help="also write the table here (CSV)")
     args = parser.parse_args()
     table = pd.read_csv(args.noise)
@@ -266,7 +320,9 @@ def main() -> None:
     results = []
     for scale in map(float, args.scales.split(",")):
         noise = Noise(table, args.metric, scale)
-        results.append(study(noise, args.trials, args.seed, options, args.draw).assign(scale=scale, draw=args.draw))
+        confirm = Confirm(args.confirm, args.confirm_pairs) if args.confirm else None
+        results.append(study(noise, args.trials, args.seed, options, args.draw, confirm)
+                       .assign(scale=scale, draw=args.draw))
     out = pd.concat(results, ignore_index=True)
     out = out[["scale", "draw", *out.columns[:-2]]]
     print(out.to_markdown(index=False, floatfmt=".3f"))

@@ -151,12 +151,12 @@ def _confirmed(args, setup, bad: pd.DataFrame, cases: pd.DataFrame) -> tuple[pd.
     for ask, said in zip(asks, answers):
         rows = bad[(bad["series_key"] == ask.series_key) & (bad["before_commit"] == ask.before)
                    & (bad["after_commit"] == ask.after) & bad["kind"].isin(confirm.CONFIRMED_KINDS)]
+        word = {True: "confirmed", False: "not confirmed (the runs' drift: a warning only)",
+                None: "the slowdown stands"}[said.confirmed]
+        lines.append(f"A/B of {ask.series} {ask.before[:10]}..{ask.after[:10]}: {word}; {said.text}")
         if said.confirmed is False:
             keep[rows.index] = False
-            lines += [f"not confirmed (the runs' drift; warning only) {_line(row)}: {said.text}" for _, row in rows.iterrows()]
-        else:
-            lines.append(f"{'confirmed' if said.confirmed else 'standing'} {ask.series} {ask.before[:10]}..{ask.after[:10]}: "
-                         f"{said.text}")
+            lines += [f"not confirmed {_line(row)}" for _, row in rows.iterrows()]
     return bad[keep], lines
 
 

@@ -70,11 +70,8 @@ def narrowed(grid: Grid, ask: Asked) -> Grid:
     return replace(grid, cases=tuple(cases), ladders=())
 
 
-def answer(frame: pd.DataFrame, rule, run: str) -> Answer:
-    """The A/B's answer from its blocks: confirmed where one of the cases is called slower."""
-    from suite.analyse import paired
-
-    verdict = paired.verdict(frame, rule)
+def answer(verdict, run: str) -> Answer:
+    """The A/B's answer from its verdict (suite.analyse.paired): confirmed where one of the cases is called slower."""
     table = verdict.cases
     figures = "; ".join(f"n={row['seq_len']} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}] "
                         f"{row['status']}" for _, row in table.sort_values("seq_len").iterrows())
@@ -89,7 +86,10 @@ def confirm(asks: list[Asked], grid: Grid, repo: Path, results_dir: Path, pairs:
             plugins: list[str], rule, measure: Callable | None = None, out=None) -> list[Answer]:
     """Run each A/B (`measure`: suite.run.ab.session.measure) into a folder of `results_dir`; every grid
     is narrowed first, so a grid that lacks a series' cases stops the check before any work."""
+    from suite.analyse import paired
+    from suite.present import comparison
     from suite.run.ab import session
+    from suite.store import atomic
     from suite.store.rundir import RunDir
 
     measure, out = measure or session.measure, out or sys.stderr
@@ -105,5 +105,9 @@ def confirm(asks: list[Asked], grid: Grid, repo: Path, results_dir: Path, pairs:
         except RuntimeError as err:
             answers.append(Answer(None, run.name, f"A/B {run.name} could not run: {err}"))
             continue
-        answers.append(answer(frame, rule, run.name))
+        verdict = paired.verdict(frame, rule)
+        if run.path.is_dir():  # its table beside its blocks, as `suite ab` leaves it
+            atomic.write_text(run.path / "compare.md",
+                              comparison.markdown(verdict, f"A {ask.before[:12]}", f"B {ask.after[:12]}", rule))
+        answers.append(answer(verdict, run.name))
     return answers

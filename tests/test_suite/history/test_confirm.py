@@ -109,7 +109,8 @@ def test_a_slowdown_the_ab_calls_again_fails_the_check_and_one_it_does_not_only_
                                            for _, _, ids, pairs, rounds in planted.asked)  # every length, ab's rounds
     regressions = [line for line in out.splitlines() if line.startswith("REGRESSION")]
     assert regressions and all("full/sdpa" in line or "exponent in n" in line for line in regressions), regressions
-    assert any(line.startswith("confirmed full/sdpa") and "slower" in line for line in out.splitlines())
+    assert any(line.startswith("A/B of full/sdpa") and ": confirmed; A/B " in line and "slower" in line
+               for line in out.splitlines())
     warned = [line for line in out.splitlines() if line.startswith("not confirmed")]
     assert len(warned) == len(LENGTHS) + 1 and all("linear/native" in line for line in warned), warned
 
@@ -122,7 +123,7 @@ def test_nothing_the_ab_calls_again_passes_the_check(tmp_path, capsys, monkeypat
     capsys.readouterr()
     assert confirm_check(db, tmp_path, PlantedAB({}), monkeypatch) == 0
     out = capsys.readouterr().out
-    assert "REGRESSION" not in out and out.count("not confirmed") == len(LENGTHS) + 1
+    assert "REGRESSION" not in out and out.count("\nnot confirmed ") == len(LENGTHS) + 1
 
 
 def test_the_screen_sends_a_step_inside_the_band_to_the_ab(tmp_path, capsys, monkeypatch):
@@ -177,8 +178,9 @@ def test_a_real_ab_of_two_commits_that_share_the_path_does_not_confirm(tmp_path,
                      "--rounds", "1", "--repo", str(ROOT), "--results-dir", str(tmp_path / "results")])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "REGRESSION" not in out and out.count("not confirmed") == len(LENGTHS) + 1, out
+    assert "REGRESSION" not in out and out.count("\nnot confirmed ") == len(LENGTHS) + 1, out
     (folder,) = (tmp_path / "results").iterdir()
     assert folder.name.endswith("history-confirm-0") and (folder / "ab.parquet").is_file()
+    assert "no regression" in (folder / "compare.md").read_text()  # its own table, as `suite ab` leaves it
     lines = (folder / "ab.jsonl").read_text().splitlines()
     assert len(lines) == len(LENGTHS) * 2 * 4  # every full/sdpa length, 2 pairs, A, B, B, A
