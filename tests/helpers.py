@@ -67,6 +67,17 @@ def theory(spec, **kw):
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
+PACED = {"threads": 1, "min_run_time_s": 0.01, "max_samples": 10, "case_timeout_s": 60, "memory_budget_gib": 4,
+         "check_seq_len": 16, "replicates": 6}
+
+
+def paced_grid(lengths, name: str = "abreal", **settings) -> str:
+    """A grid of `paced/native` (tests/fault_variants.py, --plugin fault_variants) at `lengths`: the real
+    sweeps' grid (`settings` over PACED)."""
+    values = "\n".join(f"{key} = {str(value).lower() if isinstance(value, bool) else value}"
+                       for key, value in {**PACED, **settings}.items())
+    return (f'name = "{name}"\n[settings]\n{values}\n[defaults]\nbatch = [1]\nnum_heads = [1]\nhead_dim = [8]\n'
+            f'[[block]]\nvariant = ["paced"]\nimpl = ["native"]\nseq_len = [{", ".join(map(str, lengths))}]\n')
 
 
 TINY = """

@@ -24,23 +24,25 @@ LENGTHS = (256, 512, 1024, 2048)
 SERIES = {("full", "sdpa"): (2.0, 1e-9), ("linear", "native"): (1.0, 1e-6)}  # (exponent, c)
 
 
-def cases() -> list[Case]:
-    return [Case(variant, impl, "cpu", "float32", "fwd", 1, n, 2, 2, 16, False)
-            for variant, impl in SERIES for n in LENGTHS]
+def cases(series: dict = SERIES, lengths=LENGTHS, heads: int = 2, head_dim: int = 16) -> list[Case]:
+    return [Case(variant, impl, "cpu", "float32", "fwd", 1, n, heads, heads, head_dim, False)
+            for variant, impl in series for n in lengths]
 
 
 def rows(seed: int, slower: dict | None = None, steeper: dict | None = None, finished_at: float = 1.8e9,
-         missing: int = 0) -> list[Row]:
+         missing: int = 0, made_of: tuple[list[Case], dict] | None = None) -> list[Row]:
     """One Row per case (the last `missing` cases left out): `slower` {variant: factor} multiplies a
-    variant's times, `steeper` {variant: dp} adds to its exponent."""
+    variant's times, `steeper` {variant: dp} adds to its exponent; `made_of`: (the cases, their SERIES)
+    in place of this module's."""
     rng = np.random.default_rng(seed)
     out = []
-    for case in cases()[:len(cases()) - missing]:
-        p, c = SERIES[(case.variant, case.impl)]
+    chosen, series = made_of or (cases(), SERIES)
+    for case in chosen[:len(chosen) - missing]:
+        p, c = series[(case.variant, case.impl)]
         p += (steeper or {}).get(case.variant, 0.0)
         t = c * case.seq_len ** p * (slower or {}).get(case.variant, 1.0) * float(np.exp(rng.normal(0, 0.02)))
         samples = list(t * np.exp(rng.normal(0, 0.01, 8)))
-        claim = SERIES[(case.variant, case.impl)][0]
+        claim = series[(case.variant, case.impl)][0]
         out.append(Row(case, finished_at=finished_at, replicates=1, claimed_exponent_n=claim).with_samples(samples))
     return out
 
@@ -64,8 +66,8 @@ def commit_of(i: int) -> str:
 
 
 def synthetic_run(i: int, fingerprint: str = "fp0000000001", commit: str | None = None, **kw) -> Run:
-    """The i-th run of a history (commit i unless `commit`, a day apart), built in memory."""
-    frame = table.table(cases(), rows(i, finished_at=1.8e9 + 86400 * i, **kw))
+    """The i-th run of a history (commit i unless `commit`, a day apart), built in memory (`kw`: as `rows`)."""
+    frame = table.table(kw["made_of"][0] if kw.get("made_of") else cases(), rows(i, finished_at=1.8e9 + 86400 * i, **kw))
     commit = commit or commit_of(i)
     return Run(run_key=f"run{i:05d}", fingerprint_id=fingerprint, git_commit=commit,
                commit_time=pd.Timestamp(1.8e9 + 86400 * i - 3600, unit="s", tz="UTC"),

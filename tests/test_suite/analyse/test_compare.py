@@ -16,7 +16,7 @@ import pytest
 from suite.analyse import regression as compare
 from suite.present import comparison, export
 from suite.store.rundir import RunDir
-from helpers import ROOT, TESTS, suite, suite_in_process
+from helpers import ROOT, TESTS, paced_grid, suite, suite_in_process
 
 GRID = """
 name = "reg"
@@ -368,26 +368,6 @@ def test_the_pytest_benchmark_module_times_a_grid_and_its_compare_fail_gate_work
 
 
 # ------------------------------------------------------------------ 1, 3, 6 and 30 of 50 real cases
-MANY = """
-name = "many"
-[settings]
-threads = 1
-min_run_time_s = 0.05
-max_samples = 30
-case_timeout_s = 60
-memory_budget_gib = 4
-check_seq_len = 16
-replicates = 3
-probe = false
-[defaults]
-batch = [1]
-num_heads = [1]
-head_dim = [8]
-[[block]]
-variant = ["paced"]
-impl = ["native"]
-seq_len = [{lengths}]
-"""
 LENGTHS = list(range(16, 66))  # 50 wait-paced cases
 PACE = {"SUITE_TEST_PACE_S": "0.01"}  # 10 ms waits: ±2% a case between two runs here
 
@@ -411,7 +391,8 @@ def many(tmp_path_factory):
     user would, a run that shows it is made again, three times at most, before the tests judge what
     the gate catches on steady runs."""
     tmp = tmp_path_factory.mktemp("many")
-    (tmp / "many.toml").write_text(MANY.format(lengths=", ".join(map(str, LENGTHS))))
+    (tmp / "many.toml").write_text(paced_grid(LENGTHS, "many", min_run_time_s=0.05, max_samples=30, replicates=3,
+                                               probe=False))
 
     def run(run_id):
         shutil.rmtree(tmp / "results" / run_id, ignore_errors=True)

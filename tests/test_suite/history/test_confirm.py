@@ -184,3 +184,44 @@ def test_a_real_ab_of_two_commits_that_share_the_path_does_not_confirm(tmp_path,
     assert "no regression" in (folder / "compare.md").read_text()  # its own table, as `suite ab` leaves it
     lines = (folder / "ab.jsonl").read_text().splitlines()
     assert len(lines) == len(LENGTHS) * 2 * 4  # every full/sdpa length, 2 pairs, A, B, B, A
+
+
+@pytest.mark.slow
+def test_a_real_ab_of_a_commit_that_slowed_the_path_confirms_it(tmp_path):
+    """End to end, a real slowdown: a repository whose second commit makes `paced/native` 50% slower (its
+    checkout holds a `pace_factor` module, tests/fault_variants.py), a history that stepped there, and
+    `history check --confirm` as a process: the A/B checks both commits out, calls the series slower, exit 1."""
+    import subprocess
+
+    from helpers import paced_grid, suite
+    from history_runs import cases
+
+    lengths = (16, 17, 18, 19)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (repo / "README").write_text("paced, as it was\n")
+    git("add", "README")
+    before = git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "before")
+    (repo / "pace_factor.py").write_text(f"FACTOR = 1.5\nSLOW_N = {set(lengths)!r}\n")
+    git("add", "pace_factor.py")
+    after = git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "slower")
+    made_of = (cases({("paced", "native"): (2.0, 2e-3 / 16**2)}, lengths, heads=1, head_dim=8),
+               {("paced", "native"): (2.0, 2e-3 / 16**2)})
+    db = tmp_path / "h.duckdb"
+    for i in range(17):
+        store.add(db, synthetic_run(i, commit=after if i >= 14 else before, made_of=made_of,
+                                    **({"slower": {"paced": 1.5}} if i >= 14 else {})))
+    grid = tmp_path / "g.toml"
+    grid.write_text(paced_grid(lengths, "paced"))
+    res = suite("history", "check", "--db", str(db), "--confirm", "--grid", str(grid), "--plugin", "fault_variants",
+                "--pairs", "3", "--rounds", "1", "--repo", str(repo), "--results-dir", str(tmp_path / "results"),
+                cwd=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert f"A/B of paced/native cpu float32 B=1 H=1 d=8 {before[:10]}..{after[:10]}: confirmed" in res.stdout, res.stdout
+    assert "REGRESSION paced/native" in res.stdout and "not confirmed" not in res.stdout

@@ -9,30 +9,10 @@ from pathlib import Path
 import pytest
 
 from suite.run.ab import checkouts as sides
-from helpers import ROOT, suite
+from helpers import ROOT, paced_grid, suite
 
 
 pytestmark = pytest.mark.slow  # subprocess sweeps (the fast lane: pytest -m "not slow")
-
-GRID = """
-name = "abreal"
-[settings]
-threads = 1
-min_run_time_s = 0.01
-max_samples = 10
-case_timeout_s = 60
-memory_budget_gib = 4
-check_seq_len = 16
-replicates = 6
-[defaults]
-batch = [1]
-num_heads = [1]
-head_dim = [8]
-[[block]]
-variant = ["paced"]
-impl = ["native"]
-seq_len = [{lengths}]
-"""
 
 
 def _side(tmp: Path, name: str, factor: float = 1.0, slow=()) -> Path:
@@ -48,7 +28,7 @@ def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
     NB: this tests the mechanism end to end; the power at small effects is the synthetic tests' (above).
     A loaded CI machine's jitter made it miss one case at 8% (stop 24) and again at 20% (stop 37)."""
     lengths = list(range(16, 28))
-    (tmp_path / "g.toml").write_text(GRID.format(lengths=", ".join(map(str, lengths))))
+    (tmp_path / "g.toml").write_text(paced_grid(lengths))
     a, b = _side(tmp_path, "a"), _side(tmp_path, "b", 1.50, slow=lengths[:3])
     res = suite("ab", str(a), str(b), "--grid", str(tmp_path / "g.toml"), "--plugin", "fault_variants",
                 "--pairs", "5", "--rounds", "1",
@@ -65,7 +45,7 @@ def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
 
 
 def test_two_commits_are_checked_out_into_worktrees_and_removed_after(tmp_path):
-    (tmp_path / "g.toml").write_text(GRID.format(lengths="16, 17").replace("replicates = 6", "replicates = 2"))
+    (tmp_path / "g.toml").write_text(paced_grid([16, 17], replicates=2))
     before = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
     res = suite("ab", "HEAD", "HEAD", "--repo", str(ROOT), "--pairs", "2", "--rounds", "1",
                 "--grid", str(tmp_path / "g.toml"),
