@@ -16,7 +16,8 @@ and `auto` rows' series, on the steady grid's measured noise), each as check see
 p = 0.05, 100 permutations, seeded) on each, and flags a check where its newest change point begins
 within the newest RECENT points and the level after it is THRESHOLD or more above the one before (the
 project's class `regression`, its 5%). `table` prints both rules' false alarms and detections, alone and
-with `check --confirm`'s A/B drawn as history_study.py draws it.
+with `check --confirm`'s A/B drawn as history_study.py draws it (the step in it where it came after the
+flagged change's last point before).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ STEPS = (0.0, 0.05, 0.10, 0.20)
 CHECKS = (58, 59, 60)
 RECENT = 5  # suite.history.changes.RECENT
 THRESHOLD = math.log(1.05)  # suite.history.changes.THRESHOLD["time"]
+STEP_AT = 57  # history_study.STEP_AT
 
 
 def dump(args) -> None:
@@ -62,7 +64,7 @@ def dump(args) -> None:
                     rows[i, :n] = np.log(values(n))
                     for screen, into in ((None, marks), (changes.SCREEN, more)):
                         found = changes.change_points(values(n), "time", tail=tail, screen=screen)
-                        into.append(changes.classify(n, found) == "regression")
+                        into.append(found[-1].before if changes.classify(n, found) == "regression" else -1)
                 series[rule].append(rows)
                 flags[rule].append(marks)
                 screened[rule].append(more)
@@ -84,7 +86,7 @@ def judge(args) -> None:
         if key.count("/") != 1 or key.startswith("name/"):  # the histories, not the project's flags
             continue
         histories = data[key]
-        marks = np.zeros(histories.shape[:2], bool)
+        marks = np.full(histories.shape[:2], -1)  # a flag: the last point before the change; -1: none
         for t, rows in enumerate(histories):
             for i, n in enumerate(CHECKS):
                 y = rows[i, :n]
@@ -92,9 +94,10 @@ def judge(args) -> None:
                 points = sorted(e_divisive(y, pvalue=args.pvalue, permutations=args.permutations))
                 if points and points[-1] >= n - RECENT:
                     before = y[points[-2] if len(points) > 1 else 0:points[-1]]
-                    marks[t, i] = np.median(y[points[-1]:]) - np.median(before) >= THRESHOLD
+                    if np.median(y[points[-1]:]) - np.median(before) >= THRESHOLD:
+                        marks[t, i] = points[-1] - 1
         out[f"{key}/edivisive"] = marks
-        print(key, "flagged:", marks.any(axis=1).mean())
+        print(key, "flagged:", (marks >= 0).any(axis=1).mean())
     np.savez_compressed(args.out, **out)
 
 
@@ -115,8 +118,8 @@ def table(args) -> None:
                     marks = source[f"{rule}/{step}/{key}"]
                     names = data[f"name/{step}"]
                     rng = np.random.default_rng([args.seed, int(step * 1000), 3])
-                    hit = [any(m and (not confirmed or confirm(rng, name, step)) for m in row)
-                           for row, name in zip(marks, names)]
+                    hit = [any(m >= 0 and (not confirmed or confirm(rng, name, step if m < STEP_AT else 0.0))
+                               for m in row) for row, name in zip(marks, names)]
                     cells.append(f"{100 * np.mean(hit):.2f}%")
                 label = method + (", A/B confirmed" if confirmed else "")
                 print(f"| {'one case' if rule == 'auto' else 'lengths together'} | {label} | " + " | ".join(cells) + " |")

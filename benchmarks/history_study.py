@@ -38,8 +38,9 @@ series flagged by the rules above or by the screen (changes.screen_change) count
 interleaved A/B of its series' cases calls one of them slower, drawn from SWEEP, a real A/A `suite ab`
 sweep of the same grid (`python -m suite ab . . --grid benchmarks/history_steady.toml --pairs 12`): each
 check that flags draws `--confirm-pairs` of its process pairs, side B's log times moved by the step
-where the series stepped, judged by the gate's own test (suite.analyse.paired.calls, as
-benchmarks/ab_power.py does). A check whose A/B does not confirm leaves the next night's check to flag again.
+where the series stepped after the flagged change's commit before (the A/B is that commit against the
+newest run's, as `check --confirm` runs it), judged as `suite ab` judges (suite.analyse.paired.calls, as
+benchmarks/ab_power.py does, and the cases' common move). A check whose A/B does not confirm leaves the next night's check to flag again.
 Their rows' `A/Bs a series` is the A/Bs run per series over its checks (what the screen costs a night).
 
 Before the table it prints what the level explains of the measured noise (robust standard deviations
@@ -150,24 +151,36 @@ class Confirm:
             raise SystemExit(f"--confirm-pairs {pairs} (allowed: 2..{self.d.shape[1]}, the sweep's pairs)")
 
     def __call__(self, rng: np.random.Generator, series: str, step: float) -> bool:
+        """Whether this A/B would fail `suite ab`: a case called slower, or the cases' common move (the
+        median case by the floor, the pairs agreeing: suite.analyse.paired.grid_move)."""
         from ab_power import estimates
+        from scipy import stats
+
+        from suite.analyse import regression
 
         self.calls += 1
         rows = self.d[self.series == series][:, rng.choice(self.d.shape[1], self.pairs, replace=False)]
+        rows = rows + math.log1p(step)
         centre, var, n, df = estimates(rows)
-        return bool((paired.calls(centre + math.log1p(step), var, n, df) == "slower").any())
+        if (paired.calls(centre, var, n, df) == "slower").any():
+            return True
+        if len(rows) < regression.MIN_CASES_FOR_SHIFT:
+            return False
+        agree = stats.ttest_1samp(np.median(rows, axis=0), 0.0).pvalue <= regression.Rule().alpha
+        return bool(np.median(centre) >= math.log1p(regression.Rule().effect_floor) and agree)
 
 
 def first_flag(values: np.ndarray, kind: str, options: dict, tail: bool = True, confirm=None) -> int | None:
     """The first check (points after the step) that classifies the series `regression`, or None;
     `values(n)` gives the series as judged on the first n points; `tail`: with the tail's rule, as
-    `check` judges a series (one case's time is judged without it); `confirm()`: with the screen, a
-    flag counts where this night's A/B confirms it (`Confirm`)."""
+    `check` judges a series (one case's time is judged without it); `confirm(before)`: with the screen, a
+    flag counts where this night's A/B of the commit before the change (its index `before`) against the
+    newest confirms it (`Confirm`), as `check --confirm` measures it."""
     screen = {"screen": changes.SCREEN} if confirm is not None else {}
     for k in CHECKS:
         n = STEP_AT + k
         found = changes.change_points(values(n), kind, tail=tail, **options, **screen)
-        if changes.classify(n, found) == "regression" and (confirm is None or confirm()):
+        if changes.classify(n, found) == "regression" and (confirm is None or confirm(found[-1].before)):
             return k
     return None
 
@@ -222,7 +235,8 @@ def time_trials(noise: Noise, step: float, trials: int, rng, options: dict, draw
             flags[rule].append(first_flag(judged(one, noise.series, case, rule), "time", options, tail=False))
         flags["lengths"].append(first_flag(together(one, noise.series, stepped), "time", options))
         if confirm is not None:
-            ab = lambda: confirm(ab_rng, name, step)  # noqa: E731  (a new A/B each night that flags)
+            def ab(before: int) -> bool:  # a new A/B each night that flags: the step is in it where it came after `before`
+                return confirm(ab_rng, name, step if before < STEP_AT else 0.0)
             for rule, values, tail in (("auto, confirmed", judged(one, noise.series, case, "auto"), False),
                                        ("lengths, confirmed", together(one, noise.series, stepped), True)):
                 before = confirm.calls

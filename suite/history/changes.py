@@ -28,7 +28,7 @@ there raised the study's false alarms over 1%.
 With `history check --confirm` a third rule screens a time series (`screen_change`): the newest TAIL
 points' median SCREEN or more above the level before them. It flags most step-free series of a drifting
 host as well as the steps, so it is no change point on its own: `check --confirm` re-measures each
-slowdown it or the other rules found as an interleaved A/B of its two commits (suite.history.confirm),
+slowdown it or the other rules found as an interleaved A/B of the commit before it against the newest (suite.history.confirm),
 where the host's drift between runs cancels, and only a slowdown the A/B calls is a regression.
 
 The tail's class: `insufficient data` under MIN_POINTS points; `regression` where the newest level

@@ -10,7 +10,7 @@ no series with enough points, several fingerprints and none chosen, a damaged fi
 against its run's level (suite.history.level) where that makes the cases' series quieter, raw
 elsewhere (`--against`); the output's second line says which, and why. With `--confirm` a case's or a
 series' slowdown (the screen's too: suite.history.changes) fails the check only where an interleaved A/B
-of its two commits calls it again (suite.history.confirm); one it does not call is a warning.
+of the commit before it against the newest calls it again (suite.history.confirm); one it does not call is a warning.
 """
 
 from __future__ import annotations
@@ -120,6 +120,11 @@ def _broken(runs: pd.DataFrame, cases: pd.DataFrame) -> list[str]:
 def _confirming(args):
     """--confirm's grid, design and rule, checked before any work (None without --confirm)."""
     if not args.confirm:
+        given = [name for name, value in (("--grid", args.grid), ("--device", args.device), ("--pairs", args.pairs),
+                                          ("--rounds", args.rounds), ("--plugin", args.plugin),
+                                          ("--compile-cache", args.compile_cache)) if value]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only with --confirm (they say how its A/Bs run)")
         return None
     from suite.analyse.rule import Rule
     from suite.machine import compile_cache
@@ -139,18 +144,18 @@ def _confirming(args):
     return grid, pairs, rounds, Rule()
 
 
-def _confirmed(args, setup, bad: pd.DataFrame, cases: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def _confirmed(args, setup, bad: pd.DataFrame, runs: pd.DataFrame, cases: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The slowdowns that stand after their A/Bs (suite.history.confirm), and a line for each one measured."""
     from suite.history import confirm
 
     grid, pairs, rounds, rule = setup
-    asks = confirm.asked(bad, cases)
+    asks = confirm.asked(bad, cases, runs["run_key"].iloc[-1], runs["git_commit"].iloc[-1])
     answers = confirm.confirm(asks, grid, Path(args.repo).resolve(), Path(args.results_dir), pairs, rounds,
                               list(args.plugin), rule)
     keep, lines = pd.Series(True, index=bad.index), []
     for ask, said in zip(asks, answers):
         rows = bad[(bad["series_key"] == ask.series_key) & (bad["before_commit"] == ask.before)
-                   & (bad["after_commit"] == ask.after) & bad["kind"].isin(confirm.CONFIRMED_KINDS)]
+                   & bad["kind"].isin(confirm.CONFIRMED_KINDS)]
         word = {True: "confirmed", False: "not confirmed (the runs' drift: a warning only)",
                 None: "the slowdown stands"}[said.confirmed]
         lines.append(f"A/B of {ask.series} {ask.before[:10]}..{ask.after[:10]}: {word}; {said.text}")
@@ -177,18 +182,20 @@ def check(args) -> int:
         return 2
     host, host_fails = _host_lines(found, args.host_level == "fail")
     found = found[found["kind"] != "level"]
-    bad, machine = _by_commit(found[(found["class"] == "regression") & found["newest"]])
+    screened = found["rule"] == "screen"  # with --confirm: slowdowns to measure again, no class of their own
+    bad, machine = _by_commit(found[((found["class"] == "regression") & found["newest"]) | screened])
     lines = [f"history check {args.db} (fingerprint {fingerprint}, {len(runs)} runs): {tally}", rule_text(judged),
              *host]
     broken = _broken(runs, cases)
     lines += broken
     if setup is not None and not bad.empty:
-        bad, measured = _confirmed(args, setup, bad, cases)
+        bad, measured = _confirmed(args, setup, bad, runs, cases)
         lines += measured
     lines += [f"REGRESSION {_line(row)}" for _, row in bad.iterrows()]
     lines += [f"slower with no commit between (the machine or the environment; warning only) {_line(row)}"
               for _, row in machine.iterrows()]
-    lines += [f"suspicious {_line(row)}" for _, row in found[(found["class"] == "suspicious") & found["slower"]].iterrows()]
+    lines += [f"suspicious {_line(row)}" for _, row in
+              found[(found["class"] == "suspicious") & found["slower"] & ~screened].iterrows()]
     text = "\n".join(lines)
     print(text)
     _markdown(args, text)

@@ -1,14 +1,16 @@
 """`history check --confirm`: each slowdown of a case's time or a series' lengths that a history shows,
-measured again as an interleaved A/B of its two commits before it fails the check.
+measured again as an interleaved A/B (the commit before it against the newest run's) before it fails the check.
 
 A history's points are runs made hours or days apart, so a series that drifts against the others over
 a night (docs/history.md measured it on this project's host) reads as a step, and a 10% step hides in
-that drift as often as not. `suite ab` times the two commits alternately in one sweep (A, B, B, A in
+that drift as often as not. `suite ab` times two commits alternately in one sweep (A, B, B, A in
 process pairs: suite.run.ab), where the drift cancels. So a slowdown the history found (by its levels,
 its tail or the screen, suite.history.changes) is re-measured on its series' cases (a commit acts on a
-series: every length of it in the newest run), the commit before it against the first after it, and it
-is a regression only where the A/B calls one of those cases slower (suite.analyse.paired, `ab`'s own
-test and effect floor). An A/B that cannot judge (a side failed) leaves the slowdown standing.
+series: every length of it in the newest run), the commit before it against the newest run's (the code
+as it stands), and it is a regression only where the A/B would fail `suite ab` (suite.analyse.paired:
+one of those cases called slower by its test and effect floor, or the cases slower together). An A/B
+that cannot judge or cannot run (a side failed, a commit the repository lacks, no case ok in the
+newest run) leaves the slowdown standing.
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ CONFIRMED_KINDS = ("time", "lengths")  # an exponent is a ratio within a run: no
 
 @dataclass(frozen=True)
 class Asked:
-    """One A/B to run: a series' cases, the commit before its slowdown and the first after it."""
+    """One A/B to run: a series' cases, the commit before its slowdown, and the newest run's (the code as it
+    stands: a step anywhere since the commit before is in it)."""
 
     series_key: str
     series: str
     before: str
     after: str
     case_ids: tuple[str, ...]
+    lengths: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -47,36 +51,54 @@ class Answer:
     text: str
 
 
-def asked(found: pd.DataFrame, cases: pd.DataFrame) -> list[Asked]:
+def asked(found: pd.DataFrame, cases: pd.DataFrame, newest: str, commit: str) -> list[Asked]:
     """The A/Bs that `found`'s slowdowns (change rows of kinds CONFIRMED_KINDS) need: one per series and
-    commit pair, on the series' cases that ran ok in the history's newest run."""
-    newest = cases["run_key"].iloc[-1] if not cases.empty else None
+    commit before, against `commit` (the newest run `newest`'s), on the series' cases ok in that run."""
     ok = cases[(cases["run_key"] == newest) & (cases["status"] == "ok")]
     out = []
     mine = found[found["kind"].isin(CONFIRMED_KINDS)]
-    for (key, before, after), rows in mine.groupby(["series_key", "before_commit", "after_commit"], sort=False):
-        ids = tuple(sorted(ok.loc[ok["series_key"] == key, "case_id"]))
-        out.append(Asked(key, rows["series"].iloc[0], before, after, ids))
+    for (key, before), rows in mine.groupby(["series_key", "before_commit"], sort=False):
+        series = ok[ok["series_key"] == key].sort_values("seq_len")
+        out.append(Asked(key, rows["series"].iloc[0], before, commit, tuple(series["case_id"]),
+                         tuple(int(n) for n in series["seq_len"])))
     return out
 
 
 def narrowed(grid: Grid, ask: Asked) -> Grid:
-    """`grid` with only the cases of `ask`; exit 2 where it holds none of them (the history's cases
-    come from another grid)."""
-    cases = [case for case in grid.cases if case.case_id in ask.case_ids]
+    """`grid` with only the cases of `ask` (an adaptive series' lengths made from its ladder, as the runs
+    climbed them); exit 2 where it holds none of them (the history's cases come from another grid)."""
+    made = [*grid.cases, *(ladder.case(n) for ladder in grid.ladders for n in ask.lengths if ladder.low <= n <= ladder.high)]
+    cases = list({case.case_id: case for case in made if case.case_id in ask.case_ids}.values())
     if not cases:
         raise UsageError(f"--grid {grid.name}: none of {ask.series}'s {len(ask.case_ids)} cases of the newest run "
                          f"(allowed: the grid the history's runs were made with)")
     return replace(grid, cases=tuple(cases), ladders=())
 
 
+def _unfit(ask: Asked, repo: Path) -> str | None:
+    """Why `ask` cannot be measured (no case ran ok in the newest run; a commit that `repo` cannot check
+    out), or None."""
+    from suite.run.ab import checkouts
+
+    if not ask.case_ids:
+        return "no case of the series ran ok in the newest run"
+    for field, commit in (("before the slowdown", ask.before), ("of the newest run", ask.after)):
+        try:
+            checkouts.resolve("base", commit, repo)
+        except UsageError as err:
+            return f"the commit {field} ({commit[:12]}) is not in --repo {repo}: {err}"
+    return None
+
+
 def answer(verdict, run: str) -> Answer:
-    """The A/B's answer from its verdict (suite.analyse.paired): confirmed where one of the cases is called slower."""
+    """The A/B's answer from its verdict (suite.analyse.paired): confirmed where it would fail `suite ab`
+    (one of the cases called slower, or the series' cases slower together)."""
     table = verdict.cases
     figures = "; ".join(f"n={row['seq_len']} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}] "
                         f"{row['status']}" for _, row in table.sort_values("seq_len").iterrows())
-    if (table["status"] == "slower").any():
-        return Answer(True, run, f"A/B {run}: {figures}")
+    if (table["status"] == "slower").any() or verdict.code == 1:
+        return Answer(True, run, f"A/B {run}: {figures}" + ("" if (table["status"] == "slower").any()
+                                                            else f" ({'; '.join(verdict.reasons)[:200]})"))
     if verdict.code == 2:
         return Answer(None, run, f"A/B {run} could not judge: {'; '.join(verdict.reasons)[:300]}")
     return Answer(False, run, f"A/B {run}: {figures}")
@@ -93,10 +115,14 @@ def confirm(asks: list[Asked], grid: Grid, repo: Path, results_dir: Path, pairs:
     from suite.store.rundir import RunDir
 
     measure, out = measure or session.measure, out or sys.stderr
-    grids = [narrowed(grid, ask) for ask in asks]
+    grids = [narrowed(grid, ask) if ask.case_ids else None for ask in asks]  # NB: a wrong grid exits 2 before any A/B
+    unfit = [_unfit(ask, repo) for ask in asks]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     answers = []
-    for i, (ask, small) in enumerate(zip(asks, grids)):
+    for i, (ask, small, why) in enumerate(zip(asks, grids, unfit)):
+        if why is not None:
+            answers.append(Answer(None, "", f"not measured: {why}"))
+            continue
         run = RunDir.new(results_dir, f"{stamp}-history-confirm-{i}")
         print(f"confirming {ask.series} ({len(small.cases)} cases): {ask.before[:10]} against {ask.after[:10]}",
               file=out)

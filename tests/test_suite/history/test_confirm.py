@@ -17,7 +17,7 @@ from history_runs import LENGTHS, commit_of, synthetic_run  # noqa: E402  (after
 from suite import cli  # noqa: E402
 from suite.analyse import paired  # noqa: E402
 from suite.history import changes, store  # noqa: E402
-from suite.run.ab import session  # noqa: E402
+from suite.run.ab import checkouts, session  # noqa: E402
 
 GRID = """name = "synthetic"
 [settings]
@@ -88,10 +88,14 @@ class PlantedAB:
         return paired.blocks(lines)
 
 
-def confirm_check(db: Path, tmp_path: Path, planted: PlantedAB, monkeypatch, *extra: str) -> int:
+def confirm_check(db: Path, tmp_path: Path, planted: PlantedAB, monkeypatch, *extra: str, resolvable: bool = True) -> int:
+    """`check --confirm` with `planted` for the A/Bs; `resolvable`: every commit resolves (the synthetic
+    histories' commits are names, in no repository)."""
     grid = tmp_path / "g.toml"
     grid.write_text(GRID.format(lengths=", ".join(map(str, LENGTHS))))
     monkeypatch.setattr(session, "measure", planted)
+    if resolvable:
+        monkeypatch.setattr(checkouts, "resolve", lambda field, given, repo: (None, given))
     return cli.main(["history", "check", "--db", str(db), "--confirm", "--grid", str(grid),
                      "--results-dir", str(tmp_path / "results"), *extra])
 
@@ -99,12 +103,12 @@ def confirm_check(db: Path, tmp_path: Path, planted: PlantedAB, monkeypatch, *ex
 def test_a_slowdown_the_ab_calls_again_fails_the_check_and_one_it_does_not_only_warns(history, tmp_path, capsys,
                                                                                        monkeypatch):
     """full/sdpa's +20% is re-measured and called (exit 1); linear's slower times (its steeper exponent)
-    are re-measured and not called by this A/B, so they only warn; the exponent is not re-measured."""
+    are re-measured and not called by this A/B, so they only warn; the exponent is not re-measured. Each
+    A/B is the commit before the slowdown against the newest run's."""
     planted = PlantedAB({"full": 1.2})
     assert confirm_check(history, tmp_path, planted, monkeypatch, "--pairs", "6") == 1
     out = capsys.readouterr().out
-    before, after = commit_of(13), commit_of(14)
-    assert {(b, a) for b, a, *_ in planted.asked} == {(before, after)}
+    assert {(b, a) for b, a, *_ in planted.asked} == {(commit_of(13), commit_of(16))}
     assert len(planted.asked) == 2 and all(len(ids) == len(LENGTHS) and pairs == 6 and rounds == 2
                                            for _, _, ids, pairs, rounds in planted.asked)  # every length, ab's rounds
     regressions = [line for line in out.splitlines() if line.startswith("REGRESSION")]
@@ -137,7 +141,7 @@ def test_the_screen_sends_a_step_inside_the_band_to_the_ab(tmp_path, capsys, mon
     alone = [line for line in capsys.readouterr().out.splitlines() if line.startswith("REGRESSION full/sdpa")]
     planted = PlantedAB({"full": 1.06})
     assert confirm_check(db, tmp_path, planted, monkeypatch) == 1
-    assert [(b, a) for b, a, *_ in planted.asked] == [(commit_of(16), commit_of(17))]
+    assert [(b, a) for b, a, *_ in planted.asked] == [(commit_of(16), commit_of(19))]
     screened = [line for line in capsys.readouterr().out.splitlines() if line.startswith("REGRESSION full/sdpa")]
     assert len(alone) == 2 and len(screened) == len(LENGTHS) + 1, (alone, screened)
 
@@ -154,74 +158,97 @@ def test_confirm_refuses_bad_input_before_any_ab(history, tmp_path, capsys, monk
     assert "none of full/sdpa" in capsys.readouterr().err
     assert confirm_check(history, tmp_path, planted, monkeypatch, "--pairs", "1") == 2
     assert "--pairs 1" in capsys.readouterr().err
+    assert cli.main(["history", "check", "--db", str(history), "--pairs", "6"]) == 2  # without --confirm
+    assert "--pairs: only with --confirm" in capsys.readouterr().err
     assert planted.asked == []
 
 
-@pytest.mark.slow
-def test_a_real_ab_of_two_commits_that_share_the_path_does_not_confirm(tmp_path, capsys):
-    """End to end: a history whose full/sdpa is 20% slower from this repository's HEAD on, and an A/B of
-    HEAD~1 against HEAD (real worktrees, real workers, real SDPA timings), which do not differ there:
-    not confirmed, exit 0, and the A/B's own folder kept beside the runs."""
+def test_an_adaptive_series_is_measured_at_the_lengths_its_runs_climbed(tmp_path):
+    """A grid with adaptive lengths starts at a few; the history's newest run climbed further. The A/B's
+    grid holds every length of the series the newest run has, made from the ladder."""
+    from suite.history import confirm
+    from suite.plan import grid as grids
+
+    path = tmp_path / "ladder.toml"
+    path.write_text(GRID.format(lengths="256").replace("seq_len = [256]", "seq_len = { min = 256, max = 65536 }"))
+    grid = grids.resolve(str(path))
+    climbed = [case for case in grid.ladders[0].start()] + [grid.ladders[0].case(16384)]
+    ask = confirm.Asked(grid.ladders[0].key, "full/sdpa", "a", "b", tuple(c.case_id for c in climbed),
+                        tuple(c.seq_len for c in climbed))
+    assert 16384 not in {c.seq_len for c in grid.cases if c.variant == "full"}
+    narrowed = confirm.narrowed(grid, ask)
+    assert sorted(c.seq_len for c in narrowed.cases) == sorted(ask.lengths) and narrowed.ladders == ()
+
+
+def two_commits(tmp_path: Path, factor: float, lengths) -> tuple[Path, str, str, Path]:
+    """A throwaway repository whose second commit makes `paced/native` `factor` times slower at `lengths`
+    (its checkout holds a `pace_factor` module: tests/fault_variants.py; 1.0: the same speed), a history
+    of it that stepped 50% there, and the paced grid: (repository, first commit, second, database)."""
     import subprocess
 
-    from helpers import ROOT
-
-    head, parent = (subprocess.run(["git", "rev-parse", ref], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-                    for ref in ("HEAD", "HEAD~1"))
-    db = tmp_path / "h.duckdb"
-    for i in range(17):
-        store.add(db, synthetic_run(i, commit=head if i >= 14 else parent, **({"slower": {"full": 1.2}} if i >= 14 else {})))
-    grid = tmp_path / "g.toml"
-    grid.write_text(GRID.format(lengths=", ".join(map(str, LENGTHS))).replace(
-        "threads = 1", "threads = 1\nmin_run_time_s = 0.02\nmax_samples = 10\ncase_timeout_s = 60"))
-    code = cli.main(["history", "check", "--db", str(db), "--confirm", "--grid", str(grid), "--pairs", "2",
-                     "--rounds", "1", "--repo", str(ROOT), "--results-dir", str(tmp_path / "results")])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "REGRESSION" not in out and out.count("\nnot confirmed ") == len(LENGTHS) + 1, out
-    (folder,) = (tmp_path / "results").iterdir()
-    assert folder.name.endswith("history-confirm-0") and (folder / "ab.parquet").is_file()
-    assert "no regression" in (folder / "compare.md").read_text()  # its own table, as `suite ab` leaves it
-    lines = (folder / "ab.jsonl").read_text().splitlines()
-    assert len(lines) == len(LENGTHS) * 2 * 4  # every full/sdpa length, 2 pairs, A, B, B, A
-
-
-@pytest.mark.slow
-def test_a_real_ab_of_a_commit_that_slowed_the_path_confirms_it(tmp_path):
-    """End to end, a real slowdown: a repository whose second commit makes `paced/native` 50% slower (its
-    checkout holds a `pace_factor` module, tests/fault_variants.py), a history that stepped there, and
-    `history check --confirm` as a process: the A/B checks both commits out, calls the series slower, exit 1."""
-    import subprocess
-
-    from helpers import paced_grid, suite
     from history_runs import cases
 
-    lengths = (16, 17, 18, 19)
     repo = tmp_path / "repo"
     repo.mkdir()
 
-    def git(*args):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    def commit(name: str, text: str, message: str) -> str:
+        (repo / name).write_text(text)
+        for args in (["add", name], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message]):
+            subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
 
-    git("init", "-q")
-    (repo / "README").write_text("paced, as it was\n")
-    git("add", "README")
-    before = git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "before")
-    (repo / "pace_factor.py").write_text(f"FACTOR = 1.5\nSLOW_N = {set(lengths)!r}\n")
-    git("add", "pace_factor.py")
-    after = git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "slower")
-    made_of = (cases({("paced", "native"): (2.0, 2e-3 / 16**2)}, lengths, heads=1, head_dim=8),
-               {("paced", "native"): (2.0, 2e-3 / 16**2)})
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    before = commit("README", "paced, as it was\n", "before")
+    after = commit("pace_factor.py", f"FACTOR = {factor}\nSLOW_N = {set(lengths)!r}\n", "the change")
+    series = {("paced", "native"): (2.0, 2e-3 / 16**2)}
+    made_of = (cases(series, lengths, heads=1, head_dim=8), series)
     db = tmp_path / "h.duckdb"
     for i in range(17):
         store.add(db, synthetic_run(i, commit=after if i >= 14 else before, made_of=made_of,
                                     **({"slower": {"paced": 1.5}} if i >= 14 else {})))
+    return repo, before, after, db
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("factor,code", [(1.5, 1), (1.0, 0)])
+def test_a_real_ab_confirms_a_commit_that_slowed_the_path_and_not_one_that_did_not(tmp_path, factor, code):
+    """End to end, `history check --confirm` as a process on a history that stepped 50% at a commit: the A/B
+    checks both commits out (real worktrees, real workers). Where the commit slowed the path it calls it
+    (exit 1); where it did not (the history's step was the host's), the slowdown only warns (exit 0), and
+    the A/B's folder keeps its blocks and its table."""
+    from helpers import paced_grid, suite
+
+    lengths = (16, 17, 18, 19)
+    repo, before, after, db = two_commits(tmp_path, factor, lengths)
     grid = tmp_path / "g.toml"
     grid.write_text(paced_grid(lengths, "paced"))
     res = suite("history", "check", "--db", str(db), "--confirm", "--grid", str(grid), "--plugin", "fault_variants",
                 "--pairs", "3", "--rounds", "1", "--repo", str(repo), "--results-dir", str(tmp_path / "results"),
                 cwd=tmp_path)
-    assert res.returncode == 1, res.stdout + res.stderr
-    assert f"A/B of paced/native cpu float32 B=1 H=1 d=8 {before[:10]}..{after[:10]}: confirmed" in res.stdout, res.stdout
-    assert "REGRESSION paced/native" in res.stdout and "not confirmed" not in res.stdout
+    assert res.returncode == code, res.stdout + res.stderr
+    said = "confirmed" if code else "not confirmed"
+    assert f"A/B of paced/native cpu float32 B=1 H=1 d=8 {before[:10]}..{after[:10]}: {said}" in res.stdout, res.stdout
+    assert ("REGRESSION paced/native" in res.stdout) == bool(code)
+    assert res.stdout.count("\nnot confirmed ") == (0 if code else len(lengths) + 1), res.stdout
+    (folder,) = (tmp_path / "results").iterdir()
+    assert folder.name.endswith("history-confirm-0") and (folder / "ab.parquet").is_file()
+    assert ("no regression" in (folder / "compare.md").read_text()) != bool(code)
+    assert len((folder / "ab.jsonl").read_text().splitlines()) == len(lengths) * 3 * 4  # 3 pairs of A, B, B, A
+
+
+def test_a_slowdown_whose_commit_is_not_in_the_repository_stands(tmp_path, capsys, monkeypatch):
+    """A history whose commits --repo lacks (a shallow clone's): nothing to A/B, so the slowdown stands
+    (exit 1) and says why; no A/B is run."""
+    db = tmp_path / "h.duckdb"
+    for i in range(17):
+        store.add(db, synthetic_run(i, **({"slower": {"full": 1.2}} if i >= 14 else {})))
+    repo = tmp_path / "empty"
+    repo.mkdir()
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    planted = PlantedAB({})
+    assert confirm_check(db, tmp_path, planted, monkeypatch, "--repo", str(repo), resolvable=False) == 1
+    out = capsys.readouterr().out
+    assert planted.asked == [] and "the slowdown stands; not measured: the commit before the slowdown" in out
+    assert "REGRESSION full/sdpa" in out
