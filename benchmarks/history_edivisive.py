@@ -62,9 +62,10 @@ def dump(args) -> None:
                 rows, marks, more = np.full((len(CHECKS), max(CHECKS)), np.nan), [], []
                 for i, n in enumerate(CHECKS):
                     rows[i, :n] = np.log(values(n))
-                    for screen, into in ((None, marks), (changes.SCREEN, more)):
-                        found = changes.change_points(values(n), "time", tail=tail, screen=screen)
-                        into.append(found[-1].before if changes.classify(n, found) == "regression" else -1)
+                    for screen, into in ((False, marks), (True, more)):
+                        found, status = changes.judged(values(n), "time", tail=tail, screen=screen)
+                        flagged = status == "regression" or (bool(found) and found[-1].rule == "screen")
+                        into.append(found[-1].before if flagged else -1)
                 series[rule].append(rows)
                 flags[rule].append(marks)
                 screened[rule].append(more)

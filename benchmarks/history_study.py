@@ -176,11 +176,11 @@ def first_flag(values: np.ndarray, kind: str, options: dict, tail: bool = True, 
     `check` judges a series (one case's time is judged without it); `confirm(before)`: with the screen, a
     flag counts where this night's A/B of the commit before the change (its index `before`) against the
     newest confirms it (`Confirm`), as `check --confirm` measures it."""
-    screen = {"screen": changes.SCREEN} if confirm is not None else {}
     for k in CHECKS:
         n = STEP_AT + k
-        found = changes.change_points(values(n), kind, tail=tail, **options, **screen)
-        if changes.classify(n, found) == "regression" and (confirm is None or confirm(found[-1].before)):
+        found, status = changes.judged(values(n), kind, tail=tail, screen=confirm is not None, **options)
+        flagged = status == "regression" or (bool(found) and found[-1].rule == "screen")
+        if flagged and (confirm is None or confirm(found[-1].before)):
             return k
     return None
 

@@ -120,19 +120,31 @@ def _weakest(y: np.ndarray, levels: list[list[int]], threshold: float) -> tuple[
 
 
 def change_points(values, kind: str = "time", threshold: float | None = None,
-                  penalty: float = PENALTY, tail: bool = True, screen: float | None = None) -> list[Change]:
+                  penalty: float = PENALTY, tail: bool = True) -> list[Change]:
     """The change points of one series, oldest first. `values`: times (seconds) or exponents, in order:
-    the levels' (`level_changes`), and where they show none among the newest RECENT points, with `tail`
-    the tail's, then with `screen` (a log ratio, e.g. SCREEN) the screen's (`screen_change`)."""
+    the levels' (`level_changes`), and with `tail` the tail's where they show none among the newest
+    RECENT points."""
     y = np.log(np.asarray(values, float)) if kind == "time" else np.asarray(values, float)
     threshold = THRESHOLD[kind] if threshold is None else threshold
     found = level_changes(y, kind, threshold, penalty)
-    if found and found[-1].after >= len(y) - RECENT:
+    if not tail or (found and found[-1].after >= len(y) - RECENT):
         return found
-    newest = tail_change(y, kind, threshold, penalty) if tail else None
-    if newest is None and screen is not None:
-        newest = screen_change(y, kind, screen, threshold, penalty)
+    newest = tail_change(y, kind, threshold, penalty)
     return found + [newest] if newest is not None else found
+
+
+def judged(values, kind: str = "time", tail: bool = True, screen: bool = False,
+           **options) -> tuple[list[Change], str]:
+    """A series' change points (`change_points`, `options` its threshold and penalty) and its tail's class;
+    with `screen` (a time series, `check --confirm`) the screen's slowdown appended where the class is no
+    regression: a change to measure again, which gives the series no class."""
+    found = change_points(values, kind, tail=tail, **options)
+    status = classify(len(values), found)
+    if screen and kind == "time" and status != "regression" and len(values) >= MIN_POINTS:
+        screened = screen_change(np.log(np.asarray(values, float)), kind, SCREEN, options.get("threshold"),
+                                 options.get("penalty", PENALTY))
+        found = found + [screened] if screened is not None else found
+    return found, status
 
 
 def _tail(y: np.ndarray, kind: str, threshold: float, penalty: float) -> tuple[list[int], list[int]] | None:

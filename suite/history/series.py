@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from suite.history import level as levels
-from suite.history.changes import MIN_POINTS, SCREEN, Change, change_points, classify, screen_change
+from suite.history.changes import judged
 
 # the fastest call, as the exponent fits use: on the steady history grid its run-to-run robust spread was
 # 2.4% against the median's 8.5% (docs/history.md: which time a history judges)
@@ -56,13 +56,9 @@ def _one(kind: str, key: str, rows: pd.DataFrame, column: str, screen: bool = Fa
     """`screen`: a case's and a series' lengths' times are screened too (changes.screen_change: `check
     --confirm` measures its slowdown again); the screen's change joins the rows, not the class."""
     rows = rows.tail(WINDOW)
-    values = rows[column].to_numpy(float)
-    changes: list[Change] = change_points(values, "exponent" if kind == "exponent" else "time",
-                                          tail=kind != "time")  # one case's odd nights come too often for the tail's rule
-    status = classify(len(rows), changes)
-    if screen and kind in ("time", TOGETHER) and status != "regression" and len(rows) >= MIN_POINTS:
-        screened = screen_change(np.log(values), "time", SCREEN)
-        changes = changes + [screened] if screened is not None else changes
+    changes, status = judged(rows[column].to_numpy(float), "exponent" if kind == "exponent" else "time",
+                             tail=kind != "time",  # one case's odd nights come too often for the tail's rule
+                             screen=screen and kind in ("time", TOGETHER))
     first = rows.iloc[-1]
     commits = rows["git_commit"].tolist()
     base = {"kind": kind, "key": key, "series_key": first["series_key"], "series": first["series"],

@@ -60,9 +60,9 @@ def test_the_screen_takes_the_newest_points_median_against_the_level(tail, scree
     if screened:
         assert found.rule == "screen" and found.slower and (found.before, found.after) == (29, 30)
         assert math.isclose(found.size, float(np.median(y[30:]) / np.median(y[:30]) - 1), rel_tol=1e-6)  # a median of logs
-    with_screen = changes.change_points(y, "time", tail=False, screen=changes.SCREEN)
-    assert (changes.classify(len(y), with_screen) == "regression") == screened
-    assert changes.classify(len(y), changes.change_points(y, "time", tail=False)) == "no change"
+    found, status = changes.judged(y, "time", tail=False, screen=True)
+    assert status == "no change" and (bool(found) and found[-1].rule == "screen") == screened  # no class of its own
+    assert changes.judged(y, "time", tail=False) == ([], "no change")
 
 
 # ------------------------------------------------------------------ check --confirm
