@@ -12,8 +12,8 @@ this script has three steps; only `judge` runs there, and it imports numpy and t
 
 `dump` draws the histories benchmarks/history_study.py draws (the same seeds and streams: its `lengths`
 and `auto` rows' series, on the steady grid's measured noise), each as check sees it on its first 58,
-59 and 60 points, with this project's rule's flags on them, without and with the screen. `judge` runs E-Divisive (its defaults:
-p = 0.05, 100 permutations, seeded) on each, and flags a check where its newest change point begins
+59 and 60 points, with this project's rule's flags on them, without and with the screen. `judge` runs
+E-Divisive (its defaults: p = 0.05, 100 permutations, seeded) on each, and flags a check where its newest change point begins
 within the newest RECENT points and the level after it is THRESHOLD or more above the one before (the
 project's class `regression`, its 5%). `table` prints both rules' false alarms and detections, alone and
 with `check --confirm`'s A/B drawn as history_study.py draws it (the step in it where it came after the

@@ -40,7 +40,8 @@ sweep of the same grid (`python -m suite ab . . --grid benchmarks/history_steady
 check that flags draws `--confirm-pairs` of its process pairs, side B's log times moved by the step
 where the series stepped after the flagged change's commit before (the A/B is that commit against the
 newest run's, as `check --confirm` runs it), judged as `suite ab` judges (suite.analyse.paired.calls, as
-benchmarks/ab_power.py does, and the cases' common move). A check whose A/B does not confirm leaves the next night's check to flag again.
+benchmarks/ab_power.py does, and the cases' common move). A check whose A/B does not confirm leaves the
+next night's check to flag again.
 Their rows' `A/Bs a series` is the A/Bs run per series over its checks (what the screen costs a night).
 
 Before the table it prints what the level explains of the measured noise (robust standard deviations

@@ -42,9 +42,10 @@ def add_parser(sub, commands: dict, csv_list) -> None:
                         "everything) fails the check (fail, the default) or is a warning (warn: a shared host "
                         "whose load moves)")
     c.add_argument("--confirm", action="store_true",
-                   help="measure each slowdown of a case or a series' lengths again as an interleaved A/B of its two "
-                        "commits (suite ab on the series' cases), and screen the newest points for more; fail only "
-                        "on those the A/B calls slower (the runs' drift over hours cancels in it)")
+                   help="measure each slowdown of a case or a series' lengths again as an interleaved A/B of the "
+                        "commit before it against the newest run's (suite ab on the series' cases), and screen the "
+                        "newest points for more; fail only on those the A/B calls slower (the runs' drift over "
+                        "hours cancels in it)")
     c.add_argument("--grid", help="with --confirm: the grid the history's runs were made with (a preset or a file)")
     c.add_argument("--device", type=csv_list, help="with --confirm: override the grid's devices, as the runs did")
     c.add_argument("--pairs", type=int, help="with --confirm: the A/B's process pairs (default: ab's)")

@@ -25,11 +25,12 @@ about one in a thousand), and a step's three nights are past it nearly always. O
 come more often (one length of sliding_window was 10-31% slow in 4 of 30 runs), and three in a row
 there raised the study's false alarms over 1%.
 
-With `history check --confirm` a third rule screens a time series (`screen_change`): the newest TAIL
-points' median SCREEN or more above the level before them. It flags most step-free series of a drifting
-host as well as the steps, so it is no change point on its own: `check --confirm` re-measures each
-slowdown it or the other rules found as an interleaved A/B of the commit before it against the newest (suite.history.confirm),
-where the host's drift between runs cancels, and only a slowdown the A/B calls is a regression.
+With `history check --confirm` a third rule screens a time series (`screen_change`, through `judged`):
+the newest TAIL points' median SCREEN or more above the level before them. It flags many step-free
+series of a drifting host as well as the steps, so it gives a series no class: `check --confirm`
+re-measures each slowdown it or the other rules found as an interleaved A/B of the commit before it
+against the newest run's (suite.history.confirm), where the host's drift between runs cancels, and only
+a slowdown the A/B calls is a regression.
 
 The tail's class: `insufficient data` under MIN_POINTS points; `regression` where the newest level
 is the after-side of a slowdown change point that came in within the last RECENT points; `improvement`

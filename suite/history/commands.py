@@ -10,7 +10,8 @@ no series with enough points, several fingerprints and none chosen, a damaged fi
 against its run's level (suite.history.level) where that makes the cases' series quieter, raw
 elsewhere (`--against`); the output's second line says which, and why. With `--confirm` a case's or a
 series' slowdown (the screen's too: suite.history.changes) fails the check only where an interleaved A/B
-of the commit before it against the newest calls it again (suite.history.confirm); one it does not call is a warning.
+of the commit before it against the newest run's calls it again (suite.history.confirm); one it does not
+call is a warning.
 """
 
 from __future__ import annotations

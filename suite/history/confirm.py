@@ -1,5 +1,6 @@
 """`history check --confirm`: each slowdown of a case's time or a series' lengths that a history shows,
-measured again as an interleaved A/B (the commit before it against the newest run's) before it fails the check.
+measured again as an interleaved A/B (the commit before it against the newest run's) before it fails the
+check.
 
 A history's points are runs made hours or days apart, so a series that drifts against the others over
 a night (docs/history.md measured it on this project's host) reads as a step, and a 10% step hides in
@@ -96,9 +97,9 @@ def answer(verdict, run: str) -> Answer:
     table = verdict.cases
     figures = "; ".join(f"n={row['seq_len']} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}] "
                         f"{row['status']}" for _, row in table.sort_values("seq_len").iterrows())
-    if (table["status"] == "slower").any() or verdict.code == 1:
-        return Answer(True, run, f"A/B {run}: {figures}" + ("" if (table["status"] == "slower").any()
-                                                            else f" ({'; '.join(verdict.reasons)[:200]})"))
+    called = (table["status"] == "slower").any()
+    if called or verdict.code == 1:  # a case called, or the cases slower together (ab's common move)
+        return Answer(True, run, f"A/B {run}: {figures}" + ("" if called else f" ({'; '.join(verdict.reasons)[:200]})"))
     if verdict.code == 2:
         return Answer(None, run, f"A/B {run} could not judge: {'; '.join(verdict.reasons)[:300]}")
     return Answer(False, run, f"A/B {run}: {figures}")
