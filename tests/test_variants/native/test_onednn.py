@@ -73,3 +73,31 @@ def test_linformers_projection_over_every_head_is_the_float64_products_rounding(
     assert got.shape == want.shape == (2, 3, 16, 8)
     assert ((got.double() - want).abs().max() / want.abs().max()).item() < 1e-6
     assert torch.equal(project(e.double(), x.double()), want), "float64 takes the plain product"
+
+
+@pytest.mark.parametrize("batch, n, proj_len", [(1, 4096, 256), (2, 1500, 64)])
+def test_linformers_attention_over_the_projected_keys_through_onednn_equals_the_reference(batch, n, proj_len, monkeypatch):
+    """linformer/native in float32 on the CPU: the projected keys scored and applied by two oneDNN products per head and
+    chunk of rows (variants.native.grouped), against the float64 dense reference. n = 4096 at H = 8, d = 64, k = 256 is
+    the card's largest n and the sweep's own check (k = 256 needs n >= 256), in two chunks, the last one short."""
+    import variants
+    from variants.native.grouped.heads import GroupedKeys
+
+    from helpers import inputs
+
+    chunks = []
+    by_group = GroupedKeys._by_group
+    monkeypatch.setattr(GroupedKeys, "_by_group",
+                        lambda self, q, k, v, lse: chunks.append(self._group_rows(q, k)) or by_group(self, q, k, v, lse))
+    spec = variants.get("linformer")
+    q, k, v = inputs(spec, batch=batch, heads=8, head_dim=64, seq_len=n)
+    got = spec.attention(q.float(), k.float(), v.float(), impl="native", proj_len=proj_len)
+    assert chunks, "the oneDNN products are the path tested"
+    assert n != 4096 or chunks[0] < n, f"the rows in several chunks ({chunks[0]} a chunk)"
+    ref = spec.attention(q, k, v, impl="dense", proj_len=proj_len)
+    err = (got.double() - ref).abs().max().item() / ref.abs().max().item()
+    assert err <= 1e-5, f"relative max |diff| = {err:.3g}"
+    with torch.enable_grad():  # recorded: the fused kernel, whose backward autograd has
+        xs = [x.float().requires_grad_(True) for x in (q, k, v)]
+        spec.attention(*xs, impl="native", proj_len=proj_len).sum().backward()
+    assert len(chunks) == 1 and xs[1].grad is not None
