@@ -11,7 +11,7 @@ import torch
 from variants.rules import Param, named, sqrt_n
 from variants.native.band import BandPlan, band_bias
 from variants.native.core import union
-from variants.native.keys import KeySubset
+from variants.native.keys import KeySubset, block_subset
 from variants.impls import native_impl, pattern_variant, range_reads, rows, tile_bounds
 
 BLOCK = Param("block", None, "block l; default ⌈√n⌉", minimum=1, derive=sqrt_n)
@@ -70,11 +70,15 @@ def plan(n: int, causal: bool, params: dict, like):
     valid = keys[None, :] // l != i // l  # those in the own block are counted there
     if causal:
         valid = valid & (keys[None, :] <= i)
-    return own_block, KeySubset(keys, valid)
+    return own_block, KeySubset(keys, valid), causal
 
 
 def run(q, k, v, p):
-    own_block, summaries = p
+    """Bidirectional, the output alone, blocks of at least 128 rows: own block and summaries as one oneDNN tile
+    (variants.native.keys.block_subset); otherwise the union of the two key sets, folded."""
+    own_block, summaries, causal = p
+    if block_subset.applies(q, k, own_block.block, causal):
+        return block_subset.block_and_subset(q, k, v, block=own_block.block, keys=summaries.keys)
     return union(q, k, v, own_block, summaries)
 
 
@@ -87,6 +91,6 @@ SPEC = pattern_variant(
     row_counts=row_counts,
     key_reads=key_reads,
     exponent=lambda explicit: 2.0 if "block" in explicit else 1.5,
-    native=native_impl(plan=plan, run=run, cost="O(n·l·d + n·(c·n/l)·d): blocks plus the summary keys"),
+    native=native_impl(plan=plan, run=run, cost="O(n·l·d + n·(c·n/l)·d): blocks plus the summary keys (one oneDNN tile a block on the CPU)"),
     check=check,
 )
