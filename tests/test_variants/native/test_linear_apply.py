@@ -1,6 +1,6 @@
-"""The bidirectional linearized pass that applies the keys' state (variants.native.linearized.chunks): on the CPU in
-float32, one oneDNN product per head against [S, z]ᵀ, in the chunks the sweep times, against the float64 dense
-reference; elsewhere the batched product."""
+"""The bidirectional linearized passes (variants.native.linearized.chunks): on the CPU in float32 the one that sums the
+keys' [S, z]ᵀ (m ≥ SUM_FEATURES) and the one that applies it, one oneDNN product per head and chunk, in the chunks the
+sweep times, against the float64 dense reference; elsewhere the batched products."""
 
 from __future__ import annotations
 
@@ -19,11 +19,14 @@ def test_each_heads_product_through_onednn_equals_the_reference(name, batch, n, 
     """H = 8, d = 64 as the grids sweep; n = 2048 is several chunks of rows, n = 1500 a short last one."""
     spec = variants.get(name)
     q, k, v = inputs(spec, batch=batch, heads=8, head_dim=64, seq_len=n)
-    calls = []
-    apply = chunks._apply_onednn
+    calls, sums = [], []
+    apply, keys = chunks._apply_onednn, chunks._keys_onednn
     monkeypatch.setattr(chunks, "_apply_onednn", lambda fq, weight, out: calls.append(fq.shape[2]) or apply(fq, weight, out))
+    monkeypatch.setattr(chunks, "_keys_onednn", lambda phi, k, v, rows: sums.append(rows) or keys(phi, k, v, rows))
     got = spec.attention(q.float(), k.float(), v.float(), impl="native")
     assert len(calls) >= 2 and sum(calls) == n, f"the oneDNN pass is the one tested, in chunks: {calls}"
+    # the first pass too from SUM_FEATURES features (performer's and rfa's 256), in several chunks
+    assert (not sums) if name == "linear" else (len(sums) == 1 and sums[0] < n), sums
     ref = spec.attention(q, k, v, impl="dense")
     err = (got.double() - ref).abs().max().item() / ref.abs().max().item()
     assert err <= 1e-5, f"{name}: relative max |diff| = {err:.3g}"

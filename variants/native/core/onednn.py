@@ -13,12 +13,13 @@ from __future__ import annotations
 import torch
 
 _LINEAR = getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
+_LINEAR_ADD = getattr(_LINEAR, "binary", None)
 
 
 def onednn(x: torch.Tensor, w: torch.Tensor) -> bool:
     """Whether x·wᵀ goes through oneDNN: float32 on the CPU, not recorded by autograd, with torch's oneDNN."""
-    return (_LINEAR is not None and torch.backends.mkldnn.is_available() and x.device.type == "cpu"
-            and x.dtype == w.dtype == torch.float32 and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)))
+    return (_LINEAR is not None and _LINEAR_ADD is not None and torch.backends.mkldnn.is_available()
+            and x.device.type == "cpu" and x.dtype == w.dtype == torch.float32 and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)))
 
 
 def linear(x: torch.Tensor, w: torch.Tensor, strided: bool = False) -> torch.Tensor:
@@ -29,3 +30,9 @@ def linear(x: torch.Tensor, w: torch.Tensor, strided: bool = False) -> torch.Ten
         return x @ w.T
     flat = x.reshape(-1, x.shape[-1])
     return _LINEAR(flat, w if strided else w.contiguous(), None, "none", [], "").view(*x.shape[:-1], w.shape[0])
+
+
+def linear_add(x: torch.Tensor, w: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """x (r, k) · wᵀ + other (r, m), w (m, k) read in place whatever its strides (a transposed view): the sum a
+    post-op of oneDNN's product, a new (r, m) tensor. Only where `onednn(x, w)`."""
+    return _LINEAR_ADD(x, other, w, None, "add")

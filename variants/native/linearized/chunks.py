@@ -3,10 +3,13 @@ bidirectional pass that sums the keys' state, then applies it."""
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from variants.native.core import onednn
-from variants.native.linearized.state import FeatureMap, add_product, normalizer, rows_per_step, weigh, zero_state
+from variants.native.linearized.state import (FeatureMap, add_product, features_of, normalizer, rows_per_step, weigh,
+                                              zero_state)
 
 
 def causal_chunks(phi: FeatureMap, q, k, v, step: int):
@@ -37,6 +40,9 @@ def causal_chunks(phi: FeatureMap, q, k, v, step: int):
 # in chunks of 512, 58.5 of 1024, 54.6 of 2048, 55.8 of 4096; performer 293.4 in 512, 285.2 in 1024, 298.2 in 2048;
 # rfa 258.7 in 512, 270.2 in 1024.
 APPLY_ELEMENTS = 1 << 20
+# The first pass through oneDNN from this many features: performer's m = 256, C = 256 rows, H = 8 summed in 561 µs
+# against baddbmm_'s 774; linear's m = 64, C = 512 in 442 against 365 (one thread, the Zen 5 VM).
+SUM_FEATURES = 128
 
 
 def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
@@ -44,16 +50,21 @@ def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
     the keys at the final log-scale. NB: keys may be another sequence's (cross attention: n_k ≠ n)."""
     n = q.shape[2]
     out = torch.empty_like(q)
-    state = z = scale = None
-    for r0 in range(0, k.shape[-2], step):
-        fk, s = phi.key(k[:, :, r0 : r0 + step])  # (B, H, C, m)
-        if state is None:
-            state, z = zero_state(q, fk.shape[-1])
-        state, z, scale = weigh(phi, state, z, scale, fk, s)
-        state = add_product(state, fk, v[:, :, r0 : r0 + step])
-        z.add_(fk.sum(dim=-2))
-        del fk  # before the next step's (see variants.native.core.steps)
-    weight, step = _by_onednn(phi, q, state, z, step)
+    if _sums_by_onednn(phi, q, k, v):
+        b, h, _, d = q.shape
+        rows = rows_per_step(phi, q, max(step, APPLY_ELEMENTS // (b * h * features_of(phi, d))))
+        state, z, scale, weight = _keys_onednn(phi, k, v, rows)
+    else:
+        state = z = scale = weight = None
+        for r0 in range(0, k.shape[-2], step):
+            fk, s = phi.key(k[:, :, r0 : r0 + step])  # (B, H, C, m)
+            if state is None:
+                state, z = zero_state(q, fk.shape[-1])
+            state, z, scale = weigh(phi, state, z, scale, fk, s)
+            state = add_product(state, fk, v[:, :, r0 : r0 + step])
+            z.add_(fk.sum(dim=-2))
+            del fk  # before the next step's (see variants.native.core.steps)
+    weight, step = _by_onednn(phi, q, state, z, step, weight)
     for r0 in range(0, n, step):
         fq, rows = phi.query(q[:, :, r0 : r0 + step]), out[:, :, r0 : r0 + step]
         if weight is None:
@@ -64,17 +75,52 @@ def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
     return out, state, z, scale
 
 
-def _by_onednn(phi: FeatureMap, q, state, z, step: int):
+def _by_onednn(phi: FeatureMap, q, state, z, step: int, weight=None):
     """(the weight [S, z]ᵀ per head, (B, H, d + 1, m), and the pass's rows) where the pass goes through oneDNN:
     float32 on the CPU, the weight at most a quarter of the output (m ≤ n/4, as a chunk's temporaries are),
-    chunks of about APPLY_ELEMENTS features. Else (None, step). The weight's last row gives φ(q)ᵀz."""
+    chunks of about APPLY_ELEMENTS features. Else (None, step). The weight's last row gives φ(q)ᵀz; a weight the
+    first pass summed is used as it is."""
     b, h, m, d = state.shape
-    if not onednn.onednn(q, state) or 4 * m > q.shape[2]:
+    if not _onednn_weight(q, state):
         return None, step
-    weight = state.new_empty(b, h, d + 1, m)
-    weight[:, :, :d].copy_(state.transpose(-1, -2))
-    weight[:, :, d].copy_(z)
+    if weight is None:
+        weight = state.new_empty(b, h, d + 1, m)
+        weight[:, :, :d].copy_(state.transpose(-1, -2))
+        weight[:, :, d].copy_(z)
     return weight, rows_per_step(phi, q, max(step, APPLY_ELEMENTS // (b * h * m)))
+
+
+def _onednn_weight(q, state_like) -> bool:
+    """float32 on the CPU, nothing recorded, and [S, z]ᵀ at most a quarter of the output: m ≤ n/4."""
+    return onednn.onednn(q, state_like) and 4 * state_like.shape[-2] <= q.shape[2]
+
+
+def _sums_by_onednn(phi: FeatureMap, q, k, v) -> bool:
+    """Whether the first pass sums [S, z]ᵀ through oneDNN: where the second pass takes that weight, and the map has
+    SUM_FEATURES features or more."""
+    m = features_of(phi, q.shape[-1])
+    return m >= SUM_FEATURES and 4 * m <= q.shape[2] and onednn.onednn(q, k) and onednn.onednn(k, v)
+
+
+def _keys_onednn(phi: FeatureMap, k, v, step: int):
+    """The first pass through oneDNN: (S, z, log-scale, [S, z]ᵀ). Per chunk and head [S, z]ᵀ += [vᵀ; 1]·φ(k), one
+    product with its sum a post-op, φ(k)ᵀ read in place; S and z are views of [S, z]ᵀ, rescaled in place (`weigh`)."""
+    b, h, n_k, d = k.shape
+    weight = state = z = scale = x = None
+    for r0 in range(0, n_k, step):
+        fk, s = phi.key(k[:, :, r0 : r0 + step])  # (B, H, C, m)
+        c = fk.shape[2]
+        if weight is None:
+            weight = k.new_zeros(b, h, d + 1, fk.shape[-1])
+            state, z = weight[:, :, :d].transpose(-1, -2), weight[:, :, d]  # (B, H, m, d), (B, H, m): views
+        state, z, scale = weigh(phi, state, z, scale, fk, s)
+        if x is None or x.shape[1] != c:
+            x = k.new_ones(d + 1, c)  # [vᵀ; 1] of a chunk and head: its last row sums z
+        for i, j in itertools.product(range(b), range(h)):
+            x[:d].copy_(v[i, j, r0 : r0 + c].T)
+            weight[i, j] = onednn.linear_add(x, fk[i, j].T, weight[i, j])
+        del fk  # before the next step's (see variants.native.core.steps)
+    return state, z, scale, weight
 
 
 def _apply_onednn(fq, weight, out) -> None:
