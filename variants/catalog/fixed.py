@@ -91,6 +91,7 @@ SPEC = pattern_variant(
     row_counts=row_counts,
     key_reads=key_reads,
     exponent=lambda explicit: 2.0 if "block" in explicit else 1.5,
-    native=native_impl(plan=plan, run=run, cost="O(n·l·d + n·(c·n/l)·d): blocks plus the summary keys (one oneDNN tile a block on the CPU)"),
+    native=native_impl(plan=plan, run=run,
+                       cost="O(n·l·d + n·(c·n/l)·d): blocks plus the summary keys (one oneDNN tile a block on the CPU)"),
     check=check,
 )

@@ -18,14 +18,15 @@ _LINEAR_ADD = getattr(_LINEAR, "binary", None)
 
 def onednn(x: torch.Tensor, w: torch.Tensor) -> bool:
     """Whether x·wᵀ goes through oneDNN: float32 on the CPU, not recorded by autograd, with torch's oneDNN."""
+    recorded = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
     return (_LINEAR is not None and _LINEAR_ADD is not None and torch.backends.mkldnn.is_available()
-            and x.device.type == "cpu" and x.dtype == w.dtype == torch.float32 and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)))
+            and x.device.type == "cpu" and x.dtype == w.dtype == torch.float32 and not recorded)
 
 
 def linear(x: torch.Tensor, w: torch.Tensor, strided: bool = False) -> torch.Tensor:
     """x (…, k) · wᵀ with w (m, k): (…, m). A transposed w (a backward's ω·) is copied contiguous in the call (m·k
-    elements, a few µs), so the call reads the one ω its byte count has; with `strided`, oneDNN reads w's strides
-    itself (a block's vᵀ, a view of v: (128 × 384)·(384 × 64) took 38.5 µs either way, where the copy took 11)."""
+    elements, a few µs), so the call reads the one ω its byte count has; with `strided`, oneDNN reads w's
+    strides itself (a block's vᵀ, a view of v: (128 × 384)·(384 × 64) took 38.5 µs either way, the copy 11)."""
     if not onednn(x, w):
         return x @ w.T
     flat = x.reshape(-1, x.shape[-1])
