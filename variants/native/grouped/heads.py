@@ -12,6 +12,10 @@ from variants.native.core import NEG_INF, KeySet, Partial, onednn, output, softm
 
 
 MIN_ROWS = 64  # a group's query rows (n_q · H/G) from which its products go through oneDNN
+# A oneDNN chunk's scores at most SCORES_ELEMENTS, or CACHED_ROWS query positions where those are more: few keys
+# (linformer's 256 projected ones) would otherwise make a whole step one chunk. n = 65536 in one chunk of 64 MB
+# scores a head took 697 ms, in chunks of 4096 rows 450 (one thread); MQA's and GQA's chunks are fewer rows.
+SCORES_ELEMENTS, CACHED_ROWS = 1 << 20, 256
 
 
 def grouped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -58,7 +62,8 @@ class GroupedKeys(KeySet):
         held beside a step, left no room at H/G = 2, n = 4096: one position a chunk, 12-75x SDPA's time."""
         r, n_k, d = q.shape[1] // k.shape[1], k.shape[2], k.shape[3]
         held = d * n_k * (2 if self.causal else 1)
-        return min(q.shape[2], max(step_elements(q) - held, 0) // (r * n_k))
+        rows = min(q.shape[2], max(step_elements(q) - held, 0) // (r * n_k))
+        return min(rows, max(CACHED_ROWS, SCORES_ELEMENTS // (r * n_k)))
 
     def _by_group(self, q, k, v, need_lse: bool) -> Partial:
         """The forward as one oneDNN product per (batch, group) and chunk, each group's scores its own 2-D
