@@ -77,7 +77,7 @@ def run(q, k, v, p):
     """Bidirectional, the output alone, blocks of at least 128 rows: own block and summaries as one oneDNN tile
     (variants.native.keys.block_subset); otherwise the union of the two key sets, folded."""
     own_block, summaries, causal = p
-    if block_subset.applies(q, k, own_block.block, causal):
+    if block_subset.applies(q, k, v, own_block.block, summaries.keys.numel(), causal):
         return block_subset.block_and_subset(q, k, v, block=own_block.block, keys=summaries.keys)
     return union(q, k, v, own_block, summaries)
 

@@ -54,9 +54,10 @@ def make(name: str, run, cost: str, library: str | None = None) -> Impl:
 
 
 def native(q, k, v, e, f) -> torch.Tensor:
-    """Attention over the k projected keys, (B, H, n, d) from (B, H, k, d): on the CPU in float32 two oneDNN products
-    per head and chunk of rows, as a group of one head (variants.native.grouped: the fused kernel ran the part at 23.0
-    ms, the products at 14.7, n = 4096, H = 8, k = 256, one thread); elsewhere, and under autograd, the fused kernel."""
+    """Attention over the k projected keys, (B, H, n, d) from (B, H, k, d): on the CPU in float32 a group of one head
+    (variants.native.grouped): two oneDNN products per head and chunk of rows, or its batched products where a chunk
+    has under 64 rows (the fused kernel ran the part at 23.0 ms, the products at 14.7, n = 4096, H = 8, k = 256, one
+    thread); elsewhere, and under autograd, the fused kernel."""
     kp, vp = project(e, k), project(f, v)
     if onednn.onednn(q, kp):
         return grouped(q, kp, vp, causal=False)

@@ -39,20 +39,22 @@ def test_the_tile_equals_the_float64_reference(block, summary, n, tiles):
 def test_the_own_blocks_summaries_are_counted_once(tiles):
     """Every key a summary (c = l): each row attends to every key once, so the tile is full attention."""
     spec, full = variants.get("fixed"), variants.get("full")
-    q, k, v = inputs(spec, batch=1, heads=2, head_dim=64, seq_len=400, dtype=torch.float32)
+    q, k, v = inputs(spec, batch=1, heads=8, head_dim=64, seq_len=400, dtype=torch.float32)  # its (128, 528) tile a step
     got = spec.attention(q, k, v, impl="native", block=128, summary=128)
     assert tiles == [128]
     assert torch.allclose(got, full.attention(q, k, v, impl="dense"), atol=1e-5)
 
 
-@pytest.mark.parametrize("case", ["small blocks", "causal", "float64", "recorded"])
+@pytest.mark.parametrize("case", ["small blocks", "causal", "float64", "q recorded", "v recorded", "over a step"])
 def test_elsewhere_the_union_runs(case, tiles):
+    """Where the tile does not apply: blocks under 128 rows, causal, float64, any input recorded by autograd, and a
+    block whose scores would be more than a step (an explicit block = n: a (n, n + s) tile a head)."""
     spec = variants.get("fixed")
     dtype = torch.float64 if case == "float64" else torch.float32
-    q, k, v = inputs(spec, batch=1, heads=2, head_dim=16, seq_len=300, dtype=dtype)
-    if case == "recorded":
-        q.requires_grad_(True)
-    block = 64 if case == "small blocks" else 128
+    q, k, v = inputs(spec, batch=1, heads=8, head_dim=64, seq_len=300, dtype=dtype)  # a (128, 130) tile fits a step
+    if case.endswith("recorded"):
+        (q if case.startswith("q") else v).requires_grad_(True)
+    block = {"small blocks": 64, "over a step": 300}.get(case, 128)
     out = spec.attention(q, k, v, impl="native", causal=case == "causal", block=block)
     ref = spec.attention(*(x.double().detach() for x in (q, k, v)), impl="dense", causal=case == "causal", block=block)
     assert tiles == []

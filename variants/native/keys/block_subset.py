@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import torch
 
-from variants.native.core import NEG_INF, onednn
+from variants.native.core import NEG_INF, onednn, step_elements
 
 MIN_BLOCK = 128  # rows of a block from which its tile goes through oneDNN (l = 64 ran 1.5x slower so)
 
 
-def applies(q: torch.Tensor, k: torch.Tensor, block: int, causal: bool) -> bool:
-    """Whether `block_and_subset` runs this call: bidirectional, the output alone (nothing recorded), float32 on
-    the CPU, blocks of at least MIN_BLOCK rows."""
-    return not causal and block >= MIN_BLOCK and onednn.onednn(q, k)
+def applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block: int, subset: int, causal: bool) -> bool:
+    """Whether `block_and_subset` runs this call: bidirectional, the output alone (none of q, k, v recorded),
+    float32 on the CPU, blocks of at least MIN_BLOCK rows whose (block, block + subset) scores fit a step."""
+    fits = block * (block + subset) <= step_elements(q)
+    return not causal and block >= MIN_BLOCK and fits and onednn.onednn(q, k) and onednn.onednn(k, v)
 
 
 def block_and_subset(q, k, v, *, block: int, keys: torch.Tensor) -> torch.Tensor:
