@@ -29,8 +29,9 @@ KNOWN = {("amd-epyc-full-4", "random", "native"): "random/native's gathers climb
 # short of the cost model's test for a higher term (8192 predicted past max_call_s on their slower days), and read
 # them inconclusive; runs 5 and 6 (a faster day, and the top interval's midpoint) confirm them. They also measured
 # reformer before its float32 hashing (confirmed there, inconclusive since): 39-42 of 48-49 agree
+# Run 8 (the card at 7a3bccb, stored when (26)'s replaced it) differs from runs 2-4 the same way: 40-42 of 48-49
 OLDER, NEWER = ("amd-epyc-full-2", "amd-epyc-full-3", "amd-epyc-full-4"), ("amd-epyc-full-5", "amd-epyc-full-6",
-                                                                          "amd-epyc-full-7")
+                                                                          "amd-epyc-full-7", "amd-epyc-full-8")
 SHORT = {(a, b): "the older run's quadratic series stopped one length short of a verdict, and it measured older code"
          for a in OLDER for b in NEWER}
 # The issue's goal, held to quiet runs of one code's neighbours: 5 (fc81f4c) and 6 (the top midpoint) 47 of 49; 6 and 7
