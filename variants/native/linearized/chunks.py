@@ -51,9 +51,7 @@ def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
     n = q.shape[2]
     out = torch.empty_like(q)
     if _sums_by_onednn(phi, q, k, v):
-        b, h, _, d = q.shape
-        rows = rows_per_step(phi, q, max(step, APPLY_ELEMENTS // (b * h * features_of(phi, d))))
-        state, z, scale, weight = _keys_onednn(phi, k, v, rows)
+        state, z, scale, weight = _keys_onednn(phi, k, v, _apply_rows(phi, q, step, features_of(phi, q.shape[-1])))
     else:
         state = z = scale = weight = None
         for r0 in range(0, k.shape[-2], step):
@@ -81,25 +79,30 @@ def _by_onednn(phi: FeatureMap, q, state, z, step: int, weight=None):
     chunks of about APPLY_ELEMENTS features. Else (None, step). The weight's last row gives φ(q)ᵀz; a weight the
     first pass summed is used as it is."""
     b, h, m, d = state.shape
-    if not _onednn_weight(q, state):
+    if not _onednn_weight(q, m, state):
         return None, step
     if weight is None:
         weight = state.new_empty(b, h, d + 1, m)
         weight[:, :, :d].copy_(state.transpose(-1, -2))
         weight[:, :, d].copy_(z)
-    return weight, rows_per_step(phi, q, max(step, APPLY_ELEMENTS // (b * h * m)))
+    return weight, _apply_rows(phi, q, step, m)
 
 
-def _onednn_weight(q, state_like) -> bool:
-    """float32 on the CPU, nothing recorded, and [S, z]ᵀ at most a quarter of the output: m ≤ n/4."""
-    return onednn.onednn(q, state_like) and 4 * state_like.shape[-2] <= q.shape[2]
+def _apply_rows(phi: FeatureMap, q, step: int, m: int) -> int:
+    """Rows of a oneDNN pass's chunk: about APPLY_ELEMENTS features over the heads, within the memory rule."""
+    return rows_per_step(phi, q, max(step, APPLY_ELEMENTS // (q.shape[0] * q.shape[1] * m)))
+
+
+def _onednn_weight(q, m: int, *operands) -> bool:
+    """float32 on the CPU, none of q and `operands` recorded, and [S, z]ᵀ at most a quarter of the output: m ≤ n/4."""
+    return 4 * m <= q.shape[2] and all(onednn.onednn(q, x) for x in operands)
 
 
 def _sums_by_onednn(phi: FeatureMap, q, k, v) -> bool:
     """Whether the first pass sums [S, z]ᵀ through oneDNN: where the second pass takes that weight, and the map has
     SUM_FEATURES features or more."""
     m = features_of(phi, q.shape[-1])
-    return m >= SUM_FEATURES and 4 * m <= q.shape[2] and onednn.onednn(q, k) and onednn.onednn(k, v)
+    return m >= SUM_FEATURES and _onednn_weight(q, m, k, v)
 
 
 def _keys_onednn(phi: FeatureMap, k, v, step: int):
