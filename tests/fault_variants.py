@@ -14,7 +14,7 @@ import torch
 
 from variants.catalog import full
 from variants.impls import dense_impl
-from variants.rules import Impl, Prepared, VariantSpec, register
+from variants.rules import Impl, Prepared, VariantSpec, paths, register
 
 
 def _raise():
@@ -132,9 +132,14 @@ def _inside() -> Impl:
         import torch._inductor.config as inductor
 
         notes = {"compile_threads": str(inductor.compile_threads), "threads": str(torch.get_num_threads())}
-        return Prepared(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v), notes=notes)
 
-    return Impl("native", prepare, cost="SDPA; its notes say how the worker was set up")
+        def call():
+            paths.took("sdpa")  # the path a timed call takes, recorded in the row's notes
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+        return Prepared(call, notes=notes)
+
+    return Impl("native", prepare, cost="SDPA; its notes say how the worker was set up, and the path its calls took")
 
 
 _register("inside", _inside())

@@ -1,14 +1,16 @@
 """A series' time as the sum of its own terms, and the verdict on the claim's leading term
 (docs/CLAIMS.md, "Verdicts").
 
-    time(n) ≈ c_call + c_rows·n + c_lead·nᵖ·(1 + Σ_L s_L·ramp_L(n))
+    time(n) ≈ c_call + c_rows·n + c_lead·nᵖ·f_path(n)·(1 + Σ_L s_L·ramp_L(n))
 
 a call's floor, a cost per row or per block (for a claim above n¹), the claim's leading term, and
 for each cache level L that the series' working set (the bytes model's: docs/CLAIMS.md, "Bytes")
 passes inside the measured span, a step s_L in the time per unit of the leading term's work, where
 the working set leaves L. A step is the machine's because it stops (the span must show lengths
 past it, so that a term that keeps growing is not taken for one) and because it is bounded: it
-raises the time per unit of work at most by the run's cache over memory bandwidth, less one. Every coefficient is ≥ 0 (a term
+raises the time per unit of work at most by the run's cache over memory bandwidth, less one. Where
+the implementation changes how it runs within the span and says so (its notes' "path" per length:
+suite.analyse.paths), f_path is 1 on its first path and a fitted factor on each later one; else 1. Every coefficient is ≥ 0 (a term
 never saves time); the fit is least squares on the relative error, so that a 256 and a 65536 weigh
 alike.
 
@@ -31,6 +33,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from suite.analyse.paths import Paths, least
+from suite.analyse.steps import Machine
+
 CLASSES = (0.0, 1.0, 1.5, 2.0, 3.0)  # the complexity classes a term is drawn from, beside the claim
 NEED_LEVEL = 0.05
 HIGHER_LEVEL = 0.01  # a refutation needs the stronger evidence
@@ -43,56 +48,8 @@ CONFIRM_DOF = 3  # a confirmation needs this many degrees of freedom left to the
 # the centre is chosen on this grid, and counts as a parameter of the fit
 CENTRES = (-1.0, -0.5, 0.0)
 TIE = 1e-6  # models whose SSE (of relative errors) differ by less than this share, or this RMS, fit alike (`best`)
-SCALE = 0.35
-INSIDE = 2  # a level is modelled where this many lengths lie an octave or more inside it
-EDGE = 1.5  # octaves below a level's size where its earliest step may begin to show
 BOOTSTRAP = 200
 NAMED = 0.005  # a term's share of the largest length's time under which `explain` does not name it
-
-
-@dataclass(frozen=True)
-class Machine:
-    """What places the cache steps: the working set at each length (bytes a kernel reuses: an
-    attention head's K and V) and the host's caches (env.json's `cpu_caches`)."""
-
-    working_set: np.ndarray
-    caches: dict
-    step_max: float = math.inf  # a step raises the time per unit of work by at most this (cache over memory bandwidth, − 1)
-    with_edge: bool = False  # model the top edge's levels too (the test a refutation must pass)
-
-    def levels(self) -> tuple[dict[str, float], dict[str, float]]:
-        """log2 of the sizes of the levels whose step the span shows whole (INSIDE lengths an octave
-        or more inside, two at least half-way past), and of those at its top edge (the step may begin
-        inside the span, but too few lengths lie past it to tell it from a term that keeps growing)."""
-        octaves = np.log2(self.working_set)
-        seen, edge = {}, {}
-        for level, info in self.caches.items():
-            size = float(info.get("bytes") or 0) if isinstance(info, dict) else 0.0
-            if size <= 0 or (octaves <= math.log2(size) - 1).sum() < INSIDE:
-                continue
-            if (octaves >= math.log2(size) - 0.5).sum() >= 2 or (self.with_edge and octaves[-1] > math.log2(size) - EDGE):
-                seen[level] = math.log2(size)
-            elif octaves[-1] > math.log2(size) - EDGE:
-                edge[level] = math.log2(size)
-        return seen, edge
-
-    def ramp(self, centre: float) -> np.ndarray:
-        """0 inside the cache, 1 past it: a logistic in octaves of working set about `centre` (log2 bytes)."""
-        return 1.0 / (1.0 + np.exp(-(np.log2(self.working_set) - centre) / SCALE))
-
-    def subset(self, keep: np.ndarray) -> "Machine":
-        return replace(self, working_set=self.working_set[keep])
-
-    def without(self, level: str) -> "Machine":
-        return replace(self, caches={k: v for k, v in self.caches.items() if k != level})
-
-
-def machine(working_set, caches, step_max: float = math.inf) -> Machine | None:
-    """A Machine where the working set is known and positive at every length, else None (no steps)."""
-    if working_set is None or not caches:
-        return None
-    ws = np.asarray(working_set, float)
-    return Machine(ws, dict(caches), step_max) if np.all(np.isfinite(ws)) and np.all(ws > 0) else None
 
 
 @dataclass(frozen=True)
@@ -104,10 +61,11 @@ class Model:
     sse: float
     shares: dict[str, float]  # each term's share of the modelled time at the largest length
     centres: dict[str, float] = field(default_factory=dict)
+    factors: dict[str, float] = field(default_factory=dict)  # path -> its factor on the leading term's rate
 
     @property
-    def k(self) -> int:  # a step's centre is a parameter too
-        return len(self.names) + len(self.centres)
+    def k(self) -> int:  # a step's centre and a path's factor are parameters too
+        return len(self.names) + len(self.centres) + len(self.factors)
 
 
 @dataclass(frozen=True)
@@ -123,6 +81,7 @@ class CostVerdict:
     share_lo: dict[str, float] = field(default_factory=dict)  # bootstrap 95% interval of each share
     share_hi: dict[str, float] = field(default_factory=dict)
     higher_needed: bool = False  # a term above the claim was needed (refuted, or inconclusive for an edge step)
+    paths: tuple[tuple[str, float, float], ...] = ()  # (path, its first length, factor on the leading term's rate)
 
 
 HIDDEN = "the overheads still hide"  # the claim's term not needed yet: only longer lengths would tell (suite.run.settle)
@@ -133,26 +92,28 @@ def power_name(p: float) -> str:
 
 
 def design(x: np.ndarray, top: float | None, centres: dict[str, float], hw: Machine | None,
-           extra: float | None = None) -> dict[str, np.ndarray]:
+           extra: float | None = None, rate: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The columns of a model whose largest term is n^top (None: no term at all), lengths scaled to
-    the largest (columns of one size), with a step in its top term's rate at each centre."""
+    the largest (columns of one size), with a step in its top term's rate at each centre; `rate`, each
+    length's path factor on the top term's (and the higher term's and the steps') time per unit of work."""
     if top is None:
         return {}
     u = x / x.max()
+    w = np.ones_like(u) if rate is None else rate
     cols = {"call": np.ones_like(u)}
     if top > 1:
         cols["rows"] = u
     if top > 0:
-        cols[power_name(top)] = u**top
+        cols[power_name(top)] = u**top * w
     if extra is not None:
-        cols[power_name(extra)] = u**extra
+        cols[power_name(extra)] = u**extra * w
     for level, centre in centres.items():
-        cols[f"{level} step"] = u**top * hw.ramp(centre)
+        cols[f"{level} step"] = u**top * hw.ramp(centre) * w
     return cols
 
 
 def fit(cols: dict[str, np.ndarray], y: np.ndarray, centres: dict[str, float] | None = None,
-        cap: tuple[str, float] | None = None) -> Model:
+        cap: tuple[str, float] | None = None, factors: dict[str, float] | None = None) -> Model:
     """Non-negative least squares of y on the columns on the relative error; `cap` = (the leading
     column, S): each step's coefficient at most S times the leading term's (a step whose bound binds
     is held on it: the active set)."""
@@ -183,22 +144,35 @@ def fit(cols: dict[str, np.ndarray], y: np.ndarray, centres: dict[str, float] | 
     top = np.array([col[-1] for col in cols.values()]) * coef
     total = top.sum()
     shares = {name: float(v / total) if total > 0 else math.nan for name, v in zip(cols, top)}
-    return Model(tuple(cols), tuple(map(float, coef)), sse, shares, dict(centres or {}))
+    return Model(tuple(cols), tuple(map(float, coef)), sse, shares, dict(centres or {}), dict(factors or {}))
 
 
-def best(x, y, top, hw: Machine | None, extra=None) -> Model:
-    """The model with its steps' centres chosen on CENTRES about each level's size (least SSE)."""
+def best(x, y, top, hw: Machine | None, extra=None, paths: Paths | None = None) -> Model:
+    """The model with its steps' centres chosen on CENTRES about each level's size, and its paths'
+    factors (`factored`), at the least SSE."""
     sizes = hw.levels()[0] if hw is not None else {}
     if top is None or not sizes:
-        return fit(design(x, top, {}, hw, extra), y, None, _cap(top, hw))
+        return factored(x, y, top, {}, hw, extra, paths)
     grid = itertools.product(*[[size + c for c in CENTRES] for size in sizes.values()])
-    models = [fit(design(x, top, dict(zip(sizes, centres)), hw, extra), y, dict(zip(sizes, centres)), _cap(top, hw))
-              for centres in grid]
+    models = [factored(x, y, top, dict(zip(sizes, centres)), hw, extra, paths) for centres in grid]
     least = min(m.sse for m in models)
     # NB: a step the fit leaves at zero fits alike at every centre; the last bits of the SSE, which differ
     # with the BLAS kernel (AVX2 or AVX-512), must not choose it: among ties, the centre on the level's size
     return min((m for m in models if m.sse <= least * (1 + TIE) + len(y) * TIE**2),
                key=lambda m: sum(abs(c - sizes[level]) for level, c in m.centres.items()))
+
+
+def factored(x, y, top, centres: dict[str, float], hw: Machine | None, extra=None,
+             paths: Paths | None = None) -> Model:
+    """The model with its centres held, and each later path's factor on the leading term's rate chosen
+    by least squares (suite.analyse.paths.least)."""
+    def model(factors: dict[str, float]) -> Model:
+        rate = paths.weights(factors) if paths is not None else None
+        return fit(design(x, top, centres, hw, extra, rate), y, centres, _cap(top, hw), factors)
+
+    if paths is None or top is None or top == 0:
+        return model({})
+    return least(paths, model)
 
 
 def _cap(top: float | None, hw: Machine | None) -> tuple[str, float] | None:
@@ -244,59 +218,66 @@ class Tests:
     higher_q: float | None = None  # that term's exponent
 
 
-def tests(x, y, claimed: float, hw: Machine | None) -> Tests:
+def tests(x, y, claimed: float, hw: Machine | None, paths: Paths | None = None) -> Tests:
     """The claim's model; the F test of its leading term (the next lower class's model against it
-    with the claim's term added: nested); each higher class added to the claim's model."""
-    claim = best(x, y, claimed, hw)
+    with the claim's term added: nested, on the lower model's paths' factors); each higher class added
+    to the claim's model."""
+    claim = best(x, y, claimed, hw, None, paths)
     low = lower_class(claimed)
     if low is None:
         need_p = 0.0  # a constant claimed: nothing lower than the floor
     else:
-        lower = best(x, y, low, hw)
-        both = fit({**design(x, low, lower.centres, hw), power_name(claimed): (x / x.max()) ** claimed},
-                   y, lower.centres, _cap(low, hw))
+        lower = best(x, y, low, hw, None, paths)
+        rate = paths.weights(lower.factors) if paths is not None else np.ones(len(x))
+        both = fit({**design(x, low, lower.centres, hw, None, rate),
+                    power_name(claimed): (x / x.max()) ** claimed * rate},
+                   y, lower.centres, _cap(low, hw), lower.factors)
         need_p = f_test(lower, both, len(x))
     found = []
     for q in higher_classes(claimed):
-        model = best(x, y, claimed, hw, q)
+        model = best(x, y, claimed, hw, q, paths)
         found.append((f_test(claim, model, len(x)), power_name(q), model.shares.get(power_name(q), 0.0), model, q))
     higher_p, name, share, model, q = min(found, key=lambda h: (math.inf if math.isnan(h[0]) else h[0], -h[2]))
     return Tests(claim, need_p, higher_p, name, share, model, q)
 
 
 def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: list | None = None,
-          bootstrap: int = BOOTSTRAP, seed: int = 0) -> CostVerdict:
+          bootstrap: int = BOOTSTRAP, seed: int = 0, paths: Paths | None = None) -> CostVerdict:
     """The verdict on `claimed` for time `y` at lengths `x` (one point per length), with the
-    machine's cache steps where `hw` is known."""
+    machine's cache steps where `hw` is known, and a factor on the leading term's rate for each path
+    after the first where the implementation declared a change of path (`paths`, per length)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     order = np.argsort(x)
     x, y = x[order], y[order]
     hw = hw.subset(order) if hw is not None else None
+    paths = paths.subset(order) if paths is not None else None
     if process_times is not None:
         process_times = [process_times[i] for i in order]
     if len(x) < 3:
         return CostVerdict("inconclusive", f"{len(x)} lengths measured, 3 at least")
     if x[-1] / x[0] < MIN_SPAN:
         return CostVerdict("inconclusive", f"span {x[-1] / x[0]:.0f}x, {MIN_SPAN:.0f}x needed")
-    while hw is not None and hw.levels()[0] and len(x) - len(design(x, claimed, {}, None, 3.0)) - 2 * len(hw.levels()[0]) < 2:
+    factors = len(paths.names) - 1 if paths is not None else 0
+    while hw is not None and hw.levels()[0] and len(x) - len(design(x, claimed, {}, None, 3.0)) - factors - 2 * len(hw.levels()[0]) < 2:
         seen = hw.levels()[0]  # too few lengths for every step: the outermost level goes first
         hw = hw.without(max(seen, key=seen.get))
     # NB: every length weighs alike: weights from the spread of the processes' medians followed the
     # machine's load, not the fastest call's noise (on a busy run they went from 0.001 to 1 across
     # fixed/flex's lengths and left the F tests no power: n^1.95 "confirmed" as n^1.5)
-    result = tests(x, y, claimed, hw)
+    result = tests(x, y, claimed, hw, paths)
     status, why = _rule(claimed, result, x)
     higher_needed = status == "refuted"  # by time; an edge step may make it inconclusive, still needed
     if status == "refuted" and hw is not None and hw.levels()[1]:
-        status, why = _edge(x, y, claimed, hw, why)
+        status, why = _edge(x, y, claimed, hw, why, paths)
     shown, extra = result.claim, None
     if status == "refuted" and result.with_higher is not None:
         shown, extra = result.with_higher, result.higher_q
-    lo, hi = _share_intervals(x, y, claimed, shown, hw, process_times, bootstrap, seed, extra)
+    lo, hi = _share_intervals(x, y, claimed, shown, hw, process_times, bootstrap, seed, extra, paths)
     steps = {level: float(np.exp(np.interp(c, np.log2(hw.working_set), np.log(x))))
              for level, c in shown.centres.items() if _named(shown, lo, f"{level} step")}
+    changes = tuple((name, first, shown.factors.get(name, 1.0)) for name, first in paths.changes(x)) if paths else ()
     return CostVerdict(status, why, shown, result.need_p, result.higher_p, result.higher,
-                       result.higher_share, steps, lo, hi, higher_needed)
+                       result.higher_share, steps, lo, hi, higher_needed, changes)
 
 
 def _named(model: Model, lo: dict[str, float], name: str) -> bool:
@@ -307,13 +288,13 @@ def _named(model: Model, lo: dict[str, float], name: str) -> bool:
     return share > NAMED and lo.get(name, share) > NAMED
 
 
-def _edge(x, y, claimed: float, hw: Machine, why: str) -> tuple[str, str]:
+def _edge(x, y, claimed: float, hw: Machine, why: str, paths: Paths | None = None) -> tuple[str, str]:
     """A refutation with a cache level at the span's top edge stands only if it survives that
     level's step too; else it is inconclusive, and says what would tell."""
     edge = hw.levels()[1]
     level = min(edge, key=edge.get)
     n_edge = float(np.exp(np.interp(edge[level] - 1, np.log2(hw.working_set), np.log(x))))
-    again = tests(x, y, claimed, replace(hw, with_edge=True))
+    again = tests(x, y, claimed, replace(hw, with_edge=True), paths)
     if again.higher_p < HIGHER_LEVEL and again.higher_share >= MIN_HIGHER_SHARE:
         return "refuted", f"{why}; as much with a step where the working set nears {level}"
     return "inconclusive", (f"{why}, unless the working set's nearing {level} (from n ≈ {n_edge:.0f}) is a step: "
@@ -340,15 +321,15 @@ def _rule(claimed, t: Tests, x) -> tuple[str, str]:
 
 
 def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: int, seed: int,
-                     extra: float | None = None):
+                     extra: float | None = None, paths: Paths | None = None):
     """95% intervals of each term's share at the largest length in the model shown (`claim`, with its
-    higher term n^extra where it has one; the steps' centres held): the points redrawn from their
+    higher term n^extra where it has one; the steps' centres and the paths' factors held): the points redrawn from their
     processes (each length's per-process medians, resampled), or from the model's relative residuals
     where no length has several processes."""
     if bootstrap <= 0 or not claim.names:
         return {}, {}
     rng = np.random.default_rng(seed)
-    cols = design(x, claimed, claim.centres, hw, extra)
+    cols = design(x, claimed, claim.centres, hw, extra, paths.weights(claim.factors) if paths is not None else None)
     assert tuple(cols) == claim.names, (tuple(cols), claim.names)  # the intervals are of the model shown
     modelled = np.column_stack(list(cols.values())) @ np.array(claim.coef)
     resid = y / np.where(modelled > 0, modelled, y)
@@ -384,4 +365,6 @@ def explain(result: CostVerdict, claimed: float) -> str:
                     if name in result.share_lo and not math.isnan(result.share_lo[name]) else "")
         parts.append(f"{label} {share:.0%}{interval}")
     steps = [f"{level} passed at n ≈ {n:.0f}" for level, n in result.steps.items()]
+    steps += [f"path {name} from n = {first:g}" + (f" (×{factor:.2f} the leading term's rate)" if i else "")
+              for i, (name, first, factor) in enumerate(result.paths)]
     return "; ".join(parts) + (" of the time at the largest n" if parts else "") + ("; " + ", ".join(steps) if steps else "")

@@ -36,6 +36,7 @@ class Planted:
     working_set: np.ndarray
     higher: float | None  # the planted higher class, if any
     higher_share: float
+    paths: tuple[str, ...] | None = None  # the path each length ran on, where one is planted
 
 
 def lengths(low: int = 256, high: int = 65536, midpoints: bool = True) -> np.ndarray:
@@ -46,11 +47,13 @@ def lengths(low: int = 256, high: int = 65536, midpoints: bool = True) -> np.nda
 
 
 def series(rng: np.random.Generator, claimed: float, caches: dict, *, x: np.ndarray | None = None,
-           noise: float = 0.02, higher: float | None = None, higher_share: float = 0.1) -> Planted:
+           noise: float = 0.02, higher: float | None = None, higher_share: float = 0.1,
+           path: tuple[float, float] | None = None) -> Planted:
     """One series: the claim's term, its rate rising by up to 50% at each cache level passed; a
     per-row cost (up to 30% of the largest length's time, for a claim above n¹); a floor of up to 80%
     of the smallest length's time; a higher term n^higher carrying `higher_share` of the largest
-    length's time; lognormal noise."""
+    length's time; lognormal noise. `path` = (n, factor): from length n on, an implementation's second
+    path runs the claim's term (with its steps) at `factor` times the first's time per unit of work."""
     x = lengths() if x is None else np.asarray(x, float)
     ws = x * KV_BYTES_PER_ROW
     rate = np.ones_like(x)
@@ -58,6 +61,11 @@ def series(rng: np.random.Generator, claimed: float, caches: dict, *, x: np.ndar
         centre = math.log2(info["bytes"]) - rng.uniform(0.0, 1.0)
         width = rng.uniform(0.15, 0.5)
         rate += rng.uniform(0.0, 0.5) / (1.0 + np.exp(-(np.log2(ws) - centre) / width))
+    labels = None
+    if path is not None:
+        second = x >= path[0]
+        rate = rate * np.where(second, path[1], 1.0)
+        labels = tuple("second" if s else "first" for s in second)
     body = (x / x[-1]) ** claimed * rate
     if claimed > 1:
         rows = rng.uniform(0.0, 0.3)
@@ -67,15 +75,19 @@ def series(rng: np.random.Generator, claimed: float, caches: dict, *, x: np.ndar
     if higher is not None:
         y = y + higher_share / (1 - higher_share) * y[-1] * (x / x[-1]) ** higher
     y = y * np.exp(rng.normal(0.0, noise, len(x)))
-    return Planted(claimed, x, y, ws, higher, higher_share)
+    return Planted(claimed, x, y, ws, higher, higher_share, labels)
 
 
 def study(count: int = 200, *, seed: int = 0, noise: float = 0.02, higher_share: float = 0.1,
-          claims=(1.0, 1.5, 2.0), hosts=("amd", "intel"), x: np.ndarray | None = None) -> dict:
+          claims=(1.0, 1.5, 2.0), hosts=("amd", "intel"), x: np.ndarray | None = None,
+          path: tuple[float, float] | None = None, declared: bool = True) -> dict:
     """Rates over `count` series per claim and host: the claim confirmed when nothing higher is
     planted; when n² (or, for a claim of n², n³) is, refuted, or caught (refuted, or inconclusive
-    naming the higher term: a cache step at the span's edge could also explain it), and the counts."""
-    from suite.analyse.cost import judge, machine
+    naming the higher term: a cache step at the span's edge could also explain it), and the counts.
+    With `path`, every series changes path there (`series`), declared to the model or not."""
+    from suite.analyse.cost import judge
+    from suite.analyse.paths import declared as told
+    from suite.analyse.steps import machine
 
     rng = np.random.default_rng(seed)
     tally = {"clean": {}, "planted": {}}
@@ -83,9 +95,10 @@ def study(count: int = 200, *, seed: int = 0, noise: float = 0.02, higher_share:
         for claimed in claims:
             for kind, higher in (("clean", None), ("planted", 2.0 if claimed < 2 else 3.0)):
                 for _ in range(count):
-                    s = series(rng, claimed, HOSTS[host], x=x, noise=noise, higher=higher, higher_share=higher_share)
+                    s = series(rng, claimed, HOSTS[host], x=x, noise=noise, higher=higher, higher_share=higher_share,
+                               path=path)
                     hw = machine(s.working_set, HOSTS[host], STEP_MAX)
-                    result = judge(s.x, s.y, claimed, hw, bootstrap=0)
+                    result = judge(s.x, s.y, claimed, hw, bootstrap=0, paths=told(s.paths) if declared else None)
                     key = (host, claimed, "caught" if kind == "planted" and result.higher_needed and
                            result.verdict != "refuted" else result.verdict)
                     tally[kind][key] = tally[kind].get(key, 0) + 1

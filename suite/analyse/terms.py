@@ -8,12 +8,15 @@ without cache steps.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pandas as pd
 
 from suite.analyse import cost
+from suite.analyse.paths import Paths, declared
+from suite.analyse.steps import machine
 
 AXES = ("seq_len", "kv_len")  # the lengths a cost model is fitted in (the claim's n, n_q or n_k)
 COLUMNS = ("power_verdict", "power_why", "terms", "need_p", "higher_p", "higher_term", "higher_share",
@@ -68,14 +71,38 @@ def process_times(group: pd.DataFrame, axis: str, x) -> list | None:
     return out
 
 
+def paths(group: pd.DataFrame, axis: str, x) -> Paths | None:
+    """The path each length ran on, where the implementation names it (its notes' "path": a change of
+    how it runs within the span, e.g. fixed/native's blocks as one tile from l = 128); None where it
+    names none, or one path throughout."""
+    if "notes" not in group:
+        return None
+    named = group["notes"].map(lambda v: _notes(v).get("path"))
+    if named.isna().all():
+        return None
+    by_x = named.groupby(group[axis]).agg(lambda v: v.mode().iloc[0] if v.notna().any() else "")
+    return declared(by_x.reindex(x).fillna("").tolist())
+
+
+def _notes(value) -> dict:
+    """A row's notes: a dict, or its JSON text (as in the run's table)."""
+    if isinstance(value, dict):
+        return value
+    try:
+        loaded = json.loads(value) if isinstance(value, str) else {}
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def judge_series(series: pd.Series, group: pd.DataFrame, axis: str, claimed: float,
                  hosts: dict | None, bootstrap: int = cost.BOOTSTRAP) -> cost.CostVerdict:
     """The cost-model verdict of one time series (`series`: fastest call per length)."""
     x = series.index.to_numpy(float)
     info = (hosts or {}).get(group.iloc[0].get("device"))
-    hw = cost.machine(working_set(group, axis, x), info["caches"], info["step_max"]) if info else None
+    hw = machine(working_set(group, axis, x), info["caches"], info["step_max"]) if info else None
     return cost.judge(x, series.to_numpy(float), claimed, hw, process_times=process_times(group, axis, x),
-                      bootstrap=bootstrap)
+                      bootstrap=bootstrap, paths=paths(group, axis, x))
 
 
 def columns(result: cost.CostVerdict, claimed: float) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from variants.rules import Param, named, sqrt_n
+from variants.rules.paths import took
 from variants.native.band import BandPlan, band_bias
 from variants.native.core import union
 from variants.native.keys import KeySubset, block_subset
@@ -78,7 +79,9 @@ def run(q, k, v, p):
     (variants.native.keys.block_subset); otherwise the union of the two key sets, folded."""
     own_block, summaries, causal = p
     if block_subset.applies(q, k, v, own_block.block, summaries.keys.numel(), causal):
+        took("tile")
         return block_subset.block_and_subset(q, k, v, block=own_block.block, keys=summaries.keys)
+    took("union")
     return union(q, k, v, own_block, summaries)
 
 

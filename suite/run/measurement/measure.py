@@ -16,6 +16,7 @@ from dataclasses import replace
 import torch
 
 import variants
+from variants.rules import paths
 from suite.machine import device as devices
 from suite.machine import probe, stream
 from suite.plan.case import DTYPES, Case, reasons_of, theory_of
@@ -133,12 +134,15 @@ def _measured(row: Row, settings: Settings, replicate: int) -> Row:
     fn, setup = build(case, q, k, v)
     row = replace(row, setup={key: float(val) for key, val in setup.items()}, setup_s=float(sum(setup.values())),
                   notes=dict(getattr(fn, "notes", {})))
+    paths.clear()  # the path the timed calls take, where the implementation names it (variants.rules.paths)
     dev, warmed = devices.get(case.device), None
     if replicate == 0 and dev.peak_warms_up:  # the peak-memory call is the timer's warm-up (CPU)
         began = time.perf_counter()
         row = replace(row, peak_bytes=dev.peak_bytes(fn))
         warmed = time.perf_counter() - began
     row = _timed(row, fn, settings, warmed)
+    if paths.taken():
+        row = replace(row, notes={**row.notes, "path": paths.taken()})
     if replicate == 0 and not dev.peak_warms_up:
         row = replace(row, peak_bytes=dev.peak_bytes(fn))
     if replicate == 0:

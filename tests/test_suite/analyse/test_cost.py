@@ -8,17 +8,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite.analyse import cost, terms
+from suite.analyse import cost, paths, steps, terms
 from suite.analyse.exponents import all_exponents
-from suite.analyse.planted import HOSTS, KV_BYTES_PER_ROW, lengths, study
+from suite.analyse.planted import HOSTS, KV_BYTES_PER_ROW, MID_SPAN, lengths, study
 
 X = lengths(256, 65536)
 AMD = HOSTS["amd"]
+MID = MID_SPAN["amd (L2 only)"]  # K and V pass L2 mid-span, and no level at its top edge
 
 
 def machine(x, caches=AMD):
     """K and V of one head, d = 64, float32: the working set a step is placed by."""
-    return cost.machine(x * KV_BYTES_PER_ROW, caches)
+    return steps.machine(x * KV_BYTES_PER_ROW, caches)
 
 
 def noisy(y, sigma=0.01, seed=0):
@@ -72,12 +73,12 @@ def test_the_levels_a_span_shows_whole_and_those_at_its_top_edge():
     a step; L2 (2^20) and L3 (2^25) have INSIDE below and two past; ending at 2^25 or 2^24, L3 is at the top edge (EDGE
     octaves below its size), not at 2^22."""
     caches = {"L1d": {"bytes": 2**15}, "L2": {"bytes": 2**20}, "L3": {"bytes": 2**25}}
-    whole = cost.Machine(2.0 ** np.arange(14, 27), caches)
+    whole = steps.Machine(2.0 ** np.arange(14, 27), caches)
     assert whole.levels() == ({"L2": 20.0, "L3": 25.0}, {})
-    assert cost.Machine(2.0 ** np.arange(14, 26), caches).levels() == ({"L2": 20.0}, {"L3": 25.0})
-    assert cost.Machine(2.0 ** np.arange(14, 25), caches).levels() == ({"L2": 20.0}, {"L3": 25.0})  # EDGE octaves
-    assert cost.Machine(2.0 ** np.arange(14, 23), caches).levels() == ({"L2": 20.0}, {})
-    assert cost.Machine(2.0 ** np.arange(13, 27), caches).levels()[0] == {"L1d": 15.0, "L2": 20.0, "L3": 25.0}
+    assert steps.Machine(2.0 ** np.arange(14, 26), caches).levels() == ({"L2": 20.0}, {"L3": 25.0})
+    assert steps.Machine(2.0 ** np.arange(14, 25), caches).levels() == ({"L2": 20.0}, {"L3": 25.0})  # EDGE octaves
+    assert steps.Machine(2.0 ** np.arange(14, 23), caches).levels() == ({"L2": 20.0}, {})
+    assert steps.Machine(2.0 ** np.arange(13, 27), caches).levels()[0] == {"L1d": 15.0, "L2": 20.0, "L3": 25.0}
 
 
 def test_a_time_growing_slower_than_the_claim_is_never_refuted():
@@ -201,3 +202,66 @@ def test_a_dense_implementation_is_refuted_by_its_counted_work():
     fits = all_exponents(frame, {})
     row = fits[(fits["metric"] == "time") & (fits["axis"] == "seq_len")].iloc[0]
     assert row["verdict"] == "refuted" and "counted FLOPs grow as n^2.00" in row["why"]
+
+
+def _two_paths(factor, at=16384, higher_share=0.0, seed=0):
+    """An O(n) series on two paths: from n = `at` the claim's term (and its L2 step) at `factor` times the first
+    path's rate (an implementation's own change of how it runs: fixed/native's tile from l = 128); a floor; and n²
+    carrying `higher_share` of the largest length's time."""
+    body = X / X[-1] * np.where(X >= at, factor, 1.0) * _step(X, AMD["L2"]["bytes"], 0.3)
+    y = 0.3 * body[0] + body
+    y = y + higher_share / (1 - higher_share) * y[-1] * (X / X[-1]) ** 2
+    return noisy(y, 0.01, seed), paths.declared(["tile" if n >= at else "union" for n in X])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_declared_change_of_path_is_the_implementations_not_a_higher_term(seed):
+    """A path twice as slow from 16384 on reads as a higher term where the model does not know of it; declared,
+    the claim is confirmed and the path's factor on the leading term's rate recovered."""
+    y, told = _two_paths(2.0, seed=seed)
+    assert cost.judge(X, y, 1.0, machine(X, MID), bootstrap=0).verdict == "refuted"
+    result = cost.judge(X, y, 1.0, machine(X, MID), bootstrap=0, paths=told)
+    assert result.verdict == "confirmed", result.why
+    assert result.model.factors["tile"] == pytest.approx(2.0, rel=0.05)
+    assert result.paths == (("union", 256.0, 1.0), ("tile", 16384.0, result.model.factors["tile"]))
+    assert f"path tile from n = 16384 (×{result.model.factors['tile']:.2f} the leading term's rate)" in cost.explain(result, 1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_faster_path_does_not_hide_a_higher_term_once_declared(seed):
+    """A path twice as fast from 16384 on flattens the top of a series whose n² term carries 10% of the time: where
+    the model does not know of the path it confirms the claim; declared, the n² is needed."""
+    y, told = _two_paths(0.5, higher_share=0.1, seed=seed)
+    assert cost.judge(X, y, 1.0, machine(X, MID), bootstrap=0).verdict == "confirmed"
+    result = cost.judge(X, y, 1.0, machine(X, MID), bootstrap=0, paths=told)
+    assert result.verdict == "refuted" and result.higher == "n^2", result.why
+
+
+def test_one_path_throughout_is_no_path_to_model():
+    assert paths.declared(["tile"] * 5) is None and paths.declared(None) is None
+    assert paths.declared(["a", "a", "b"]).names == ("a", "b")
+
+
+@pytest.mark.parametrize("notes, expected", [
+    (['{"path": "union"}'] * 2 + ['{"path": "tile"}'] * 2, ("union", "union", "tile", "tile")),
+    ([{"path": "union"}, {"path": "union"}, {"path": "tile"}, {"path": "tile"}], ("union", "union", "tile", "tile")),
+    (['{"kernel": "flash_attention"}'] * 4, None),  # no path named
+    (['{"path": "sdpa"}'] * 4, None),  # one path throughout
+    (["not json", "{}", '{"path": "a"}', '["a"]'], ("", "", "a", "")),
+])
+def test_the_fits_read_each_lengths_path_off_the_rows_notes(notes, expected):
+    frame = _frame(X[:4] * 1e-6).assign(notes=notes)
+    got = terms.paths(frame, "seq_len", X[:4])
+    assert (got.labels if got is not None else None) == expected
+
+
+def test_the_study_of_planted_paths():
+    """docs/CLAIMS.md, "Verdicts" (benchmarks/verdict_study.py, the path rows): a path twice as slow from 16384 on,
+    undeclared, refutes clean series; declared, it does not; a faster one, declared, no longer hides a planted n²."""
+    hosts = tuple(MID_SPAN)
+    slower = dict(noise=0.01, hosts=hosts, claims=(1.0, 1.5), path=(16384, 2.0), seed=2)
+    assert study(10, declared=False, **slower)["refuted_clean"] >= 0.2
+    declared = study(10, **slower)
+    assert declared["refuted_clean"] <= 0.05 and declared["confirmed_clean"] >= 0.8
+    faster = study(10, noise=0.01, hosts=hosts, claims=(1.0,), path=(16384, 0.5), seed=2)
+    assert faster["caught_planted"] >= 0.5 and faster["confirmed_planted"] <= 0.3

@@ -200,7 +200,7 @@ def test_workers_compile_in_their_own_process_with_the_threads_asked(tmp_path):
     assert res.returncode == 0, res.stderr
     row = json.loads((tmp_path / "results" / "i" / "journal.jsonl").read_text().splitlines()[0])
     assert row["status"] == "ok", row["reason"]
-    assert row["notes"] == {"compile_threads": "1", "threads": "1"}
+    assert row["notes"] == {"compile_threads": "1", "threads": "1", "path": "sdpa"}
 
 
 def test_replicates_are_timed_in_separate_processes(tmp_path):

@@ -9,6 +9,7 @@ import torch
 
 import variants
 from variants.native.keys import block_subset
+from variants.rules import paths
 
 from helpers import inputs
 
@@ -16,6 +17,7 @@ from helpers import inputs
 @pytest.fixture
 def tiles(monkeypatch):
     """The blocks of every call that took the tile path."""
+    paths.clear()
     calls = []
     run = block_subset.block_and_subset
     monkeypatch.setattr(block_subset, "block_and_subset", lambda q, k, v, *, block, keys: calls.append(block) or
@@ -33,6 +35,7 @@ def test_the_tile_equals_the_float64_reference(block, summary, n, tiles):
     params = dict(block=block, summary=summary)
     got = spec.attention(q.float(), k.float(), v.float(), impl="native", **params)
     assert tiles == [block], "the tile path is the one tested"
+    assert paths.taken() == "tile"  # as the sweep records it, for the cost model
     ref = spec.attention(q, k, v, impl="dense", **params)
     err = (got.double() - ref).abs().max().item() / ref.abs().max().item()
     assert err <= 1e-5, f"relative max |diff| = {err:.3g}"
@@ -60,4 +63,5 @@ def test_elsewhere_the_union_runs(case, tiles):
     out = spec.attention(q, k, v, impl="native", causal=case == "causal", block=block)
     ref = spec.attention(*(x.double().detach() for x in (q, k, v)), impl="dense", causal=case == "causal", block=block)
     assert tiles == []
+    assert paths.taken() == "union"
     assert (out.double() - ref).abs().max().item() < 1e-5

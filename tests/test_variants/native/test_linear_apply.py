@@ -9,6 +9,7 @@ import torch
 
 import variants
 from variants.native.linearized import chunks
+from variants.rules import paths
 
 from helpers import inputs
 
@@ -23,10 +24,12 @@ def test_each_heads_product_through_onednn_equals_the_reference(name, batch, n, 
     apply, keys = chunks._apply_onednn, chunks._keys_onednn
     monkeypatch.setattr(chunks, "_apply_onednn", lambda fq, weight, out: calls.append(fq.shape[2]) or apply(fq, weight, out))
     monkeypatch.setattr(chunks, "_keys_onednn", lambda phi, k, v, rows: sums.append(rows) or keys(phi, k, v, rows))
+    paths.clear()
     got = spec.attention(q.float(), k.float(), v.float(), impl="native")
     assert len(calls) >= 2 and sum(calls) == n, f"the oneDNN pass is the one tested, in chunks: {calls}"
     # the first pass too from SUM_FEATURES features (performer's and rfa's 256), in several chunks
     assert (not sums) if name == "linear" else (len(sums) == 1 and sums[0] < n), sums
+    assert paths.taken() == f"sums {'batched' if name == 'linear' else 'onednn'}, apply onednn"  # as the sweep records it
     ref = spec.attention(q, k, v, impl="dense")
     err = (got.double() - ref).abs().max().item() / ref.abs().max().item()
     assert err <= 1e-5, f"{name}: relative max |diff| = {err:.3g}"
@@ -39,7 +42,9 @@ def test_float64_and_a_weight_over_a_quarter_of_the_output_keep_the_batched_prod
     spec = variants.get("linear")
     spec.attention(*inputs(spec, batch=1, heads=2, head_dim=16, seq_len=600), impl="native")
     spec = variants.get("performer")
+    paths.clear()
     spec.attention(*inputs(spec, batch=1, heads=8, head_dim=64, seq_len=256, dtype=torch.float32), impl="native")
+    assert paths.taken() == "sums batched, apply batched"  # as the sweep records it, for the cost model
 
 
 @pytest.mark.parametrize("name", ["linear", "performer"])

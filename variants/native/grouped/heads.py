@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from variants.native.core import NEG_INF, KeySet, Partial, onednn, output, softmax_part, step_elements, tile_grads
+from variants.rules.paths import took
 
 
 MIN_ROWS = 64  # a group's query rows (n_q · H/G) from which its products go through oneDNN
@@ -37,7 +38,9 @@ class GroupedKeys(KeySet):
         if into is not None:
             raise NotImplementedError("GroupedKeys is a whole pattern: it folds into no other set")
         if self._by_groups(q, k):
+            took("groups onednn")
             return self._by_group(q, k, v, need_lse)
+        took("batched")
         b, h, n_q, d = q.shape
         out = torch.empty_like(q)
         lse = q.new_empty(b, h, n_q) if need_lse else None

@@ -8,6 +8,7 @@ import itertools
 import torch
 
 from variants.native.core import onednn
+from variants.rules.paths import took
 from variants.native.linearized.state import (FeatureMap, add_product, features_of, normalizer, rows_per_step, weigh,
                                               zero_state)
 
@@ -50,7 +51,8 @@ def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
     the keys at the final log-scale. NB: keys may be another sequence's (cross attention: n_k ≠ n)."""
     n = q.shape[2]
     out = torch.empty_like(q)
-    if _sums_by_onednn(phi, q, k, v):
+    summed = _sums_by_onednn(phi, q, k, v)
+    if summed:
         state, z, scale, weight = _keys_onednn(phi, k, v, _apply_rows(phi, q, step, features_of(phi, q.shape[-1])))
     else:
         state = z = scale = weight = None
@@ -63,6 +65,7 @@ def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
             z.add_(fk.sum(dim=-2))
             del fk  # before the next step's (see variants.native.core.steps)
     weight, step = _by_onednn(phi, q, state, z, step, weight)
+    took(f"sums {'onednn' if summed else 'batched'}, apply {'batched' if weight is None else 'onednn'}")
     for r0 in range(0, n, step):
         fq, rows = phi.query(q[:, :, r0 : r0 + step]), out[:, :, r0 : r0 + step]
         if weight is None:
