@@ -365,6 +365,7 @@ def explain(result: CostVerdict, claimed: float) -> str:
                     if name in result.share_lo and not math.isnan(result.share_lo[name]) else "")
         parts.append(f"{label} {share:.0%}{interval}")
     steps = [f"{level} passed at n ≈ {n:.0f}" for level, n in result.steps.items()]
-    steps += [f"path {name} from n = {first:g}" + (f" (×{factor:.2f} the leading term's rate)" if i else "")
-              for i, (name, first, factor) in enumerate(result.paths)]
+    if result.paths:
+        steps.append("path " + " → ".join(f"{name} (from n = {first:g}" + (f", ×{factor:.2f} the leading term's rate)" if i else ")")
+                                          for i, (name, first, factor) in enumerate(result.paths)))
     return "; ".join(parts) + (" of the time at the largest n" if parts else "") + ("; " + ", ".join(steps) if steps else "")

@@ -224,7 +224,8 @@ def test_a_declared_change_of_path_is_the_implementations_not_a_higher_term(seed
     assert result.verdict == "confirmed", result.why
     assert result.model.factors["tile"] == pytest.approx(2.0, rel=0.05)
     assert result.paths == (("union", 256.0, 1.0), ("tile", 16384.0, result.model.factors["tile"]))
-    assert f"path tile from n = 16384 (×{result.model.factors['tile']:.2f} the leading term's rate)" in cost.explain(result, 1.0)
+    factor = result.model.factors["tile"]
+    assert f"path union (from n = 256) → tile (from n = 16384, ×{factor:.2f} the leading term's rate)" in cost.explain(result, 1.0)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -29,7 +29,7 @@ def test_each_heads_product_through_onednn_equals_the_reference(name, batch, n, 
     assert len(calls) >= 2 and sum(calls) == n, f"the oneDNN pass is the one tested, in chunks: {calls}"
     # the first pass too from SUM_FEATURES features (performer's and rfa's 256), in several chunks
     assert (not sums) if name == "linear" else (len(sums) == 1 and sums[0] < n), sums
-    assert paths.taken() == f"sums {'batched' if name == 'linear' else 'onednn'}, apply onednn"  # as the sweep records it
+    assert paths.taken() == f"sums {'batched' if name == 'linear' else 'onednn'} + apply onednn"  # as the sweep records it
     ref = spec.attention(q, k, v, impl="dense")
     err = (got.double() - ref).abs().max().item() / ref.abs().max().item()
     assert err <= 1e-5, f"{name}: relative max |diff| = {err:.3g}"
@@ -44,7 +44,7 @@ def test_float64_and_a_weight_over_a_quarter_of_the_output_keep_the_batched_prod
     spec = variants.get("performer")
     paths.clear()
     spec.attention(*inputs(spec, batch=1, heads=8, head_dim=64, seq_len=256, dtype=torch.float32), impl="native")
-    assert paths.taken() == "sums batched, apply batched"  # as the sweep records it, for the cost model
+    assert paths.taken() == "sums batched + apply batched"  # as the sweep records it, for the cost model
 
 
 @pytest.mark.parametrize("name", ["linear", "performer"])

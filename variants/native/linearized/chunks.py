@@ -65,7 +65,8 @@ def bidirectional_chunks(phi: FeatureMap, q, k, v, step: int):
             z.add_(fk.sum(dim=-2))
             del fk  # before the next step's (see variants.native.core.steps)
     weight, step = _by_onednn(phi, q, state, z, step, weight)
-    took(f"sums {'onednn' if summed else 'batched'}, apply {'batched' if weight is None else 'onednn'}")
+    took("sums " + ("onednn" if summed else "batched"))
+    took("apply " + ("batched" if weight is None else "onednn"))
     for r0 in range(0, n, step):
         fq, rows = phi.query(q[:, :, r0 : r0 + step]), out[:, :, r0 : r0 + step]
         if weight is None:
