@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from suite.analyse.paths import Paths, least
+from suite.analyse.paths import MIN_LENGTHS, Paths, least
 from suite.analyse.steps import Machine
 
 CLASSES = (0.0, 1.0, 1.5, 2.0, 3.0)  # the complexity classes a term is drawn from, beside the claim
@@ -155,10 +155,10 @@ def best(x, y, top, hw: Machine | None, extra=None, paths: Paths | None = None) 
         return factored(x, y, top, {}, hw, extra, paths)
     grid = itertools.product(*[[size + c for c in CENTRES] for size in sizes.values()])
     models = [factored(x, y, top, dict(zip(sizes, centres)), hw, extra, paths) for centres in grid]
-    least = min(m.sse for m in models)
+    lowest = min(m.sse for m in models)
     # NB: a step the fit leaves at zero fits alike at every centre; the last bits of the SSE, which differ
     # with the BLAS kernel (AVX2 or AVX-512), must not choose it: among ties, the centre on the level's size
-    return min((m for m in models if m.sse <= least * (1 + TIE) + len(y) * TIE**2),
+    return min((m for m in models if m.sse <= lowest * (1 + TIE) + len(y) * TIE**2),
                key=lambda m: sum(abs(c - sizes[level]) for level, c in m.centres.items()))
 
 
@@ -220,25 +220,34 @@ class Tests:
 
 def tests(x, y, claimed: float, hw: Machine | None, paths: Paths | None = None) -> Tests:
     """The claim's model; the F test of its leading term (the next lower class's model against it
-    with the claim's term added: nested, on the lower model's paths' factors); each higher class added
-    to the claim's model."""
+    with the claim's term added: nested, on the lower model's paths' factors, or the claim's where the
+    lower model has none, a floor); each higher class added to the claim's model (on the claim's own
+    factors too, where those fit better than the ones searched anew: nested)."""
     claim = best(x, y, claimed, hw, None, paths)
     low = lower_class(claimed)
     if low is None:
         need_p = 0.0  # a constant claimed: nothing lower than the floor
     else:
         lower = best(x, y, low, hw, None, paths)
-        rate = paths.weights(lower.factors) if paths is not None else np.ones(len(x))
-        both = fit({**design(x, low, lower.centres, hw, None, rate),
-                    power_name(claimed): (x / x.max()) ** claimed * rate},
-                   y, lower.centres, _cap(low, hw), lower.factors)
+        factors = lower.factors or claim.factors
+        both = fit({**design(x, low, lower.centres, hw, None, _rate(paths, lower.factors, x)),
+                    power_name(claimed): (x / x.max()) ** claimed * _rate(paths, factors, x)},
+                   y, lower.centres, _cap(low, hw), factors)
         need_p = f_test(lower, both, len(x))
     found = []
     for q in higher_classes(claimed):
         model = best(x, y, claimed, hw, q, paths)
+        if paths is not None:
+            held = fit(design(x, claimed, claim.centres, hw, q, _rate(paths, claim.factors, x)), y, claim.centres,
+                       _cap(claimed, hw), claim.factors)
+            model = min(model, held, key=lambda m: m.sse)
         found.append((f_test(claim, model, len(x)), power_name(q), model.shares.get(power_name(q), 0.0), model, q))
     higher_p, name, share, model, q = min(found, key=lambda h: (math.inf if math.isnan(h[0]) else h[0], -h[2]))
     return Tests(claim, need_p, higher_p, name, share, model, q)
+
+
+def _rate(paths: Paths | None, factors: dict[str, float], x) -> np.ndarray:
+    return paths.weights(factors) if paths is not None else np.ones(len(x))
 
 
 def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: list | None = None,
@@ -266,6 +275,8 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     # fixed/flex's lengths and left the F tests no power: n^1.95 "confirmed" as n^1.5)
     result = tests(x, y, claimed, hw, paths)
     status, why = _rule(claimed, result, x)
+    if status == "confirmed" and paths is not None and paths.short():
+        status, why = "inconclusive", _short(paths, x, why)
     higher_needed = status == "refuted"  # by time; an edge step may make it inconclusive, still needed
     if status == "refuted" and hw is not None and hw.levels()[1]:
         status, why = _edge(x, y, claimed, hw, why, paths)
@@ -278,6 +289,13 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     changes = tuple((name, first, shown.factors.get(name, 1.0)) for name, first in paths.changes(x)) if paths else ()
     return CostVerdict(status, why, shown, result.need_p, result.higher_p, result.higher,
                        result.higher_share, steps, lo, hi, higher_needed, changes)
+
+
+def _short(paths: Paths, x, why: str) -> str:
+    """Why a confirmation is withheld: a path on too few lengths, whose factor fits them almost freely."""
+    held = {name: [f"{v:g}" for v, label in zip(x, paths.labels) if label == name] for name in paths.short()}
+    listed = "; ".join(f"{name} only at n = {', '.join(at)}" for name, at in held.items())
+    return f"{why}, but a path on fewer than {MIN_LENGTHS} lengths ({listed}) is fitted almost freely: more lengths on it would tell"
 
 
 def _named(model: Model, lo: dict[str, float], name: str) -> bool:

@@ -12,6 +12,8 @@ import numpy as np
 
 FACTOR_OCTAVES = 3.0  # a path's factor lies within 2^±FACTOR_OCTAVES
 FACTOR_GRID = 25  # the factor's first search: this many points over its range, then refined between neighbours
+TIE = 1e-9  # grid points whose SSE differ by less than this share fit alike: the factor nearest 1 is taken
+MIN_LENGTHS = 3  # a path's lengths, at least, for a confirmation to rest on its factor (suite.analyse.cost)
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,10 @@ class Paths:
 
     def subset(self, keep: np.ndarray) -> "Paths":
         return Paths(tuple(self.labels[i] for i in keep))
+
+    def short(self) -> list[str]:
+        """The paths on fewer than MIN_LENGTHS lengths: each one's factor fits its few points almost freely."""
+        return [name for name in self.names if self.labels.count(name) < MIN_LENGTHS]
 
     def changes(self, x: np.ndarray) -> list[tuple[str, float]]:
         """(path, the first length it ran at), each time the path changes."""
@@ -59,7 +65,10 @@ def least(paths: Paths, model: Callable) -> object:
         for name in later:
             def sse(log: float) -> float:
                 return model({**{k: 2.0**v for k, v in logs.items()}, name: 2.0**log}).sse
-            start = grid[int(np.argmin([sse(g) for g in grid]))]
+            fits = np.array([sse(g) for g in grid])
+            alike = fits <= fits.min() * (1 + TIE) + TIE  # a flat SSE (no leading term): the factor nearest 1
+            start = grid[alike][np.argmin(np.abs(grid[alike]))]
             lo, hi = max(start - step, -FACTOR_OCTAVES), min(start + step, FACTOR_OCTAVES)
-            logs[name] = float(minimize_scalar(sse, bounds=(lo, hi), method="bounded", options={"xatol": 1e-4}).x)
+            refined = float(minimize_scalar(sse, bounds=(lo, hi), method="bounded", options={"xatol": 1e-4}).x)
+            logs[name] = refined if sse(refined) < sse(start) * (1 - TIE) - TIE else float(start)
     return model({k: 2.0**v for k, v in logs.items()})

@@ -74,14 +74,13 @@ def process_times(group: pd.DataFrame, axis: str, x) -> list | None:
 def paths(group: pd.DataFrame, axis: str, x) -> Paths | None:
     """The path each length ran on, where the implementation names it (its notes' "path": a change of
     how it runs within the span, e.g. fixed/native's blocks as one tile from l = 128); None where it
-    names none, or one path throughout."""
+    names one path throughout, or leaves some length unnamed (rows of older code: which path those took
+    is not known, so none is modelled)."""
     if "notes" not in group:
         return None
     named = group["notes"].map(lambda v: _notes(v).get("path"))
-    if named.isna().all():
-        return None
-    by_x = named.groupby(group[axis]).agg(lambda v: v.mode().iloc[0] if v.notna().any() else "")
-    return declared(by_x.reindex(x).fillna("").tolist())
+    by_x = named.groupby(group[axis]).agg(lambda v: v.mode().iloc[0] if v.notna().any() else None).reindex(x)
+    return None if by_x.isna().any() else declared(by_x.tolist())
 
 
 def _notes(value) -> dict:

@@ -248,7 +248,8 @@ def test_one_path_throughout_is_no_path_to_model():
     ([{"path": "union"}, {"path": "union"}, {"path": "tile"}, {"path": "tile"}], ("union", "union", "tile", "tile")),
     (['{"kernel": "flash_attention"}'] * 4, None),  # no path named
     (['{"path": "sdpa"}'] * 4, None),  # one path throughout
-    (["not json", "{}", '{"path": "a"}', '["a"]'], ("", "", "a", "")),
+    (["not json", "{}", '{"path": "a"}', '{"path": "b"}'], None),  # lengths left unnamed: no path is known
+    (['{"path": "a"}', "{}", '{"path": "a"}', '{"path": "b"}'], None),
 ])
 def test_the_fits_read_each_lengths_path_off_the_rows_notes(notes, expected):
     frame = _frame(X[:4] * 1e-6).assign(notes=notes)
@@ -266,3 +267,20 @@ def test_the_study_of_planted_paths():
     assert declared["refuted_clean"] <= 0.05 and declared["confirmed_clean"] >= 0.8
     faster = study(10, noise=0.01, hosts=hosts, claims=(1.0,), path=(16384, 0.5), seed=2)
     assert faster["caught_planted"] >= 0.5 and faster["confirmed_planted"] <= 0.3
+
+
+def test_a_path_on_too_few_lengths_withholds_a_confirmation():
+    """A later path on the top length alone: its factor fits that point freely, where a higher term would show
+    first, so the claim is not confirmed on it; the verdict says which path and what would tell."""
+    y, told = _two_paths(2.0, at=65536)
+    result = cost.judge(X, y, 1.0, machine(X, MID), bootstrap=0, paths=told)
+    assert result.verdict == "inconclusive" and "tile only at n = 65536" in result.why, result.why
+
+
+def test_a_factor_the_fit_cannot_see_is_one():
+    """Where the model's SSE does not move with a path's factor (no leading term to scale), the factor is 1, not
+    the end of its range."""
+    from suite.analyse.cost import Model
+
+    got = paths.least(paths.declared(["a", "a", "b"]), lambda f: Model((), (), 1.0, {}, {}, dict(f)))
+    assert got.factors == {"b": pytest.approx(1.0, abs=0.01)}
