@@ -292,10 +292,10 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
 
 
 def _short(paths: Paths, x, why: str) -> str:
-    """Why a confirmation is withheld: a path on too few lengths, whose factor fits them almost freely."""
-    held = {name: [f"{v:g}" for v, label in zip(x, paths.labels) if label == name] for name in paths.short()}
-    listed = "; ".join(f"{name} only at n = {', '.join(at)}" for name, at in held.items())
-    return f"{why}, but a path on fewer than {MIN_LENGTHS} lengths ({listed}) is fitted almost freely: more lengths on it would tell"
+    """Why a confirmation is withheld: the top lengths' path holds too few of them, its factor fits them almost freely."""
+    at = ", ".join(f"{v:g}" for v in x[-paths.short():])
+    return (f"{why}, but the top lengths' path ({paths.labels[-1]}, only at n = {at}) holds fewer than {MIN_LENGTHS} "
+            f"lengths, fitted almost freely: more lengths on it would tell")
 
 
 def _named(model: Model, lo: dict[str, float], name: str) -> bool:

@@ -34,9 +34,12 @@ class Paths:
     def subset(self, keep: np.ndarray) -> "Paths":
         return Paths(tuple(self.labels[i] for i in keep))
 
-    def short(self) -> list[str]:
-        """The paths on fewer than MIN_LENGTHS lengths: each one's factor fits its few points almost freely."""
-        return [name for name in self.names if self.labels.count(name) < MIN_LENGTHS]
+    def short(self) -> int:
+        """The top lengths' path's run (the largest lengths on one path) where it holds fewer than MIN_LENGTHS
+        lengths, else 0: its factor fits them almost freely, where a higher term shows first. A short path lower
+        down leaves the top to judge the claim."""
+        run = next((i for i, label in enumerate(reversed(self.labels)) if label != self.labels[-1]), len(self.labels))
+        return run if run < MIN_LENGTHS else 0
 
     def changes(self, x: np.ndarray) -> list[tuple[str, float]]:
         """(path, the first length it ran at), each time the path changes."""

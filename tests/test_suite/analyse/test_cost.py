@@ -274,7 +274,16 @@ def test_a_path_on_too_few_lengths_withholds_a_confirmation():
     first, so the claim is not confirmed on it; the verdict says which path and what would tell."""
     y, told = _two_paths(2.0, at=65536)
     result = cost.judge(X, y, 1.0, machine(X, MID), bootstrap=0, paths=told)
-    assert result.verdict == "inconclusive" and "tile only at n = 65536" in result.why, result.why
+    assert result.verdict == "inconclusive" and "(tile, only at n = 65536)" in result.why, result.why
+
+
+def test_a_short_path_at_the_bottom_leaves_the_top_to_judge_the_claim():
+    """sliding_window/native's smallest length runs every block as an edge, the rest with a fused interior: a path
+    on one length at the bottom withholds nothing."""
+    y, told = _two_paths(2.0, at=300)
+    assert told.labels[:2] == ("union", "tile")
+    result = cost.judge(X, y, 1.0, machine(X, MID), bootstrap=0, paths=told)
+    assert result.verdict == "confirmed", result.why
 
 
 def test_a_factor_the_fit_cannot_see_is_one():

@@ -63,5 +63,5 @@ def test_elsewhere_the_union_runs(case, tiles):
     out = spec.attention(q, k, v, impl="native", causal=case == "causal", block=block)
     ref = spec.attention(*(x.double().detach() for x in (q, k, v)), impl="dense", causal=case == "causal", block=block)
     assert tiles == []
-    assert paths.taken() == "union"
+    assert paths.taken().split(" + ")[0] == "union"  # then its own block's band names its own way
     assert (out.double() - ref).abs().max().item() < 1e-5

@@ -9,6 +9,7 @@ import torch
 
 from variants.native.band.windows import FUSED_BLOCK, run_windows
 from variants.native.core import KeySet, Partial, additive, cache_sized, fused, grad_of, softmax_part, step_elements, tile_grads
+from variants.rules.paths import took
 
 
 def key_ranges(lo: torch.Tensor, hi: torch.Tensor, like: torch.Tensor, block: int = 128) -> "KeyRanges":
@@ -77,6 +78,8 @@ class KeyRanges(KeySet):
         out = torch.empty_like(q)
         lse = q.new_empty(q.shape[:-1]) if need_lse else None
         blocks = self.blocks
+        if not grad_of(q, k, v):  # NB: named where the fused runs could be taken (the forward alone)
+            took("fused runs" if self.runs else "no fused runs")
         if self.runs and not grad_of(q, k, v):  # the interior in runs: the CPU's fused kernel, or matmuls
             blocks = self.rest
             for q0, g, k0, span, bias in self.runs:

@@ -18,6 +18,7 @@ from typing import Callable
 import torch
 
 from variants.native.core import Blocks, KeySet, Partial, additive, cache_sized, empty_rows, fused, fused_attention, grad_of, softmax_part, step_elements, tile_grads
+from variants.rules.paths import took
 
 def band_bias(
     seq_len: int, block: int, left: int, right: int,
@@ -102,7 +103,7 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
                 fuse=False, empty=None):
     """band_part on one group of heads `hs`: q3, k3, v3 are their (heads, n, d) slices."""
     nb, span, n, d = bias.shape[0], bias.shape[2], q3.shape[1], q3.shape[2]
-    buffers = None
+    buffers, fused_any = None, False
     t = 0
     while t < nb:
         g = min(group, nb - t)
@@ -111,6 +112,7 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
         inner = min(g, n // block - right - t)  # blocks of the run whose keys all exist
         if fuse and first >= 0 and inner >= 1:  # interior run of blocks, through the fused kernel
             g = inner
+            fused_any = True
             _fused_run(q3, k3, v3, dest, t, g, block=block, left=left, span=span, bias=bias, empty=empty,
                        need_lse=need_lse)
             t += g
@@ -145,6 +147,8 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
             dest.put(slice(s0, s1), o, l, hs)
             del scores, o, l
         t += 1
+    if fuse:  # NB: whether any interior went through the fused kernel, not each block's way (remainders)
+        took("fused interior" if fused_any else "no fused interior")
 
 
 def _fused_run(q3, k3, v3, dest: "Blocks", t: int, g: int, *, block, left, span, bias, empty, need_lse) -> None:
@@ -236,6 +240,7 @@ class BandPlan(KeySet):
         lse3, shift3 = lse.reshape(b * h, n), shift.reshape(b * h, n)
         edges = range(nb)
         if self.block < RUN_BLOCK or not cache_sized(q):  # small blocks (any off the CPU): runs, head by head
+            took("backward runs head by head")
             inner = range(self.left, n // self.block - self.right)  # blocks whose keys all exist
             per_run = max(1, step_elements(q) // (2 * self.block * span + 2 * span * d))
             for hd in range(b * h):
@@ -243,6 +248,7 @@ class BandPlan(KeySet):
                     _run_grads(self, (q3, k3, v3, do3, dq3, dk3, dv3), lse3, shift3, hd, t, min(per_run, inner.stop - t))
             edges = [t for t in range(nb) if t not in inner]
         heads = max(1, min(b * h, step_elements(q) // (2 * self.block * span + 2 * (span + self.block) * d)))
+        took("backward blocks over head groups")
         for h0 in range(0, b * h, heads):
             hs = slice(h0, min(h0 + heads, b * h))
             for t in edges:

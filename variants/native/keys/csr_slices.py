@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from variants.rules.paths import took
+
 SLICE_BYTES = 4 << 20  # K rows of one slice (16384 keys of d = 64 in float32)
 MIN_ENTRIES = 8  # listed keys a row, on average, in each slice
 
@@ -91,6 +93,7 @@ def fastest(slices: tuple[Slice, ...], pattern: torch.Tensor, d: int, rounds: in
 
 def sampled_scores(slices: tuple[Slice, ...], q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
     """scale · q_i·k_j at every listed pair, q and k (n, d): the (n·w) values in the list's order."""
+    took("scores in one pass" if slices[0].at is None else f"scores in {len(slices)} slices")  # (fastest's choice)
     if slices[0].at is None:
         return torch.sparse.sampled_addmm(slices[0].pattern, q, k.T, beta=0.0, alpha=scale).values()
     scores = q.new_empty(sum(s.at.numel() for s in slices))
