@@ -167,8 +167,7 @@ def factored(x, y, top, centres: dict[str, float], hw: Machine | None, extra=Non
     """The model with its centres held, and each later path's factor on the leading term's rate chosen
     by least squares (suite.analyse.paths.least)."""
     def model(factors: dict[str, float]) -> Model:
-        rate = paths.weights(factors) if paths is not None else None
-        return fit(design(x, top, centres, hw, extra, rate), y, centres, _cap(top, hw), factors)
+        return fit(design(x, top, centres, hw, extra, _rate(paths, factors, x)), y, centres, _cap(top, hw), factors)
 
     if paths is None or top is None or top == 0:
         return model({})
@@ -247,6 +246,7 @@ def tests(x, y, claimed: float, hw: Machine | None, paths: Paths | None = None) 
 
 
 def _rate(paths: Paths | None, factors: dict[str, float], x) -> np.ndarray:
+    """Each length's factor on the leading term's rate: its path's (1 on the first), or 1 where no path is modelled."""
     return paths.weights(factors) if paths is not None else np.ones(len(x))
 
 
@@ -347,7 +347,7 @@ def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: 
     if bootstrap <= 0 or not claim.names:
         return {}, {}
     rng = np.random.default_rng(seed)
-    cols = design(x, claimed, claim.centres, hw, extra, paths.weights(claim.factors) if paths is not None else None)
+    cols = design(x, claimed, claim.centres, hw, extra, _rate(paths, claim.factors, x))
     assert tuple(cols) == claim.names, (tuple(cols), claim.names)  # the intervals are of the model shown
     modelled = np.column_stack(list(cols.values())) @ np.array(claim.coef)
     resid = y / np.where(modelled > 0, modelled, y)

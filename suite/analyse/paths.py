@@ -50,7 +50,7 @@ def declared(labels) -> Paths | None:
     """Paths where the lengths ran on two or more, else None (one path: nothing to model)."""
     if labels is None:
         return None
-    labels = tuple("" if v is None else str(v) for v in labels)
+    labels = tuple(map(str, labels))
     return Paths(labels) if len(set(labels)) > 1 else None
 
 

@@ -141,8 +141,8 @@ def _measured(row: Row, settings: Settings, replicate: int) -> Row:
         row = replace(row, peak_bytes=dev.peak_bytes(fn))
         warmed = time.perf_counter() - began
     row = _timed(row, fn, settings, warmed)
-    if paths.taken():
-        row = replace(row, notes={**row.notes, "path": paths.taken()})
+    if taken := paths.taken():
+        row = replace(row, notes={**row.notes, "path": taken})
     if replicate == 0 and not dev.peak_warms_up:
         row = replace(row, peak_bytes=dev.peak_bytes(fn))
     if replicate == 0:

@@ -78,9 +78,10 @@ class KeyRanges(KeySet):
         out = torch.empty_like(q)
         lse = q.new_empty(q.shape[:-1]) if need_lse else None
         blocks = self.blocks
-        if not grad_of(q, k, v):  # NB: named where the fused runs could be taken (the forward alone)
+        alone = not grad_of(q, k, v)  # the output alone: where the fused runs can be taken, and are named
+        if alone:
             took("fused runs" if self.runs else "no fused runs")
-        if self.runs and not grad_of(q, k, v):  # the interior in runs: the CPU's fused kernel, or matmuls
+        if self.runs and alone:  # the interior in runs: the CPU's fused kernel, or matmuls
             blocks = self.rest
             for q0, g, k0, span, bias in self.runs:
                 run_windows(q, k, v, q0, g, k0, span, bias, out, lse)
