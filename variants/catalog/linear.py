@@ -34,7 +34,7 @@ def _elu_traced(x):
     return torch.where(x > 0, x + 1, torch.exp(x))
 
 
-ELU_PLUS_ONE = Fused(_elu_eager, _elu_traced, min_elements=1 << 17)  # variants.impls.compiled
+ELU_PLUS_ONE = Fused(_elu_eager, _elu_traced, min_elements=1 << 17, name="elu+1")  # variants.impls.compiled
 
 
 class Elu(FeatureMap):

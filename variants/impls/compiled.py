@@ -7,7 +7,9 @@ kernel for both took 1.7 (its error against float64 1.1e-7, eager's 3.6e-8). So 
 elementwise chain may be a `Fused` step: the eager function, compiled with dynamic shapes in setup.
 A compiled call costs about 28 µs more than an eager one (dynamo's guards, inductor's wrapper), so a
 step names the least elements its compiled form is for: elu+1 broke even at 2^17 elements (55 µs
-compiled, 59 eager), sin and cos at 2^13.
+compiled, 59 eager), sin and cos at 2^13. A named step records, call by call, which form ran on how many
+elements (variants.rules.paths.share): the row's path names the form that took most of them, so linear's
+map reads eager where all its chunks are under 2^17 elements (n ≤ 1448 at H = 8, d = 64) and compiled past.
 
 Compiling is setup, never the timed call: `warm(*examples)` compiles for the examples before the
 call that is timed, and `__call__` takes the compiled form only for arguments like an example that
@@ -26,6 +28,8 @@ import os
 from typing import Callable
 
 import torch
+
+from variants.rules.paths import share
 
 COMPILED_DEVICES = ("cpu", "cuda")  # not meta: the FLOP counter's tensors would take graphs of their own
 EAGER_ENV = "ATTN_EAGER"  # set to 1: every Fused step runs its eager form (a check, or a machine without a compiler)
@@ -63,8 +67,9 @@ class Fused:
     dynamo's graph limit a compile fails (`sweep_dynamo`) and the eager form runs."""
 
     def __init__(self, eager: Callable[..., torch.Tensor], traced: Callable[..., torch.Tensor] | None = None,
-                 min_elements: int = 0):
+                 min_elements: int = 0, name: str | None = None):
         self.eager, self.traced = eager, traced or eager  # traced: the same values, written for the compiler
+        self.name = name  # the path's name (variants.rules.paths.share): "<name> compiled" or "<name> eager"
         self.min_elements = min_elements  # smaller calls run eager: a compiled call costs ~28 µs more
         self._compiled = None
         self._ready: set[tuple] = set()
@@ -105,22 +110,29 @@ class Fused:
             first_line = str(err).splitlines()[0][:160] if str(err) else ""
             self.note = self._failed = f"eager (the compile failed: {type(err).__name__}: {first_line})"
             return self.note
-        self.note = "compiled (inductor, dynamic shapes)"
+        least = f" for calls of {self.min_elements} elements or more" if self.min_elements else ""
+        self.note = f"compiled{least} (inductor, dynamic shapes)"
         return self.note
 
     def __call__(self, *args):
-        key = _key(args)
-        if key in self._ready and _first(args).numel() >= self.min_elements:
+        key, elements = _key(args), _first(args).numel()
+        if key in self._ready and elements >= self.min_elements:
             no_recompile, errors = _no_recompile()
             try:  # NB: no_grad and detached: one graph for both modes (grad mode is a guard)
                 with torch.no_grad(), no_recompile:
                     out = self._compiled(*_detached(args))
                 self.compiled_calls += 1
+                self._named("compiled", elements)
                 return out
             except errors:
                 self._ready.discard(key)  # a guard `_key` does not see: eager from here on
                 self.note += f"; eager for {key} (its graph would have compiled in the call)"
+        self._named("eager", elements)
         return self.eager(*args)
+
+    def _named(self, form: str, elements: int) -> None:
+        if self.name:
+            share(self.name, form, elements)
 
 
 def _detached(args: tuple) -> tuple:

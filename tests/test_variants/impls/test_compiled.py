@@ -10,6 +10,7 @@ import torch._dynamo
 import variants
 from variants.impls import compiled
 from variants.impls import Fused
+from variants.rules import paths
 from variants.catalog.linear import ELU_PLUS_ONE, _elu_eager
 from variants.catalog.rfa import SINCOS, _sincos_eager
 
@@ -66,7 +67,7 @@ def test_a_step_whose_calls_are_all_under_its_least_elements_is_not_compiled():
     assert step._compiled is None and not step._ready
     step(x, 2.0)
     assert calls == {"eager": 1}
-    assert step.warm((x[:, :1], 2.0), most=1000) == "compiled (inductor, dynamic shapes)"
+    assert step.warm((x[:, :1], 2.0), most=1000) == "compiled for calls of 1000 elements or more (inductor, dynamic shapes)"
 
 
 def test_a_feature_map_on_short_sequences_compiles_nothing_and_says_so():
@@ -77,7 +78,33 @@ def test_a_feature_map_on_short_sequences_compiles_nothing_and_says_so():
     assert fn.notes["feature_map"] == "elu+1 eager (calls of 8192 elements at most, under the 131072 it is compiled for)"
     big = torch.randn(1, 8, 4096, 64)  # the sweep's shape: 2^21 elements, compiled
     fn = variants.get("linear").impls["native"].prepare(big, big, big, causal=False, params={})
-    assert fn.notes["feature_map"] == "elu+1 compiled (inductor, dynamic shapes)"
+    assert fn.notes["feature_map"] == "elu+1 compiled for calls of 131072 elements or more (inductor, dynamic shapes)"
+
+
+def test_a_named_step_names_the_form_that_took_most_of_its_elements():
+    """variants.rules.paths.share: a compiled chunk and an eager short last one read as the compiled path."""
+    step = Fused(lambda x, scale: x * scale, min_elements=24, name="scaled")
+    x = torch.randn(3, 5, 8)
+    step.warm((x[:, :1], 2.0), (x[:, :2], 2.0))
+    paths.clear()
+    step(x[:, :4], 2.0)  # 96 elements, compiled
+    step(x[:2, :1], 2.0)  # 16, eager
+    assert paths.taken() == "scaled compiled"
+    paths.clear()
+    step(x[:2, :1], 2.0)
+    assert paths.taken() == "scaled eager"
+
+
+@pytest.mark.parametrize("n, form", [(1448, "eager"), (2048, "compiled")])
+def test_linears_map_names_its_form_on_either_side_of_its_change(n, form):
+    """The sweep's shape (H = 8, d = 64): every chunk under 2^17 elements up to n = 1448, most of them over it from
+    2048 (a short last chunk eager): the row's path says which, and the note says the rule."""
+    q = torch.randn(1, 8, n, 64)
+    fn = variants.get("linear").impls["native"].prepare(q, q, q, causal=False, params={})
+    paths.clear()
+    fn()
+    assert paths.taken() == f"elu+1 {form} + sums batched + apply onednn"
+    assert fn.notes["feature_map"] == "elu+1 compiled for calls of 131072 elements or more (inductor, dynamic shapes)"
 
 
 def test_a_call_whose_graph_would_compile_runs_eager_instead():
@@ -164,7 +191,7 @@ def test_the_native_paths_compile_in_setup_and_never_in_the_timed_calls(name, mo
     small = name == "linear" and n == 97
     assert prepared.notes["feature_map"].endswith(
         "eager (calls of 49664 elements at most, under the 131072 it is compiled for)" if small
-        else "compiled (inductor, dynamic shapes)")
+        else "(inductor, dynamic shapes)")
     step = SINCOS if name == "rfa" else ELU_PLUS_ONE
     before = step.compiled_calls
     with torch._dynamo.config.patch(error_on_recompile=True):
