@@ -8,11 +8,13 @@ for each cache level L that the series' working set (the bytes model's: docs/CLA
 passes inside the measured span, a step s_L in the time per unit of the leading term's work, where
 the working set leaves L. A step is the machine's because it stops (the span must show lengths
 past it, so that a term that keeps growing is not taken for one) and because it is bounded: it
-raises the time per unit of work at most by the run's cache over memory bandwidth, less one. Where
-the implementation changes how it runs within the span and says so (its notes' "path" per length:
-suite.analyse.paths), f_path is 1 on its first path and a fitted factor on each later one; else 1. Every coefficient is ≥ 0 (a term
-never saves time); the fit is least squares on the relative error, so that a 256 and a 65536 weigh
-alike.
+raises the time per unit of work at most by the run's cache over memory bandwidth, less one. For an
+implementation whose leading term's work is random gathers (Impl.gathers), the run's measured rate of
+such gathers stands in for the steps: s·(g(n)/min g − 1), g the ns a gathered pair at a head's K at n
+(suite.machine.gathers), 0 ≤ s ≤ 1. Where the implementation changes how it runs within the span and
+says so (its notes' "path" per length: suite.analyse.paths), f_path is 1 on its first path and a
+fitted factor on each later one; else 1. Every coefficient is ≥ 0 (a term never saves time); the fit is
+least squares on the relative error, so that a 256 and a 65536 weigh alike.
 
 The verdict judges the leading term, nested models against each other by the F test:
 - **needed**: with the next lower class in its place (n^1 for n^1.5, the floor alone for n^1) the
@@ -48,6 +50,8 @@ CONFIRM_DOF = 3  # a confirmation needs this many degrees of freedom left to the
 # the centre is chosen on this grid, and counts as a parameter of the fit
 CENTRES = (-1.0, -0.5, 0.0)
 TIE = 1e-6  # models whose SSE (of relative errors) differ by less than this share, or this RMS, fit alike (`best`)
+# random gathers' term (Impl.gathers): at most the whole of the leading term's time follows their measured rate
+GATHERS, GATHERS_MAX = "gathers", 1.0
 BOOTSTRAP = 200
 NAMED = 0.005  # a term's share of the largest length's time under which `explain` does not name it
 
@@ -109,14 +113,16 @@ def design(x: np.ndarray, top: float | None, centres: dict[str, float], hw: Mach
         cols[power_name(extra)] = u**extra * w
     for level, centre in centres.items():
         cols[f"{level} step"] = u**top * hw.ramp(centre) * w
+    if hw is not None and hw.gathers is not None and top > 0:
+        cols[GATHERS] = u**top * (hw.gathers / hw.gathers.min() - 1.0) * w
     return cols
 
 
 def fit(cols: dict[str, np.ndarray], y: np.ndarray, centres: dict[str, float] | None = None,
         cap: tuple[str, float] | None = None, factors: dict[str, float] | None = None) -> Model:
     """Non-negative least squares of y on the columns on the relative error; `cap` = (the leading
-    column, S): each step's coefficient at most S times the leading term's (a step whose bound binds
-    is held on it: the active set)."""
+    column, S): each step's coefficient at most S times the leading term's, the gathers' at most
+    GATHERS_MAX times (a term whose bound binds is held on it: the active set)."""
     from scipy.optimize import nnls
 
     if not cols:
@@ -125,21 +131,24 @@ def fit(cols: dict[str, np.ndarray], y: np.ndarray, centres: dict[str, float] | 
     names = list(cols)
     a = np.column_stack(list(cols.values())) / y[:, None] * root[:, None]
     coef = nnls(a, root)[0]
+    bound = {j: cap[1] if name.endswith(" step") else GATHERS_MAX for j, name in enumerate(names)
+             if cap is not None and (name.endswith(" step") or name == GATHERS)}
+    bound = {j: b for j, b in bound.items() if np.isfinite(b)}
     held: list[int] = []
-    while cap is not None and np.isfinite(cap[1]):
+    while bound:
         lead = names.index(cap[0])
-        over = [j for j, name in enumerate(names) if name.endswith(" step") and j not in held
-                and coef[j] > cap[1] * coef[lead] * (1 + 1e-9)]
+        over = [j for j, b in bound.items() if j not in held and coef[j] > b * coef[lead] * (1 + 1e-9)]
         if not over:
             break
         held.append(over[0])
         free = [j for j in range(len(names)) if j not in held]
         merged = a[:, free].copy()
-        merged[:, free.index(lead)] += cap[1] * a[:, held].sum(1)
+        merged[:, free.index(lead)] += sum(bound[j] * a[:, j] for j in held)
         sub = nnls(merged, root)[0]
         coef = np.zeros(len(names))
         coef[free] = sub
-        coef[held] = cap[1] * coef[lead]
+        for j in held:
+            coef[j] = bound[j] * coef[lead]
     sse = float(((root - a @ coef) ** 2).sum())
     top = np.array([col[-1] for col in cols.values()]) * coef
     total = top.sum()
@@ -372,7 +381,8 @@ def explain(result: CostVerdict, claimed: float) -> str:
     model = result.model
     if model is None:
         return ""
-    labels = {"call": "the per-call floor", "rows": "per row or block (n)"}
+    labels = {"call": "the per-call floor", "rows": "per row or block (n)",
+              GATHERS: "the gathers' rise (this host's rate for random rows)"}
     parts = []
     for name in sorted(model.shares, key=lambda k: -model.shares[k]):
         share = model.shares[name]

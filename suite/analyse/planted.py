@@ -2,6 +2,9 @@
 the truth is known: a claimed class with a per-call floor, per-row costs, cache steps and noise, and
 optionally a higher term of a given share at the largest length (docs/CLAIMS.md, "Verdicts").
 
+Random gathers (`gathered`) are planted with a measured rate (one run of the gather probe, as it read)
+and fitted with another run's: the study then counts the probe's own noise against the verdict.
+
 The cache steps are planted with a shape the model does not assume (a logistic in the working set's
 octaves of random width, 10–90% over 0.7 to 2.2 octaves, and random centre up to an octave below
 the cache's size), so that the study does not test the model against itself; their size, up to
@@ -70,12 +73,57 @@ def series(rng: np.random.Generator, claimed: float, caches: dict, *, x: np.ndar
     if claimed > 1:
         rows = rng.uniform(0.0, 0.3)
         body = body + rows / (1 - rows) * body[-1] * (x / x[-1])
+    return Planted(claimed, x, _finished(rng, x, body, noise, higher, higher_share), ws, higher, higher_share, labels)
+
+
+def _finished(rng: np.random.Generator, x, body, noise: float, higher: float | None, higher_share: float):
+    """`body` with a floor of up to 80% of the smallest length's time, a higher term n^higher carrying
+    `higher_share` of the largest length's time, and lognormal noise."""
     floor_share = rng.uniform(0.0, 0.8)
     y = floor_share / (1 - floor_share) * body[0] + body
     if higher is not None:
         y = y + higher_share / (1 - higher_share) * y[-1] * (x / x[-1]) ** higher
-    y = y * np.exp(rng.normal(0.0, noise, len(x)))
-    return Planted(claimed, x, y, ws, higher, higher_share, labels)
+    return y * np.exp(rng.normal(0.0, noise, len(x)))
+
+
+def gathered(rng: np.random.Generator, probe: dict, *, x: np.ndarray | None = None, noise: float = 0.01,
+             higher: float | None = None, higher_share: float = 0.1) -> Planted:
+    """An O(n) series of random gathers: a share s (0.3 to 1) of its time per row follows `probe`'s ns a
+    gathered pair at a head's K (suite.machine.gathers, as measured: not made monotone), the rest is flat; a
+    floor, a higher term and noise as `series`."""
+    from suite.analyse.steps import gather_rate
+
+    x = lengths() if x is None else np.asarray(x, float)
+    ws = x * KV_BYTES_PER_ROW
+    g = gather_rate(probe, ws / 2, monotone=False)
+    share = rng.uniform(0.3, 1.0)
+    body = (x / x[-1]) * ((1 - share) + share * g / g.min())
+    return Planted(1.0, x, _finished(rng, x, body, noise, higher, higher_share), ws, higher, higher_share)
+
+
+def gather_study(probes: list[dict], count: int = 100, *, processes: int = 3, seed: int = 0, noise: float = 0.01,
+                 higher: float | None = None, higher_share: float = 0.1, same: bool = False) -> dict:
+    """Verdicts on `count` `gathered` series, each planted with the fastest of `processes` probe runs drawn at
+    random (as a case's time is its fastest over its processes) and fitted with the fastest of as many others
+    (as a run's probe is: suite.machine.gathers.fastest, made monotone), or with its own (`same`). Returns
+    the verdicts' counts and rates, and `caught_planted` (refuted, or inconclusive naming a higher term)."""
+    from suite.analyse.cost import judge
+    from suite.analyse.steps import gather_rate, machine
+    from suite.machine.gathers import fastest
+
+    rng = np.random.default_rng(seed)
+    tally: dict[str, int] = {}
+    for _ in range(count):
+        pick = rng.permutation(len(probes))
+        plant = fastest([probes[i] for i in pick[:processes]])
+        fit = plant if same else fastest([probes[i] for i in pick[processes:2 * processes]])
+        s = gathered(rng, plant, noise=noise, higher=higher, higher_share=higher_share)
+        hw = machine(s.working_set, HOSTS["amd"], STEP_MAX, gather_rate(fit, s.working_set / 2))
+        result = judge(s.x, s.y, 1.0, hw, bootstrap=0)
+        key = "caught" if higher is not None and result.higher_needed and result.verdict != "refuted" else result.verdict
+        tally[key] = tally.get(key, 0) + 1
+    return {"tally": tally, **{k: v / count for k, v in tally.items()},
+            "caught_planted": (tally.get("refuted", 0) + tally.get("caught", 0)) / count}
 
 
 def study(count: int = 200, *, seed: int = 0, noise: float = 0.02, higher_share: float = 0.1,

@@ -24,6 +24,9 @@ class Machine:
     caches: dict
     step_max: float = math.inf  # a step raises the time per unit of work by at most this (cache over memory bandwidth, − 1)
     with_edge: bool = False  # model the top edge's levels too (the test a refutation must pass)
+    # the run's ns a gathered pair at each length (suite.machine.gathers), for an implementation whose leading
+    # term is random gathers: measured across every level, it stands in for the levels' steps
+    gathers: np.ndarray | None = None
 
     def levels(self) -> tuple[dict[str, float], dict[str, float]]:
         """log2 of the sizes of the levels whose step the span shows whole (INSIDE lengths an octave
@@ -31,6 +34,8 @@ class Machine:
         inside the span, but too few lengths lie past it to tell it from a term that keeps growing)."""
         octaves = np.log2(self.working_set)
         seen, edge = {}, {}
+        if self.gathers is not None:
+            return seen, edge
         for level, info in self.caches.items():
             size = float(info.get("bytes") or 0) if isinstance(info, dict) else 0.0
             if size <= 0 or (octaves <= math.log2(size) - 1).sum() < INSIDE:
@@ -46,15 +51,42 @@ class Machine:
         return 1.0 / (1.0 + np.exp(-(np.log2(self.working_set) - centre) / SCALE))
 
     def subset(self, keep: np.ndarray) -> "Machine":
-        return replace(self, working_set=self.working_set[keep])
+        return replace(self, working_set=self.working_set[keep],
+                       gathers=None if self.gathers is None else self.gathers[keep])
 
     def without(self, level: str) -> "Machine":
         return replace(self, caches={k: v for k, v in self.caches.items() if k != level})
 
 
-def machine(working_set, caches, step_max: float = math.inf) -> Machine | None:
-    """A Machine where the working set is known and positive at every length, else None (no steps)."""
+def machine(working_set, caches, step_max: float = math.inf, gathers=None) -> Machine | None:
+    """A Machine where the working set is known and positive at every length, else None (no steps);
+    `gathers`: the run's ns a gathered pair at each length, where the leading term is random gathers."""
     if working_set is None or not caches:
         return None
     ws = np.asarray(working_set, float)
-    return Machine(ws, dict(caches), step_max) if np.all(np.isfinite(ws)) and np.all(ws > 0) else None
+    rate = None if gathers is None else np.asarray(gathers, float)
+    if rate is not None and not (len(rate) == len(ws) and np.all(np.isfinite(rate)) and np.all(rate > 0)):
+        rate = None
+    return Machine(ws, dict(caches), step_max, gathers=rate) if np.all(np.isfinite(ws)) and np.all(ws > 0) else None
+
+
+def gather_rate(probe: dict | None, table_bytes, monotone: bool = True) -> np.ndarray | None:
+    """The gather probe's ns a pair (bandwidth.json's `gathers`: suite.machine.gathers) at each of
+    `table_bytes` (a head's K), linear in log2 of the size between the probe's lengths and its end values
+    past them; None where the run has no such probe. `monotone`: past the probe's least the figures are
+    made non-decreasing (isotonic regression): a random pair does not get cheaper as its table grows, and
+    a length the probe read a few percent low (its noise: 9.8 ns at n = 32768 between 10.4 and 10.7 here)
+    would otherwise read as the series' own excess there. Below its least the probe's own per-call floor
+    shows (6.2 ns at n = 256, 5.5 at 1024): left as measured, where the leading term is a sliver of the time."""
+    from scipy.optimize import isotonic_regression
+
+    try:
+        sizes, ns = np.log2(np.asarray(probe["table_bytes"], float)), np.asarray(probe["ns_per_pair"], float)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if len(sizes) < 2 or len(sizes) != len(ns) or not np.all(np.isfinite(ns)) or not np.all(ns > 0):
+        return None
+    if monotone:
+        least = int(np.argmin(ns))
+        ns = np.concatenate([ns[:least], isotonic_regression(ns[least:]).x])
+    return np.interp(np.log2(np.asarray(table_bytes, float)), sizes, ns)

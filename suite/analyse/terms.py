@@ -1,8 +1,9 @@
 """The cost-model verdict of one series of the results table: its lengths, fastest calls, working
 set handed to suite.analyse.cost, and the columns the fits table shows from it.
 
-The machine of a device: on a CPU, env.json's `cpu_caches`, and the bound on a step from
-bandwidth.json; a device without caches (a GPU, a run older than the cache record) is fitted
+The machine of a device: on a CPU, env.json's `cpu_caches`, the bound on a step from bandwidth.json,
+and its rate for random gathers (bandwidth.json's `gathers`) for an implementation whose leading term
+is such gathers; a device without caches (a GPU, a run older than the cache record) is fitted
 without cache steps.
 """
 
@@ -16,7 +17,7 @@ import pandas as pd
 
 from suite.analyse import cost
 from suite.analyse.paths import Paths, declared
-from suite.analyse.steps import machine
+from suite.analyse.steps import gather_rate, machine
 
 AXES = ("seq_len", "kv_len")  # the lengths a cost model is fitted in (the claim's n, n_q or n_k)
 COLUMNS = ("power_verdict", "power_why", "terms", "need_p", "higher_p", "higher_term", "higher_share",
@@ -35,7 +36,9 @@ def machines(env: dict | None, bandwidth: dict | None = None) -> dict[str, dict]
         ratio = float(bandwidth["cpu"]["cache_bytes_per_s"]) / float(bandwidth["cpu"]["bytes_per_s"])
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         ratio = math.inf
-    return {"cpu": {"caches": caches, "step_max": max(ratio - 1.0, 0.0) if math.isfinite(ratio) else math.inf}}
+    gathers = ((bandwidth or {}).get("cpu") or {}).get("gathers")
+    return {"cpu": {"caches": caches, "step_max": max(ratio - 1.0, 0.0) if math.isfinite(ratio) else math.inf,
+                    "gathers": gathers if isinstance(gathers, dict) else None}}
 
 
 def _per_length(group: pd.DataFrame, axis: str, column: str, x) -> np.ndarray | None:
@@ -58,6 +61,15 @@ def working_set(group: pd.DataFrame, axis: str, x) -> np.ndarray | None:
         return kv / (batch * kv_heads)
     moved = _per_length(group, axis, "compulsory_bytes", x)
     return None if moved is None else moved / batch
+
+
+def _gathers(group: pd.DataFrame, info: dict, ws) -> np.ndarray | None:
+    """The run's ns a gathered pair at each length (suite.machine.gathers, at a head's K: half its working
+    set), where the implementation says its leading term is random gathers (Impl.gathers); else None."""
+    said = group.get("impl_gathers")
+    if ws is None or said is None or not bool(said.fillna(False).astype(bool).all()):
+        return None
+    return gather_rate(info.get("gathers"), np.asarray(ws, float) / 2)
 
 
 def process_times(group: pd.DataFrame, axis: str, x) -> list | None:
@@ -99,7 +111,8 @@ def judge_series(series: pd.Series, group: pd.DataFrame, axis: str, claimed: flo
     """The cost-model verdict of one time series (`series`: fastest call per length)."""
     x = series.index.to_numpy(float)
     info = (hosts or {}).get(group.iloc[0].get("device"))
-    hw = machine(working_set(group, axis, x), info["caches"], info["step_max"]) if info else None
+    ws = working_set(group, axis, x)
+    hw = machine(ws, info["caches"], info["step_max"], _gathers(group, info, ws)) if info else None
     return cost.judge(x, series.to_numpy(float), claimed, hw, process_times=process_times(group, axis, x),
                       bootstrap=bootstrap, paths=paths(group, axis, x))
 

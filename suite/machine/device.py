@@ -3,7 +3,7 @@
 Each entry names how to time a call (raw per-call samples), how to read a call's peak memory above
 what existed before it and where a warm call's time went, how to wait for queued work, whether a
 worker may cap its address space, what a Ray actor reserves, a rough rate for balancing shards, and
-the GEMM and bandwidth probes' sizes.
+the GEMM and bandwidth probes' sizes, and whether the bandwidth probe times random gathers.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ class Device:
     # in all 415 cases of two full runs); not on CUDA, where a first call may allocate a library's
     # workspace or autotune, so the peak is read after the timing there
     peak_warms_up: bool = False
+    gathers: bool = False  # the bandwidth probe times random gathers too (suite.machine.gathers): where caches set their rate
 
     def reasons(self) -> list[str]:
         """Why this machine cannot measure on the device ([] when it can)."""
@@ -58,7 +59,7 @@ DEVICES: dict[str, Device] = {
                   (square(512), square(1024), *attention_shapes(8, 1024, 64, 1024), *attention_shapes(8, 256, 64, 768),
                    square(512, "onednn"), square(1024, "onednn")),
                   "torch.utils.benchmark", stream.cpu_sizes,
-                  peak_warms_up=True),
+                  peak_warms_up=True, gathers=True),
     "cuda": Device("cuda", timing.time_cuda, timing.peak_cuda, _nothing, timing.cuda_synchronize, timing.cuda_release,
                    timing.cuda_allocated, False, lambda threads: {"num_gpus": 1, "num_cpus": 1}, 2e13,
                    (square(4096), square(8192), *attention_shapes(32, 4096, 64, 4096), *attention_shapes(32, 1024, 128, 1024)),

@@ -93,7 +93,7 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
         pool = _pool(executor, settings, plugins, run, address, slots)
         if settings.probe:
             _probe(run, cases, pool.gemm_peak, out)
-            _bandwidth(run, cases, pool.bandwidth, out)
+            _bandwidth(run, [*cases, *(ladder.case(ladder.high) for ladder in ladders)], pool, settings.replicates, out)
         else:
             _unprobed(run, cases, out)
         _record(pool.run(tasks, failed), journal, todo, tasks, out)
@@ -175,15 +175,34 @@ def _unprobed(run: RunDir, cases: list[Case], out) -> None:
     print(f"matmul peak and memory bandwidth: {UNPROBED}", file=out)
 
 
-def _bandwidth(run: RunDir, cases: list[Case], measure_bandwidth, out) -> None:
-    """The memory bandwidth of each device of the run, once, in a worker like the cases'."""
+def _bandwidth(run: RunDir, cases: list[Case], pool, replicates: int, out) -> None:
+    """The memory bandwidth of each device of the run, once, in a worker like the cases'; on a device whose
+    entry says so, where the run has a case whose implementation is random gathers, the device's rate for
+    them up to its longest such case (a ladder's: the most its range may climb to), in every worker that
+    times the cases (suite.machine.gathers)."""
+    from suite.machine import device as devices, gathers
+
     found = run.bandwidth()
     for device in sorted({case.device for case in cases} - set(found)):
-        found[device] = result = measure_bandwidth(device)
+        found[device] = result = pool.bandwidth(device)
         if "bytes_per_s" in result:
             print(f"memory bandwidth {device}: {result['bytes_per_s'] / 1e9:.1f} GB/s ± {50 * result['spread']:.1f}%"
                   f" ({result['kernel']})", file=out)
+        longest = max((case.seq_len for case in cases if case.device == device and _gathers(case)), default=None)
+        if devices.get(device).gathers and longest is not None:
+            result["gathers"] = rate = gathers.fastest([pool.gathers(device, r, longest) for r in range(replicates)])
+            if "ns_per_pair" in rate:
+                ns, lengths = rate["ns_per_pair"], rate["lengths"]
+                print(f"random gathers {device}: {ns[0]:.1f} ns a pair at n = {lengths[0]}, {ns[-1]:.1f} at "
+                      f"{lengths[-1]} (the fastest of {replicates} process(es))", file=out)
         run.write_json(RunDir.BANDWIDTH, found)
+
+
+def _gathers(case: Case) -> bool:
+    """Whether the case's implementation says its leading term is random gathers (Impl.gathers)."""
+    import variants
+
+    return bool(getattr(variants.get(case.variant).impls.get(case.impl), "gathers", False))
 
 
 def _progress(todo: list[Case], out):

@@ -51,6 +51,7 @@ class Row:
     extra_flops: dict[str, int] | None = None  # named terms apart from `flops` (softmax)
     impl_work: str | None = None  # the implementation's traits (variants.rules.registry.Impl)
     impl_library: str | None = None
+    impl_gathers: bool | None = None  # its leading term's work is random gathers (Impl.gathers)
     wall_s: float | None = None  # everything this process spent on the case
     replicates: int | None = None  # processes aggregated into this row
     replicate_times_s: list[float] | None = None  # each process's median
@@ -129,8 +130,8 @@ def _of_kind(value: Any, kind: str) -> bool:
     if value is None:
         return kind.endswith("| None")
     base = kind.removesuffix(" | None")
-    if base == "str":
-        return isinstance(value, str)
+    if base in ("str", "bool"):
+        return isinstance(value, str if base == "str" else bool)
     if base in ("int", "float"):
         number = numbers.Integral if base == "int" else numbers.Real
         return isinstance(value, number) and not isinstance(value, bool)

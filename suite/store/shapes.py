@@ -32,7 +32,9 @@ PROBE = Each(Each({"flops_per_s": NUMBER, "spread": NUMBER, "shape": str, "threa
 BANDWIDTH = Each({"bytes_per_s": NUMBER, "spread": NUMBER, "kernel": str, "cache_bytes_per_s": NUMBER,
                   "cache_spread": NUMBER, "cache_kernel": str, "threads": int, "error": str,
                   "by_kernel": Each({"kernel": str, "level": str, "buffer_bytes": NUMBER, "bytes_per_s": NUMBER,
-                                     "rounds": [NUMBER], "spread": NUMBER})})
+                                     "rounds": [NUMBER], "spread": NUMBER}),
+                  "gathers": {"lengths": [int], "table_bytes": [NUMBER], "ns_per_pair": [NUMBER], "spread": NUMBER,
+                              "processes": [[NUMBER]], "error": str}})
 LADDERS = {"ladders": [{"series": str, "label": str, "stop": str, "why": str, "lengths": [int],
                         "template": dict, "min": int, "max": int, "step": int}]}
 PLAN = {"grid": str, "source": str, "description": str, "grid_id": str, "grid_cases": int, "grid_index": [int],

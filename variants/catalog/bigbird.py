@@ -78,5 +78,6 @@ SPEC = pattern_variant(
     key_reads=key_reads,
     index=lambda params: params["keys"],  # the (n, r) draw
     exponent=lambda explicit: 1.0,
-    native=native_impl(plan=plan, run=output, cost="O(n·(w + g + r)·d): a band, global keys, sampled random keys"),
+    native=native_impl(plan=plan, run=output, cost="O(n·(w + g + r)·d): a band, global keys, sampled random keys",
+                      gathers=True),
 )

@@ -84,5 +84,6 @@ SPEC = pattern_variant(
         plan=plan,
         run=output,  # one part: its output as it is
         cost="O(n·r·d): scores sampled at r + 1 keys per query (CSR SDDMM, then SpMM)",
+        gathers=True,
     ),
 )

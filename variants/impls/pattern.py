@@ -53,8 +53,9 @@ def range_reads(lo: torch.Tensor, hi: torch.Tensor) -> int:
     return int((hi - lo).sum())
 
 
-def native_impl(plan: Callable, run: Callable, cost: str) -> Impl:
-    """A `native` implementation: `plan(n, causal, params, like=q)` is setup, `run(q, k, v, plan)` is timed."""
+def native_impl(plan: Callable, run: Callable, cost: str, gathers: bool = False) -> Impl:
+    """A `native` implementation: `plan(n, causal, params, like=q)` is setup, `run(q, k, v, plan)` is timed;
+    `gathers`: its leading term's work reads K's and V's rows at random (Impl.gathers)."""
 
     def prepare(q, k, v, *, causal, params):
         start = time.perf_counter()
@@ -62,7 +63,7 @@ def native_impl(plan: Callable, run: Callable, cost: str) -> Impl:
         setup = {"plan_s": time.perf_counter() - start}
         return Prepared(lambda: run(q, k, v, layout), setup)
 
-    return Impl("native", prepare, cost=cost)
+    return Impl("native", prepare, cost=cost, gathers=gathers)
 
 
 def with_decode(native: Impl, mask_for: Callable) -> Impl:

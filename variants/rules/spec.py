@@ -116,6 +116,9 @@ class Impl:
     differs: Differs | None = None  # a library whose definition differs from the variant's
     padding: str | None = "packed"  # one of PADDING; None: it cannot run a padded batch
     decode: bool = True  # it runs a decode step (one query against the keys), where its variant has one
+    # its leading term's work reads rows of K and V at random (a key list per query): the cost model takes the
+    # run's rate for such gathers against n as the machine's (suite.machine.gathers, suite.analyse.cost)
+    gathers: bool = False
 
     def __post_init__(self):
         if self.work not in WORK:

@@ -81,6 +81,9 @@ class Worker:
     def bandwidth(self, timeout_s: float) -> dict:
         return self._probe(("bandwidth",), "the bandwidth probe", timeout_s)
 
+    def gathers(self, longest: int, timeout_s: float) -> dict:
+        return self._probe(("gathers", longest), "the gather probe", timeout_s)
+
     def _probe(self, message: tuple, what: str, timeout_s: float) -> dict:
         self.conn.send(message)
         if self.conn.poll(timeout_s):
@@ -168,6 +171,10 @@ class LocalPool:
 
     def bandwidth(self, device: str) -> dict:
         return self._worker(device, 0).bandwidth(self.settings.case_timeout_s)
+
+    def gathers(self, device: str, replicate: int, longest: int) -> dict:
+        """The gather probe, to n = `longest`, in the worker that times the cases' `replicate` (suite.machine.gathers)."""
+        return self._worker(device, replicate).gathers(longest, self.settings.case_timeout_s)
 
     def start(self, slots) -> None:
         """Start the workers of these (device, replicate) slots side by side, and wait for them all.

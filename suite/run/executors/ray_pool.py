@@ -62,6 +62,11 @@ def make_actor_class(ray, device: str, settings: Settings):
 
             return bandwidth(device, self.settings.threads, self.settings.min_run_time_s)
 
+        def gathers(self, longest: int) -> dict:
+            from suite.run.measurement.measure import gather_rate
+
+            return gather_rate(device, self.settings.threads, longest)
+
     return CaseActor
 
 
@@ -121,6 +126,13 @@ class RayPool:
             return self.ray.get(self.actors_for(device)[0].bandwidth.remote(), timeout=self.settings.case_timeout_s)
         except Exception as err:  # noqa: BLE001
             return {"error": f"the bandwidth probe failed under Ray: {type(err).__name__}: {err}"[:300]}
+
+    def gathers(self, device: str, replicate: int, longest: int) -> dict:
+        actors = self.actors_for(device)
+        try:
+            return self.ray.get(actors[replicate % len(actors)].gathers.remote(longest), timeout=self.settings.case_timeout_s)
+        except Exception as err:  # noqa: BLE001
+            return {"error": f"the gather probe failed under Ray: {type(err).__name__}: {err}"[:300]}
 
     def close(self) -> None:
         self.ray.shutdown()

@@ -73,7 +73,7 @@ def main(conn, settings: Settings, plugins: list[str], device: str, log_path: st
         os.dup2(fd, 1)
         os.dup2(fd, 2)
     setup(settings, plugins, device)
-    from suite.run.measurement.measure import bandwidth, gemm_peak
+    from suite.run.measurement.measure import bandwidth, gather_rate, gemm_peak
 
     conn.send(("ready", os.getpid()))
     while True:
@@ -88,6 +88,9 @@ def main(conn, settings: Settings, plugins: list[str], device: str, log_path: st
             continue
         if message[0] == "bandwidth":  # the device's memory bandwidth, the roofline's other ceiling
             conn.send(("bandwidth", bandwidth(device, settings.threads, settings.min_run_time_s)))
+            continue
+        if message[0] == "gathers":  # this process's rate for random gathers, for the cost model
+            conn.send(("gathers", gather_rate(device, settings.threads, message[1])))
             continue
         case, replicate = message
         conn.send(("row", measure_case(case, replicate, settings)))

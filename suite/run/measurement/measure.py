@@ -18,7 +18,7 @@ import torch
 import variants
 from variants.rules import paths
 from suite.machine import device as devices
-from suite.machine import probe, stream
+from suite.machine import gathers, probe, stream
 from suite.plan.case import DTYPES, Case, reasons_of, theory_of
 from suite.plan.settings import Settings
 from suite.run.measurement import gpu_load
@@ -42,6 +42,11 @@ def bandwidth(device: str, threads: int, min_run_time: float) -> dict:
     """The device's memory bandwidth, STREAM's copy and triad timed like the cases (suite.machine.stream)."""
     dev = devices.get(device)
     return stream.measure(dev.time, stream.kernels(dev.stream_sizes()), device, threads, min_run_time, MIN_SAMPLES)
+
+
+def gather_rate(device: str, threads: int, longest: int | None = None) -> dict:
+    """This process's rate for random gathers on the device to n = `longest` (suite.machine.gathers), timed like the cases."""
+    return gathers.measure(devices.get(device).time, device, threads, MIN_SAMPLES, longest)
 
 
 def classify(err: BaseException) -> tuple[str, str]:
@@ -88,7 +93,7 @@ def _ready(row: Row) -> Row:
         if not reasons:  # NB: a shape the variant does not define (cross, padded) has reasons, and no theory
             return replace(row, status="error", reason=f"theory: {type(err).__name__}: {err}")
     impl = variants.get(case.variant).impls[case.impl]
-    row = replace(row, impl_work=impl.work, impl_library=impl.library)
+    row = replace(row, impl_work=impl.work, impl_library=impl.library, impl_gathers=impl.gathers)
     return replace(row, status="skipped", reason="; ".join(reasons)) if reasons else row
 
 

@@ -1,0 +1,68 @@
+"""How often the cost-model verdict is right on series of random gathers whose truth is planted
+(suite.analyse.planted.gather_study): an O(n) series whose time per row follows a measured rate of the gather
+probe (benchmarks/gather_probes.json: runs of suite.machine.gathers, each in its own process): the fastest
+of 3 runs drawn at random, as a case's time is the fastest over its 3 processes, fitted with the fastest of 3
+others, as a run's report fits the probe its 3 workers took; and, for comparison, the same series fitted with
+the cache steps alone (the model before the gathers' term).
+
+    python benchmarks/gather_study.py [--count 300] [--out benchmarks/gather_study.csv]
+
+Each cell plants `count` series (as measured: not made monotone), 1% noise. Writes one row per (planted,
+model, verdict) with its count, and prints the rates. Seeded: the same command writes the same file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from suite.analyse.cost import judge  # noqa: E402
+from suite.analyse.planted import HOSTS, STEP_MAX, gather_study, gathered  # noqa: E402
+from suite.analyse.steps import machine  # noqa: E402
+from suite.machine.gathers import fastest  # noqa: E402
+
+CELLS = {"clean": (None, 0.0), "n^2 10%": (2.0, 0.1), "n^2 30%": (2.0, 0.3), "n^1.5 30%": (1.5, 0.3)}
+
+
+def steps_only(probes: list[dict], count: int, higher, share, seed: int = 0) -> dict:
+    """The same plants, fitted with the cache steps of this host kind and no gathers' term."""
+    rng = np.random.default_rng(seed)
+    tally: dict[str, int] = {}
+    for _ in range(count):
+        plant = fastest([probes[i] for i in rng.permutation(len(probes))[:3]])
+        s = gathered(rng, plant, noise=0.01, higher=higher, higher_share=share)
+        result = judge(s.x, s.y, 1.0, machine(s.working_set, HOSTS["amd"], STEP_MAX), bootstrap=0)
+        key = "caught" if higher is not None and result.higher_needed and result.verdict != "refuted" else result.verdict
+        tally[key] = tally.get(key, 0) + 1
+    return tally
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=300, help="series per cell")
+    parser.add_argument("--probes", default=str(Path(__file__).with_name("gather_probes.json")))
+    parser.add_argument("--out", default=str(Path(__file__).with_name("gather_study.csv")))
+    args = parser.parse_args()
+    probes = json.loads(Path(args.probes).read_text())["runs"]
+    rows = []
+    for cell, (higher, share) in CELLS.items():
+        models = {"the gathers' rate": gather_study(probes, args.count, higher=higher, higher_share=share)["tally"],
+                  "cache steps only": steps_only(probes, args.count, higher, share)}
+        for model, tally in models.items():
+            total = sum(tally.values())
+            rows += [{"planted": cell, "model": model, "verdict": v, "count": c} for v, c in sorted(tally.items())]
+            print(f"{cell:10s} {model:18s} " + ", ".join(f"{v} {c / total:.1%}" for v, c in sorted(tally.items())),
+                  flush=True)
+    pd.DataFrame(rows).to_csv(args.out, index=False)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""The machine's rate for rows gathered at random: ns a pair against the size of the table the rows come
+from, for the work of a key list per query (random's keys, BigBird's random part).
+
+A query that attends to w keys drawn anywhere in [0, n) reads w rows of K and of V in no order. The
+algorithm's work per pair is the same at every n; the machine's time per pair is not: while a head's K
+and V sit in a cache the rows come from it, past it they come from the next level, and how often a row
+is read again before it leaves depends on how many other rows the pass reads meanwhile. So this probe
+times the gathers alone, on a uniform random pattern of the sweep's own shape: HEADS heads of rows of
+ROW_ELEMENTS float32 values (d = 64), each of n queries with KEYS sorted random keys (random's r = 32 and
+its own), each head's scores by torch's CSR sampled product (SDDMM) and the product by the pattern (an
+embedding bag), at each n of LENGTHS. Nothing of an implementation is timed (no softmax, no slices, no
+masks); what the time per pair does with n is the machine's, and the cost model takes its shape, not its
+scale, for an implementation that says its leading term's work is such gathers (suite.analyse.cost).
+Each length is timed in every one of ROUNDS rounds, the lengths interleaved; a length's figure is its
+fastest call over the rounds.
+
+Measured on the 2-core AMD EPYC VM (L2 1 MiB, L3 32 MiB; one thread, in the bandwidth probe's worker): 5.4-6.1
+ns a pair to n = 1448 (a head's K 362 KiB), 6.2 at 2048, 8.2 at 4096, 8.7 at 8192, 9.6 at 16384, 10.2 at
+32768 and 14-16 at 65536. One head alone, its K and V read again by every timed call, climbs an octave
+later (5.8 at 4096). NB: the timer runs a call over RUN_TIME once, outside torch.utils.benchmark's
+thread setting: a process must run at `threads` itself, as a worker does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from suite.machine.probe import ROUNDS
+
+ROW_ELEMENTS = 64  # a row of K or V: d = 64 in float32, 256 bytes
+HEADS = 8  # the grids' heads: each head's K and V its own tables, read in turn as a call reads them
+KEYS = 33  # a query's keys: random's r = 32 and its own
+LENGTHS = tuple(int(round(2 ** (8 + k / 2))) for k in range(17))  # 256 to 65536 by half octaves: the full grid's
+RUN_TIME = 0.05  # s a measurement
+
+
+def call(n: int, device: str, seed: int = 0):
+    """The gathers of one call at length n: every head's SDDMM on the pattern, then its product by it."""
+    from variants.native.keys.csr_slices import csr_matmul
+
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(HEADS, n, ROW_ELEMENTS, generator=gen).to(device) for _ in range(3))
+    idx = torch.sort(torch.randint(0, n, (n, KEYS), generator=gen), dim=1).values.to(device)
+    crow, col = torch.arange(0, n * KEYS + 1, KEYS, device=device), idx.reshape(-1)
+    pattern = torch.sparse_csr_tensor(crow, col, torch.zeros(col.numel(), device=device), (n, n),
+                                      check_invariants=False)
+
+    def gathers():
+        for h in range(HEADS):
+            scores = torch.sparse.sampled_addmm(pattern, q[h], k[h].T, beta=0.0, alpha=0.125).values()
+            csr_matmul(crow, col, scores, v[h])
+
+    return gathers
+
+
+def lengths(longest: int | None = None) -> tuple[int, ...]:
+    """The half octaves from 256 that reach `longest` (the run's longest case of random gathers; None: 65536),
+    two at least."""
+    top = max(longest or LENGTHS[-1], LENGTHS[1])
+    every = [int(round(2 ** (8 + k / 2))) for k in range(2 * math.ceil(math.log2(top) - 8) + 1)]
+    return tuple(n for i, n in enumerate(every) if i == 0 or every[i - 1] < top)
+
+
+def measure(timer, device: str, threads: int, min_samples: int, longest: int | None = None) -> dict:
+    """ns a pair at each length (LENGTHS), the fastest call over ROUNDS interleaved rounds (as a case's
+    time for the cost model is its fastest call: another program only ever adds time, and a random gather
+    shares the memory with it), and each round's fastest; `table_bytes`: a head's K at each length;
+    `spread`: the largest range of the rounds over the fastest."""
+    sizes = lengths(longest)
+    rounds: dict[int, list[float]] = {n: [] for n in sizes}
+    for _ in range(ROUNDS):
+        for n in sizes:  # each length's tensors made before it is timed and dropped after, as a case's are
+            fn = call(n, device)
+            seconds = min(timer(fn, RUN_TIME, 50, min_samples, threads))
+            rounds[n].append(seconds / (HEADS * n * KEYS) * 1e9)
+            del fn
+    fastest = [min(rounds[n]) for n in sizes]
+    return {"lengths": list(sizes), "table_bytes": [n * 4 * ROW_ELEMENTS for n in sizes],
+            "ns_per_pair": fastest, "rounds": [rounds[n] for n in sizes],
+            "spread": max((max(r) - min(r)) / m for r, m in zip(rounds.values(), fastest) if m > 0),
+            "heads": HEADS, "keys": KEYS, "row_bytes": 4 * ROW_ELEMENTS,
+            "note": (f"ns a pair of {HEADS} heads' CSR SDDMM and product by a uniform random pattern of {KEYS} keys "
+                     f"a query, the fastest call over {ROUNDS} interleaved rounds")}
+
+
+
+def fastest(runs: list[dict]) -> dict:
+    """Several processes' runs as one: each length's fastest over them, as a case's time is its fastest call
+    over the processes that timed it (each worker's memory is its own: the same gathers at n = 65536 took 11.8
+    to 20.7 ns a pair in nine processes of the 2-core AMD EPYC VM); each process's figures kept (`processes`),
+    `spread` the largest range over them. An error where no process measured."""
+    good = [r for r in runs if isinstance(r, dict) and "ns_per_pair" in r]
+    if not good:
+        return {"error": "; ".join(str(r.get("error", "no figures")) for r in runs if isinstance(r, dict)) or "no worker"}
+    each = [r["ns_per_pair"] for r in good]
+    least = [min(values) for values in zip(*each)]
+    return {**good[0], "ns_per_pair": least, "processes": each, "rounds": [r["rounds"] for r in good],
+            "spread": max((max(values) - low) / low for values, low in zip(zip(*each), least) if low > 0),
+            "note": f"{good[0]['note']}; the fastest of {len(good)} process(es)"}
