@@ -2,8 +2,9 @@
 the truth is known: a claimed class with a per-call floor, per-row costs, cache steps and noise, and
 optionally a higher term of a given share at the largest length (docs/CLAIMS.md, "Verdicts").
 
-Random gathers (`gathered`) are planted with a measured rate (one run of the gather probe, as it read)
-and fitted with another run's: the study then counts the probe's own noise against the verdict.
+Random gathers (`gathered`) are planted with a measured rate (the fastest of a few runs of the gather probe,
+as a case's time is the fastest of its processes) and fitted with the fastest of as many other runs, as a run
+fits its workers' probe: the study counts the probe's own process-to-process noise against the verdict.
 
 The cache steps are planted with a shape the model does not assume (a logistic in the working set's
 octaves of random width, 10–90% over 0.7 to 2.2 octaves, and random centre up to an octave below

@@ -13,6 +13,7 @@ import numpy as np
 SCALE = 0.35  # a step's logistic in octaves of working set: 10–90% over 1.5 octaves
 INSIDE = 2  # a level is modelled where this many lengths lie an octave or more inside it
 EDGE = 1.5  # octaves below a level's size where its earliest step may begin to show
+REACH = 0.5  # octaves past the gather probe's longest table that a series' lengths may reach (gather_rate)
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ def machine(working_set, caches, step_max: float = math.inf, gathers=None) -> Ma
 def gather_rate(probe: dict | None, table_bytes, monotone: bool = True) -> np.ndarray | None:
     """The gather probe's ns a pair (bandwidth.json's `gathers`: suite.machine.gathers) at each of
     `table_bytes` (a head's K), linear in log2 of the size between the probe's lengths and its end values
-    past them; None where the run has no such probe. `monotone`: past the probe's least the figures are
+    past them; None where the run has no such probe, or one whose longest table falls REACH octaves short
+    of the series'. `monotone`: past the probe's least the figures are
     made non-decreasing (isotonic regression): a random pair does not get cheaper as its table grows, and
     a length the probe read a few percent low (its noise: 9.8 ns at n = 32768 between 10.4 and 10.7 here)
     would otherwise read as the series' own excess there. Below its least the probe's own per-call floor
@@ -86,6 +88,8 @@ def gather_rate(probe: dict | None, table_bytes, monotone: bool = True) -> np.nd
         return None
     if len(sizes) < 2 or len(sizes) != len(ns) or not np.all(np.isfinite(ns)) or not np.all(ns > 0):
         return None
+    if np.log2(np.max(table_bytes)) > sizes.max() + REACH:
+        return None  # a series past the probe's longest: held flat, its own rise there would read as a higher term
     if monotone:
         least = int(np.argmin(ns))
         ns = np.concatenate([ns[:least], isotonic_regression(ns[least:]).x])

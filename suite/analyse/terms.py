@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -63,13 +64,13 @@ def working_set(group: pd.DataFrame, axis: str, x) -> np.ndarray | None:
     return None if moved is None else moved / batch
 
 
-def _gathers(group: pd.DataFrame, info: dict, ws) -> np.ndarray | None:
-    """The run's ns a gathered pair at each length (suite.machine.gathers, at a head's K: half its working
-    set), where the implementation says its leading term is random gathers (Impl.gathers); else None."""
+def gathered(group: pd.DataFrame) -> bool:
+    """Whether every row says its implementation's leading term is random gathers (Impl.gathers)."""
     said = group.get("impl_gathers")
-    if ws is None or said is None or not bool(said.fillna(False).astype(bool).all()):
-        return None
-    return gather_rate(info.get("gathers"), np.asarray(ws, float) / 2)
+    return said is not None and bool(said.eq(True).all())
+
+
+NO_PROBE = "no gather probe of this run reaches its lengths: the cache steps stand in for the gathers' rate"
 
 
 def process_times(group: pd.DataFrame, axis: str, x) -> list | None:
@@ -112,9 +113,12 @@ def judge_series(series: pd.Series, group: pd.DataFrame, axis: str, claimed: flo
     x = series.index.to_numpy(float)
     info = (hosts or {}).get(group.iloc[0].get("device"))
     ws = working_set(group, axis, x)
-    hw = machine(ws, info["caches"], info["step_max"], _gathers(group, info, ws)) if info else None
-    return cost.judge(x, series.to_numpy(float), claimed, hw, process_times=process_times(group, axis, x),
-                      bootstrap=bootstrap, paths=paths(group, axis, x))
+    said = info is not None and ws is not None and claimed > 0 and gathered(group)
+    rate = gather_rate(info.get("gathers"), np.asarray(ws, float) / 2) if said else None  # at a head's K
+    hw = machine(ws, info["caches"], info["step_max"], rate) if info else None
+    result = cost.judge(x, series.to_numpy(float), claimed, hw, process_times=process_times(group, axis, x),
+                        bootstrap=bootstrap, paths=paths(group, axis, x))
+    return replace(result, why=f"{result.why}; {NO_PROBE}") if said and rate is None else result
 
 
 def columns(result: cost.CostVerdict, claimed: float) -> dict:

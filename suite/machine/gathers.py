@@ -8,26 +8,24 @@ is read again before it leaves depends on how many other rows the pass reads mea
 times the gathers alone, on a uniform random pattern of the sweep's own shape: HEADS heads of rows of
 ROW_ELEMENTS float32 values (d = 64), each of n queries with KEYS sorted random keys (random's r = 32 and
 its own), each head's scores by torch's CSR sampled product (SDDMM) and the product by the pattern (an
-embedding bag), at each n of LENGTHS. Nothing of an implementation is timed (no softmax, no slices, no
+embedding bag), at each n of `lengths` (the full grid's, on to the run's longest case of random gathers). Nothing of an implementation is timed (no softmax, no slices, no
 masks); what the time per pair does with n is the machine's, and the cost model takes its shape, not its
 scale, for an implementation that says its leading term's work is such gathers (suite.analyse.cost).
 Each length is timed in every one of ROUNDS rounds, the lengths interleaved; a length's figure is its
 fastest call over the rounds.
 
-Measured on the 2-core AMD EPYC VM (L2 1 MiB, L3 32 MiB; one thread, in the bandwidth probe's worker): 5.4-6.1
-ns a pair to n = 1448 (a head's K 362 KiB), 6.2 at 2048, 8.2 at 4096, 8.7 at 8192, 9.6 at 16384, 10.2 at
-32768 and 14-16 at 65536. One head alone, its K and V read again by every timed call, climbs an octave
-later (5.8 at 4096). NB: the timer runs a call over RUN_TIME once, outside torch.utils.benchmark's
-thread setting: a process must run at `threads` itself, as a worker does.
+Measured on the 2-core AMD EPYC VM (L2 1 MiB, L3 32 MiB; one thread, jemalloc; the median of nine
+processes, benchmarks/gather_probes.json): 5.3-6.0 ns a pair to n = 1448 (a head's K 362 KiB), 5.8 at
+2048, 7.7 at 4096, 8.8 at 8192, 9.4 at 16384, 9.7 at 32768 and 12.6 at 65536, where the nine ranged from
+11.7 to 20.7. One head alone, its K and V read again by every timed call, climbs an octave later. NB: the
+timer runs a call over RUN_TIME once, outside torch.utils.benchmark's thread setting: a process must run
+at `threads` itself, as a worker does.
 """
 
 from __future__ import annotations
 
 import math
-
-import torch
-
-from suite.machine.probe import ROUNDS
+import warnings
 
 ROW_ELEMENTS = 64  # a row of K or V: d = 64 in float32, 256 bytes
 HEADS = 8  # the grids' heads: each head's K and V its own tables, read in turn as a call reads them
@@ -36,16 +34,30 @@ LENGTHS = tuple(int(round(2 ** (8 + k / 2))) for k in range(17))  # 256 to 65536
 RUN_TIME = 0.05  # s a measurement
 
 
-def call(n: int, device: str, seed: int = 0):
-    """The gathers of one call at length n: every head's SDDMM on the pattern, then its product by it."""
+def tables(longest: int, device: str, seed: int = 0) -> tuple:
+    """q, k and v of HEADS heads at the longest length, made once: a length n reads each head's first n rows
+    (contiguous, as a case's head is). NB: uniform values: normal ones took 12 s a length at n = 262144 here."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(torch.rand(HEADS, longest, ROW_ELEMENTS, generator=gen).to(device) for _ in range(3))
+
+
+def call(n: int, device: str, qkv: tuple, seed: int = 0):
+    """The gathers of one call at length n on the first n rows of `qkv` (`tables`): every head's SDDMM on a
+    uniform random pattern, then its product by it."""
+    import torch
+
     from variants.native.keys.csr_slices import csr_matmul
 
     gen = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(HEADS, n, ROW_ELEMENTS, generator=gen).to(device) for _ in range(3))
+    q, k, v = (x[:, :n] for x in qkv)
     idx = torch.sort(torch.randint(0, n, (n, KEYS), generator=gen), dim=1).values.to(device)
     crow, col = torch.arange(0, n * KEYS + 1, KEYS, device=device), idx.reshape(-1)
-    pattern = torch.sparse_csr_tensor(crow, col, torch.zeros(col.numel(), device=device), (n, n),
-                                      check_invariants=False)
+    with warnings.catch_warnings():  # NB: "sparse CSR tensor support is in beta", once a length in every worker's log
+        warnings.simplefilter("ignore", UserWarning)
+        pattern = torch.sparse_csr_tensor(crow, col, torch.zeros(col.numel(), device=device), (n, n),
+                                          check_invariants=False)
 
     def gathers():
         for h in range(HEADS):
@@ -64,31 +76,37 @@ def lengths(longest: int | None = None) -> tuple[int, ...]:
 
 
 def measure(timer, device: str, threads: int, min_samples: int, longest: int | None = None) -> dict:
-    """ns a pair at each length (LENGTHS), the fastest call over ROUNDS interleaved rounds (as a case's
-    time for the cost model is its fastest call: another program only ever adds time, and a random gather
-    shares the memory with it), and each round's fastest; `table_bytes`: a head's K at each length;
-    `spread`: the largest range of the rounds over the fastest."""
-    sizes = lengths(longest)
+    """ns a pair at each length (`lengths(longest)`), the fastest call over ROUNDS interleaved rounds (as a
+    case's time for the cost model is its fastest call: another program only ever adds time, and a random
+    gather shares the memory with it), and each round's fastest; `table_bytes`: a head's K at each length;
+    `spread`: the largest range of the rounds over the fastest. A length that fails (out of memory) ends
+    the probe there, with what it measured and `error` saying why."""
+    from suite.machine.probe import ROUNDS
+
+    sizes, error = list(lengths(longest)), None
+    try:
+        qkv = tables(sizes[-1], device)
+        fns = {n: call(n, device, qkv) for n in sizes}
+    except (RuntimeError, MemoryError) as err:  # the tables of the longest: fall back to none past 65536
+        sizes, error = [n for n in sizes if n <= LENGTHS[-1]], f"{type(err).__name__}: {err}"[:200]
+        qkv = tables(sizes[-1], device)
+        fns = {n: call(n, device, qkv) for n in sizes}
     rounds: dict[int, list[float]] = {n: [] for n in sizes}
     for _ in range(ROUNDS):
-        for n in sizes:  # each length's tensors made before it is timed and dropped after, as a case's are
-            fn = call(n, device)
-            seconds = min(timer(fn, RUN_TIME, 50, min_samples, threads))
-            rounds[n].append(seconds / (HEADS * n * KEYS) * 1e9)
-            del fn
+        for n in sizes:
+            rounds[n].append(min(timer(fns[n], RUN_TIME, 50, min_samples, threads)) / (HEADS * n * KEYS) * 1e9)
     fastest = [min(rounds[n]) for n in sizes]
     return {"lengths": list(sizes), "table_bytes": [n * 4 * ROW_ELEMENTS for n in sizes],
             "ns_per_pair": fastest, "rounds": [rounds[n] for n in sizes],
             "spread": max((max(r) - min(r)) / m for r, m in zip(rounds.values(), fastest) if m > 0),
             "heads": HEADS, "keys": KEYS, "row_bytes": 4 * ROW_ELEMENTS,
             "note": (f"ns a pair of {HEADS} heads' CSR SDDMM and product by a uniform random pattern of {KEYS} keys "
-                     f"a query, the fastest call over {ROUNDS} interleaved rounds")}
-
+                     f"a query, the fastest call over {ROUNDS} interleaved rounds"), **({"error": error} if error else {})}
 
 
 def fastest(runs: list[dict]) -> dict:
     """Several processes' runs as one: each length's fastest over them, as a case's time is its fastest call
-    over the processes that timed it (each worker's memory is its own: the same gathers at n = 65536 took 11.8
+    over the processes that timed it (each worker's memory is its own: the same gathers at n = 65536 took 11.7
     to 20.7 ns a pair in nine processes of the 2-core AMD EPYC VM); each process's figures kept (`processes`),
     `spread` the largest range over them. An error where no process measured."""
     good = [r for r in runs if isinstance(r, dict) and "ns_per_pair" in r]
@@ -99,3 +117,13 @@ def fastest(runs: list[dict]) -> dict:
     return {**good[0], "ns_per_pair": least, "processes": each, "rounds": [r["rounds"] for r in good],
             "spread": max((max(values) - low) / low for values, low in zip(zip(*each), least) if low > 0),
             "note": f"{good[0]['note']}; the fastest of {len(good)} process(es)"}
+
+
+def merged(records: list) -> dict | None:
+    """Shards' probes of one device as one (suite.store.merge): the fastest over those that reach furthest;
+    None where no shard has one."""
+    good = [r for r in records if isinstance(r, dict) and "ns_per_pair" in r and "lengths" in r]
+    if not good:
+        return None
+    reach = max(len(r["lengths"]) for r in good)
+    return fastest([r for r in good if len(r["lengths"]) == reach])

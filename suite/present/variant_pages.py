@@ -109,9 +109,9 @@ def _impls(spec) -> str:
                      _dtypes(impl), "yes" if impl.supports_causal else "no",
                      PADDING[impl.padding] if impl.padding and spec.padding else "–",
                      "yes" if impl.decode and spec.decode else "no",
-                     "yes" if impl.countable else "no"])
+                     "yes" if impl.countable else "no", "yes" if impl.gathers else "no"])
     headers = ["implementation", "its own cost", "work", "library", "devices", "dtypes", "causal", "padded batches",
-               "decode", "FLOPs countable"]
+               "decode", "FLOPs countable", "random gathers"]
     out = ("Devices and dtypes are the registry's table; a library adds its own checks, and "
            "`python -m suite list` says what runs on this machine.\n\n" + md.table(headers, rows))
     differs = [(impl.name, impl.differs.note) for impl in spec.impls.values() if impl.differs is not None]

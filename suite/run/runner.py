@@ -199,10 +199,11 @@ def _bandwidth(run: RunDir, cases: list[Case], pool, replicates: int, out) -> No
 
 
 def _gathers(case: Case) -> bool:
-    """Whether the case's implementation says its leading term is random gathers (Impl.gathers)."""
+    """Whether the case's implementation says its leading term is random gathers (Impl.gathers); a decode step
+    gathers one row's keys."""
     import variants
 
-    return bool(getattr(variants.get(case.variant).impls.get(case.impl), "gathers", False))
+    return case.mode != "decode" and bool(getattr(variants.get(case.variant).impls.get(case.impl), "gathers", False))
 
 
 def _progress(todo: list[Case], out):

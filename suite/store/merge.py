@@ -91,6 +91,7 @@ def merge(shards: list[RunDir], target: RunDir) -> Merged:
     target.write_json(RunDir.PLAN, plan)
     target.write_json(RunDir.ENV, {**envs[0], "merged_from": {s.name: e.get("git_commit") for s, e in zip(shards, envs)}})
     shards[0].copy_to(target.path, (RunDir.PROBE, RunDir.BANDWIDTH))
+    _merge_gathers(target, shards)
     if climbed:
         target.write_json(RunDir.LADDERS, {"ladders": climbed})
     journal = target.journal
@@ -100,3 +101,17 @@ def merge(shards: list[RunDir], target: RunDir) -> Merged:
     counts = Counter(status for case_id, status in table.statuses(rows).items() if case_id in wanted)
     held = plan["grid_cases_held"]
     return Merged(target, len(cases), counts, plan.get("grid_cases", held) - held, problems)
+
+
+def _merge_gathers(target: RunDir, shards: list[RunDir]) -> None:
+    """Each device's gather probe from every shard that took one (suite.machine.gathers.merged), not shard 0's
+    alone: the shard that held the random gathers' cases took it, to its own longest."""
+    from suite.machine.gathers import merged
+
+    found, each = target.bandwidth(), [shard.bandwidth() for shard in shards]
+    for device in sorted({device for b in each for device in b}):
+        rate = merged([(b.get(device) or {}).get("gathers") for b in each])
+        if rate is not None:
+            found.setdefault(device, {})["gathers"] = rate
+    if found:
+        target.write_json(RunDir.BANDWIDTH, found)

@@ -128,8 +128,8 @@ class RayPool:
             return {"error": f"the bandwidth probe failed under Ray: {type(err).__name__}: {err}"[:300]}
 
     def gathers(self, device: str, replicate: int, longest: int) -> dict:
-        actors = self.actors_for(device)
         try:
+            actors = self.actors_for(device)
             return self.ray.get(actors[replicate % len(actors)].gathers.remote(longest), timeout=self.settings.case_timeout_s)
         except Exception as err:  # noqa: BLE001
             return {"error": f"the gather probe failed under Ray: {type(err).__name__}: {err}"[:300]}

@@ -90,7 +90,10 @@ def main(conn, settings: Settings, plugins: list[str], device: str, log_path: st
             conn.send(("bandwidth", bandwidth(device, settings.threads, settings.min_run_time_s)))
             continue
         if message[0] == "gathers":  # this process's rate for random gathers, for the cost model
-            conn.send(("gathers", gather_rate(device, settings.threads, message[1])))
+            try:
+                conn.send(("gathers", gather_rate(device, settings.threads, message[1])))
+            except Exception as err:  # noqa: BLE001 — the run goes on without it (its verdicts say so)
+                conn.send(("gathers", {"error": f"{type(err).__name__}: {err}"[:300]}))
             continue
         case, replicate = message
         conn.send(("row", measure_case(case, replicate, settings)))

@@ -93,7 +93,8 @@ def _ready(row: Row) -> Row:
         if not reasons:  # NB: a shape the variant does not define (cross, padded) has reasons, and no theory
             return replace(row, status="error", reason=f"theory: {type(err).__name__}: {err}")
     impl = variants.get(case.variant).impls[case.impl]
-    row = replace(row, impl_work=impl.work, impl_library=impl.library, impl_gathers=impl.gathers)
+    row = replace(row, impl_work=impl.work, impl_library=impl.library,
+                  impl_gathers=impl.gathers and case.mode != "decode")  # a decode step gathers one row's keys
     return replace(row, status="skipped", reason="; ".join(reasons)) if reasons else row
 
 

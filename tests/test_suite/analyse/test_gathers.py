@@ -18,6 +18,7 @@ from suite.analyse.exponents import all_exponents
 from suite.analyse.planted import HOSTS, KV_BYTES_PER_ROW, STEP_MAX, gather_study, gathered, lengths
 from suite.analyse.steps import gather_rate, machine
 from suite.machine import gathers
+from suite.machine.probe import ROUNDS
 
 PROBES = json.loads((Path(__file__).parents[3] / "benchmarks" / "gather_probes.json").read_text())["runs"]
 X = lengths(256, 65536)
@@ -26,8 +27,9 @@ MIB = 1 << 20
 
 def test_the_rate_is_read_at_a_heads_K_and_never_falls_past_its_least():
     probe = {"table_bytes": [MIB, 2 * MIB, 4 * MIB, 8 * MIB], "ns_per_pair": [6.0, 5.0, 8.0, 7.0]}
-    got = gather_rate(probe, [MIB, 2 * MIB, 2 ** 21.5, 4 * MIB, 8 * MIB, 64 * MIB])
+    got = gather_rate(probe, [MIB, 2 * MIB, 2 ** 21.5, 4 * MIB, 8 * MIB, 11 * MIB])
     np.testing.assert_allclose(got, [6.0, 5.0, 6.25, 7.5, 7.5, 7.5])  # pooled past the least; the floor kept
+    assert gather_rate(probe, [MIB, 12 * MIB]) is None  # past the probe's reach (half an octave)
     np.testing.assert_allclose(gather_rate(probe, [4 * MIB, 8 * MIB], monotone=False), [8.0, 7.0])
     for bad in (None, {}, {"table_bytes": [1, 2], "ns_per_pair": [1.0, 0.0]}, {"table_bytes": [1], "ns_per_pair": [1.0]}):
         assert gather_rate(bad, [MIB]) is None
@@ -72,6 +74,34 @@ def test_the_study_on_planted_gathers():
     an n^1.5 of 30% is never confirmed; the cache steps alone refute a clean series in ≥ 80% (96.3%)."""
     assert gather_study(PROBES, 40)["confirmed"] >= 0.9
     assert gather_study(PROBES, 40, higher=1.5, higher_share=0.3, seed=1).get("confirmed", 0.0) == 0.0
+    rng = np.random.default_rng(2)
+    plants = [gathered(rng, gathers.fastest([PROBES[i] for i in rng.permutation(len(PROBES))[:3]])) for _ in range(20)]
+    assert np.mean([_fitted(s.y).verdict == "refuted" for s in plants]) >= 0.8
+
+
+def test_a_series_past_the_probes_reach_or_without_a_probe_says_the_steps_stand_in():
+    probe = gathers.fastest(PROBES[:3])
+    assert gather_rate(probe, [2 ** 24 * 1.4]) is not None and gather_rate(probe, [2 ** 24 * 1.5]) is None
+    s = gathered(np.random.default_rng(3), probe, noise=0.005)
+    hosts = terms.machines({"cpu_caches": HOSTS["amd"]}, {"cpu": {"bytes_per_s": 25e9, "cache_bytes_per_s": 75e9}})
+    row = all_exponents(_frame(s.y, True), hosts).query("metric == 'time' and axis == 'seq_len'").iloc[0]
+    assert terms.NO_PROBE in row["why"] and "gathers' rise" not in row["terms"]
+
+
+def test_shards_probes_merge_by_the_furthest_reach():
+    short = {"lengths": [256], "ns_per_pair": [1.0], "rounds": [], "note": "n"}
+    long_a = {"lengths": [256, 362], "ns_per_pair": [6.0, 8.0], "rounds": [], "note": "n"}
+    long_b = {"lengths": [256, 362], "ns_per_pair": [7.0, 7.5], "rounds": [], "note": "n"}
+    assert gathers.merged([None, short, long_a, {"error": "x"}, long_b])["ns_per_pair"] == [6.0, 7.5]
+    assert gathers.merged([None, {"error": "x"}]) is None
+
+
+def test_a_decode_step_is_no_series_of_random_gathers():
+    from suite.plan.case import Case
+    from suite.run import runner
+
+    forward = Case("bigbird", "native", "cpu", "float32", "fwd", 1, 1024, 8, 8, 64, False)
+    assert runner._gathers(forward) and not runner._gathers(Case(**{**forward.__dict__, "mode": "decode"}))
 
 
 def _frame(y, said):
@@ -104,7 +134,7 @@ def test_the_probe_counts_ns_a_pair_of_every_head_to_the_runs_longest_case():
     out = gathers.measure(timer, "cpu", 1, 3, longest=300)
     assert out["lengths"] == [256, 362] and out["table_bytes"] == [256 * 256, 362 * 256]
     np.testing.assert_allclose(out["ns_per_pair"], [2e-3 / (gathers.HEADS * n * gathers.KEYS) * 1e9 for n in (256, 362)])
-    assert len(out["rounds"][0]) == gathers.ROUNDS == len(seen) // 2 and out["spread"] == 0.0
+    assert len(out["rounds"][0]) == ROUNDS == len(seen) // 2 and out["spread"] == 0.0
     assert gathers.lengths() == gathers.LENGTHS and gathers.lengths(100_000)[-2:] == (92682, 131072)
 
 
@@ -141,7 +171,8 @@ def test_the_run_probes_the_gathers_in_every_worker_where_a_case_gathers(tmp_pat
     cases = [Case(variant, "native" if variant == "random" else "sdpa", "cpu", "float32", "fwd", 1, n, 8, 8, 64, False)
              for n in (1024, 4096)]
     run, pool = RunDir(tmp_path), _Pool()
-    runner._bandwidth(run, cases, pool, 2, open(tmp_path / "log", "w"))
+    with open(tmp_path / "log", "w") as log:
+        runner._bandwidth(run, cases, pool, 2, log)
     found = run.bandwidth()["cpu"]
     assert pool.asked == asked and ("gathers" in found) == bool(asked)
     if asked:
