@@ -22,7 +22,7 @@ ONE = """
 import json, sys, torch
 torch.set_num_threads(1)
 from suite.machine import gathers, timing
-json.dump(gathers.measure(timing.time_cpu, "cpu", 1, 3), sys.stdout)
+json.dump(gathers.measure(timing.time_cpu, "cpu", 1), sys.stdout)
 """
 
 

@@ -75,7 +75,7 @@ def lengths(longest: int | None = None) -> tuple[int, ...]:
     return tuple(n for i, n in enumerate(every) if i == 0 or every[i - 1] < top)
 
 
-def measure(timer, device: str, threads: int, min_samples: int, longest: int | None = None) -> dict:
+def measure(timer, device: str, threads: int, longest: int | None = None) -> dict:
     """ns a pair at each length (`lengths(longest)`), the fastest call over ROUNDS interleaved rounds (as a
     case's time for the cost model is its fastest call: another program only ever adds time, and a random
     gather shares the memory with it), and each round's fastest; `table_bytes`: a head's K at each length;
@@ -92,9 +92,11 @@ def measure(timer, device: str, threads: int, min_samples: int, longest: int | N
         qkv = tables(sizes[-1], device)
         fns = {n: call(n, device, qkv) for n in sizes}
     rounds: dict[int, list[float]] = {n: [] for n in sizes}
-    for _ in range(ROUNDS):
-        for n in sizes:
-            rounds[n].append(min(timer(fns[n], RUN_TIME, 50, min_samples, threads)) / (HEADS * n * KEYS) * 1e9)
+    for r in range(ROUNDS):  # NB: one call a round where a call is over RUN_TIME, warmed up once: 3 calls of 1.4 s
+        for n in sizes:      # at n = 262144 where 12 took the probe to 95 s a worker
+            warmed = None if r == 0 else min(rounds[n]) * HEADS * n * KEYS * 1e-9
+            seconds = min(timer(fns[n], RUN_TIME, 50, 1, threads, warmed=warmed))
+            rounds[n].append(seconds / (HEADS * n * KEYS) * 1e9)
     fastest = [min(rounds[n]) for n in sizes]
     return {"lengths": list(sizes), "table_bytes": [n * 4 * ROW_ELEMENTS for n in sizes],
             "ns_per_pair": fastest, "rounds": [rounds[n] for n in sizes],

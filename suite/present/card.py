@@ -95,6 +95,19 @@ def _bandwidth(bandwidth: dict) -> str:
     return "; ".join(out) or "not measured in this run (a run before the bandwidth probe)"
 
 
+def _gathers(bandwidth: dict) -> str:
+    """Each device's gather probe (suite.machine.gathers): ns a pair at a few lengths, over how many processes."""
+    out = []
+    for device, b in bandwidth.items():
+        g = b.get("gathers") if isinstance(b, dict) else None
+        if not isinstance(g, dict) or "ns_per_pair" not in g:
+            continue
+        shown = [(n, ns) for n, ns in zip(g["lengths"], g["ns_per_pair"]) if n in (g["lengths"][0], 4096, 65536, g["lengths"][-1])]
+        out.append(f"{device} " + ", ".join(f"{ns:.1f} ns a pair at n = {n}" for n, ns in shown)
+                   + f" (the fastest of {len(g.get('processes', [0]))} process(es))")
+    return "; ".join(out) or "none in this run (no case of random gathers, or a run before the probe)"
+
+
 def _facts(run: RunDir, frame: pd.DataFrame) -> str:
     env, plan = run.env(), run.plan()
     finished, wall = timing(run)
@@ -109,7 +122,8 @@ def _facts(run: RunDir, frame: pd.DataFrame) -> str:
             ["environment fingerprint", md.code(env.get("fingerprint_id", "?"))],
             ["finished", finished], ["wall time", wall], ["cases", _counts(frame, plan)],
             ["matmul peak (the run's probe)", _peaks(run.probe())],
-            ["memory bandwidth (the run's probe)", _bandwidth(run.bandwidth())]]
+            ["memory bandwidth (the run's probe)", _bandwidth(run.bandwidth())],
+            ["random gathers (the run's probe)", _gathers(run.bandwidth())]]
     return md.table(["the run", "from its files"], rows)
 
 
@@ -135,7 +149,8 @@ def _verdicts(result: Analysis) -> list[str]:
               "Per variant and implementation, forward, non-causal. Each series' time in n is fitted as the sum of "
               "its own terms: a call's floor, a per-row cost, the claim's leading term, and a step in the time per "
               "unit of work where the working set leaves a cache level, bounded by the run's cache-over-memory "
-              "bandwidth; where an implementation names the path each length took, a factor on the leading term's "
+              "bandwidth (where the leading term is random gathers, the run's measured rate for them instead); where "
+              "an implementation names the path each length took, a factor on the leading term's "
               "rate for each later path. **Confirmed**: the leading term is needed and no higher term is; **refuted**: a higher "
               "term is needed, or the counted FLOPs grow faster than the claim; else **inconclusive**, saying what "
               "would tell. \"What the time is made of\" is each term's share of the largest n's time. The time "

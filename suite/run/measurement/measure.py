@@ -46,7 +46,7 @@ def bandwidth(device: str, threads: int, min_run_time: float) -> dict:
 
 def gather_rate(device: str, threads: int, longest: int | None = None) -> dict:
     """This process's rate for random gathers on the device to n = `longest` (suite.machine.gathers), timed like the cases."""
-    return gathers.measure(devices.get(device).time, device, threads, MIN_SAMPLES, longest)
+    return gathers.measure(devices.get(device).time, device, threads, longest)
 
 
 def classify(err: BaseException) -> tuple[str, str]:

@@ -126,15 +126,16 @@ def test_the_fits_take_the_gathers_rate_only_where_the_rows_say_so(said):
 def test_the_probe_counts_ns_a_pair_of_every_head_to_the_runs_longest_case():
     seen = []
 
-    def timer(fn, run_time, max_samples, min_samples, threads):
+    def timer(fn, run_time, max_samples, min_samples, threads, warmed=None):
         fn()
-        seen.append(threads)
+        seen.append((threads, warmed is None))
         return [2e-3, 3e-3, 4e-3]  # fastest 2 ms
 
-    out = gathers.measure(timer, "cpu", 1, 3, longest=300)
+    out = gathers.measure(timer, "cpu", 1, longest=300)
     assert out["lengths"] == [256, 362] and out["table_bytes"] == [256 * 256, 362 * 256]
     np.testing.assert_allclose(out["ns_per_pair"], [2e-3 / (gathers.HEADS * n * gathers.KEYS) * 1e9 for n in (256, 362)])
     assert len(out["rounds"][0]) == ROUNDS == len(seen) // 2 and out["spread"] == 0.0
+    assert seen[:2] == [(1, True)] * 2 and set(seen[2:]) == {(1, False)}  # warmed up in the first round alone
     assert gathers.lengths() == gathers.LENGTHS and gathers.lengths(100_000)[-2:] == (92682, 131072)
 
 
