@@ -199,3 +199,23 @@ def test_a_run_with_random_gathers_probes_them_in_each_worker_and_the_rows_say_s
     table = pd.read_parquet(tmp_path / "r" / "g" / "results.parquet")
     said = table.set_index(["variant", "impl"])["impl_gathers"]
     assert said.loc[("random", "native")].all() and not said.loc[("full", "sdpa")].any()
+
+
+@pytest.mark.slow  # the whole report
+def test_the_report_and_the_card_show_the_runs_gather_probe(tmp_path):
+    import shutil
+
+    from suite import cli
+    from suite.present.card import _gathers
+    from suite.store.rundir import RunDir
+
+    shutil.copytree(Path(__file__).parents[2] / "fixtures" / "legacy" / "legacy-a", tmp_path / "results" / "g")
+    probe = {**gathers.fastest(PROBES[:2]), "heads": 8, "keys": 33}
+    RunDir(tmp_path / "results" / "g").write_json(RunDir.BANDWIDTH, {"cpu": {"gathers": probe}})
+    assert cli.main(["report", "g", "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "r")]) == 0
+    page = (tmp_path / "r" / "g" / "index.html").read_text()
+    assert 'id="gathers-cpu"' in page and "uniform random pattern of 33 keys a query" in page
+    low, high = min(p[-1] for p in probe["processes"]), max(p[-1] for p in probe["processes"])
+    assert f"{low:.2f} – {high:.2f}" in page  # each length's range over the processes
+    assert _gathers({"cpu": {"gathers": probe}}).startswith("cpu 6.") and "fastest of 2 process(es)" in _gathers(
+        {"cpu": {"gathers": probe}})
