@@ -79,8 +79,9 @@ def measure(timer, device: str, threads: int, longest: int | None = None) -> dic
     """ns a pair at each length (`lengths(longest)`), the fastest call over ROUNDS interleaved rounds (as a
     case's time for the cost model is its fastest call: another program only ever adds time, and a random
     gather shares the memory with it), and each round's fastest; `table_bytes`: a head's K at each length;
-    `spread`: the largest range of the rounds over the fastest. A length that fails (out of memory) ends
-    the probe there, with what it measured and `error` saying why."""
+    `spread`: the largest range of the rounds over the fastest. Where the tables of the longest length cannot
+    be made (out of memory), the probe stops at 65536 and `error` says why; any other failure is the worker's
+    record of it (suite.run.executors.worker)."""
     from suite.machine.probe import ROUNDS
 
     sizes, error = list(lengths(longest)), None
@@ -106,26 +107,19 @@ def measure(timer, device: str, threads: int, longest: int | None = None) -> dic
                      f"a query, the fastest call over {ROUNDS} interleaved rounds"), **({"error": error} if error else {})}
 
 
-def fastest(runs: list[dict]) -> dict:
-    """Several processes' runs as one: each length's fastest over them, as a case's time is its fastest call
-    over the processes that timed it (each worker's memory is its own: the same gathers at n = 65536 took 11.7
-    to 20.7 ns a pair in nine processes of the 2-core AMD EPYC VM); each process's figures kept (`processes`),
-    `spread` the largest range over them. An error where no process measured."""
-    good = [r for r in runs if isinstance(r, dict) and "ns_per_pair" in r]
+def fastest(runs: list) -> dict:
+    """Several processes' runs (or several shards' probes, suite.store.merge) as one: of those that reach
+    furthest, each length's fastest, as a case's time is its fastest call over the processes that timed it
+    (each worker's memory is its own: the same gathers at n = 65536 took 11.7 to 20.7 ns a pair in nine
+    processes of the 2-core AMD EPYC VM); each one's figures kept (`processes`), `spread` the largest range
+    over them. An error where none measured."""
+    good = [r for r in runs if isinstance(r, dict) and "ns_per_pair" in r and "lengths" in r]
     if not good:
         return {"error": "; ".join(str(r.get("error", "no figures")) for r in runs if isinstance(r, dict)) or "no worker"}
+    reach = max(len(r["lengths"]) for r in good)
+    good = [r for r in good if len(r["lengths"]) == reach]  # NB: a run stopped short (its tables out of memory)
     each = [r["ns_per_pair"] for r in good]
     least = [min(values) for values in zip(*each)]
-    return {**good[0], "ns_per_pair": least, "processes": each, "rounds": [r["rounds"] for r in good],
+    return {**good[0], "ns_per_pair": least, "processes": each, "rounds": [r.get("rounds", []) for r in good],
             "spread": max((max(values) - low) / low for values, low in zip(zip(*each), least) if low > 0),
-            "note": f"{good[0]['note']}; the fastest of {len(good)} process(es)"}
-
-
-def merged(records: list) -> dict | None:
-    """Shards' probes of one device as one (suite.store.merge): the fastest over those that reach furthest;
-    None where no shard has one."""
-    good = [r for r in records if isinstance(r, dict) and "ns_per_pair" in r and "lengths" in r]
-    if not good:
-        return None
-    reach = max(len(r["lengths"]) for r in good)
-    return fastest([r for r in good if len(r["lengths"]) == reach])
+            "note": f"{good[0].get('note', '')}; the fastest of {len(good)} process(es)"}

@@ -104,14 +104,14 @@ def merge(shards: list[RunDir], target: RunDir) -> Merged:
 
 
 def _merge_gathers(target: RunDir, shards: list[RunDir]) -> None:
-    """Each device's gather probe from every shard that took one (suite.machine.gathers.merged), not shard 0's
+    """Each device's gather probe from every shard that took one (suite.machine.gathers.fastest), not shard 0's
     alone: the shard that held the random gathers' cases took it, to its own longest."""
-    from suite.machine.gathers import merged
+    from suite.machine.gathers import fastest
 
     found, each = target.bandwidth(), [shard.bandwidth() for shard in shards]
     for device in sorted({device for b in each for device in b}):
-        rate = merged([(b.get(device) or {}).get("gathers") for b in each])
-        if rate is not None:
+        rate = fastest([(b.get(device) or {}).get("gathers") for b in each])
+        if "ns_per_pair" in rate:
             found.setdefault(device, {})["gathers"] = rate
     if found:
         target.write_json(RunDir.BANDWIDTH, found)
