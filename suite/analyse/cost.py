@@ -13,8 +13,9 @@ implementation whose leading term's work is random gathers (Impl.gathers), the r
 such gathers stands in for the steps: s·(g(n)/min g − 1), g the ns a gathered pair at a head's K at n
 (suite.machine.gathers), 0 ≤ s ≤ 1. Where the implementation changes how it runs within the span and
 says so (its notes' "path" per length: suite.analyse.paths), f_path is 1 on its first path and a
-fitted factor on each later one; else 1. Every coefficient is ≥ 0 (a term never saves time); the fit is
-least squares on the relative error, so that a 256 and a 65536 weigh alike.
+fitted factor on each later one, else 1; where its top path alone spans MIN_SPAN, the model is fitted
+on that path alone (an earlier path's own call and row costs are no part of the claim). Every coefficient
+is ≥ 0 (a term never saves time); the fit is least squares on the relative error (a 256 and a 65536 weigh alike).
 
 The verdict judges the leading term, nested models against each other by the F test:
 - **needed**: with the next lower class in its place (n^1 for n^1.5, the floor alone for n^1) the
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from suite.analyse.paths import MIN_LENGTHS, Paths, least
+from suite.analyse.paths import Paths, least, rate
 from suite.analyse.steps import Machine
 
 CLASSES = (0.0, 1.0, 1.5, 2.0, 3.0)  # the complexity classes a term is drawn from, beside the claim
@@ -86,6 +87,7 @@ class CostVerdict:
     share_hi: dict[str, float] = field(default_factory=dict)
     higher_needed: bool = False  # a term above the claim was needed (refuted, or inconclusive for an edge step)
     paths: tuple[tuple[str, float, float], ...] = ()  # (path, its first length, factor on the leading term's rate)
+    alone: float = math.nan  # the first length of the top path, where the model was fitted on it alone
 
 
 HIDDEN = "the overheads still hide"  # the claim's term not needed yet: only longer lengths would tell (suite.run.settle)
@@ -176,7 +178,7 @@ def factored(x, y, top, centres: dict[str, float], hw: Machine | None, extra=Non
     """The model with its centres held, and each later path's factor on the leading term's rate chosen
     by least squares (suite.analyse.paths.least)."""
     def model(factors: dict[str, float]) -> Model:
-        return fit(design(x, top, centres, hw, extra, _rate(paths, factors, x)), y, centres, _cap(top, hw), factors)
+        return fit(design(x, top, centres, hw, extra, rate(paths, factors, x)), y, centres, _cap(top, hw), factors)
 
     if paths is None or top is None or top == 0:
         return model({})
@@ -238,25 +240,20 @@ def tests(x, y, claimed: float, hw: Machine | None, paths: Paths | None = None) 
     else:
         lower = best(x, y, low, hw, None, paths)
         factors = lower.factors or claim.factors
-        both = fit({**design(x, low, lower.centres, hw, None, _rate(paths, lower.factors, x)),
-                    power_name(claimed): (x / x.max()) ** claimed * _rate(paths, factors, x)},
+        both = fit({**design(x, low, lower.centres, hw, None, rate(paths, lower.factors, x)),
+                    power_name(claimed): (x / x.max()) ** claimed * rate(paths, factors, x)},
                    y, lower.centres, _cap(low, hw), factors)
         need_p = f_test(lower, both, len(x))
     found = []
     for q in higher_classes(claimed):
         model = best(x, y, claimed, hw, q, paths)
         if paths is not None:
-            held = fit(design(x, claimed, claim.centres, hw, q, _rate(paths, claim.factors, x)), y, claim.centres,
+            held = fit(design(x, claimed, claim.centres, hw, q, rate(paths, claim.factors, x)), y, claim.centres,
                        _cap(claimed, hw), claim.factors)
             model = min(model, held, key=lambda m: m.sse)
         found.append((f_test(claim, model, len(x)), power_name(q), model.shares.get(power_name(q), 0.0), model, q))
     higher_p, name, share, model, q = min(found, key=lambda h: (math.inf if math.isnan(h[0]) else h[0], -h[2]))
     return Tests(claim, need_p, higher_p, name, share, model, q)
-
-
-def _rate(paths: Paths | None, factors: dict[str, float], x) -> np.ndarray:
-    """Each length's factor on the leading term's rate: its path's (1 on the first), or 1 where no path is modelled."""
-    return paths.weights(factors) if paths is not None else np.ones(len(x))
 
 
 def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: list | None = None,
@@ -275,6 +272,12 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
         return CostVerdict("inconclusive", f"{len(x)} lengths measured, 3 at least")
     if x[-1] / x[0] < MIN_SPAN:
         return CostVerdict("inconclusive", f"span {x[-1] / x[0]:.0f}x, {MIN_SPAN:.0f}x needed")
+    if paths is not None and paths.alone(x, MIN_SPAN):  # the claim is the top path's: the earlier ones' costs are their own
+        keep = np.arange(paths.alone(x, MIN_SPAN), len(x))
+        on = judge(x[keep], y[keep], claimed, hw.subset(keep) if hw is not None else None, bootstrap=bootstrap,
+                   seed=seed, process_times=None if process_times is None else [process_times[i] for i in keep])
+        return replace(on, why=f"{on.why} (on its top path alone, {paths.labels[-1]}, from n = {x[keep[0]]:g})",
+                       paths=tuple((name, first, math.nan) for name, first in paths.changes(x)), alone=x[keep[0]])
     factors = len(paths.names) - 1 if paths is not None else 0
     while hw is not None and hw.levels()[0] and len(x) - len(design(x, claimed, {}, None, 3.0)) - factors - 2 * len(hw.levels()[0]) < 2:
         seen = hw.levels()[0]  # too few lengths for every step: the outermost level goes first
@@ -285,7 +288,7 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     result = tests(x, y, claimed, hw, paths)
     status, why = _rule(claimed, result, x)
     if status == "confirmed" and paths is not None and paths.short():
-        status, why = "inconclusive", _short(paths, x, why)
+        status, why = "inconclusive", paths.withheld(x, why)
     higher_needed = status == "refuted"  # by time; an edge step may make it inconclusive, still needed
     if status == "refuted" and hw is not None and hw.levels()[1]:
         status, why = _edge(x, y, claimed, hw, why, paths)
@@ -298,13 +301,6 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     changes = tuple((name, first, shown.factors.get(name, 1.0)) for name, first in paths.changes(x)) if paths else ()
     return CostVerdict(status, why, shown, result.need_p, result.higher_p, result.higher,
                        result.higher_share, steps, lo, hi, higher_needed, changes)
-
-
-def _short(paths: Paths, x, why: str) -> str:
-    """Why a confirmation is withheld: the top lengths' path holds too few of them, its factor fits them almost freely."""
-    at = ", ".join(f"{v:g}" for v in x[-paths.short():])
-    return (f"{why}, but the top lengths' path ({paths.labels[-1]}, only at n = {at}) holds fewer than {MIN_LENGTHS} "
-            f"lengths, fitted almost freely: more lengths on it would tell")
 
 
 def _named(model: Model, lo: dict[str, float], name: str) -> bool:
@@ -356,7 +352,7 @@ def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: 
     if bootstrap <= 0 or not claim.names:
         return {}, {}
     rng = np.random.default_rng(seed)
-    cols = design(x, claimed, claim.centres, hw, extra, _rate(paths, claim.factors, x))
+    cols = design(x, claimed, claim.centres, hw, extra, rate(paths, claim.factors, x))
     assert tuple(cols) == claim.names, (tuple(cols), claim.names)  # the intervals are of the model shown
     modelled = np.column_stack(list(cols.values())) @ np.array(claim.coef)
     resid = y / np.where(modelled > 0, modelled, y)
@@ -394,6 +390,7 @@ def explain(result: CostVerdict, claimed: float) -> str:
         parts.append(f"{label} {share:.0%}{interval}")
     steps = [f"{level} passed at n ≈ {n:.0f}" for level, n in result.steps.items()]
     if result.paths:
-        steps.append("path " + " → ".join(f"{name} (from n = {first:g}" + (f", ×{factor:.2f} the leading term's rate)" if i else ")")
-                                          for i, (name, first, factor) in enumerate(result.paths)))
+        steps.append("path " + " → ".join(f"{name} (from n = {first:g}" + (
+            "" if not i else ", fitted alone" if first == result.alone else f", ×{factor:.2f} the leading term's rate")
+            + ")" for i, (name, first, factor) in enumerate(result.paths)))
     return "; ".join(parts) + (" of the time at the largest n" if parts else "") + ("; " + ", ".join(steps) if steps else "")

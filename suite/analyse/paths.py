@@ -34,12 +34,29 @@ class Paths:
     def subset(self, keep: np.ndarray) -> "Paths":
         return Paths(tuple(self.labels[i] for i in keep))
 
-    def short(self) -> int:
-        """The top lengths' path's run (the largest lengths on one path) where it holds fewer than MIN_LENGTHS
-        lengths, else 0: its factor fits them almost freely, where a higher term shows first. A short path lower
-        down leaves the top to judge the claim."""
+    def top(self) -> int:
+        """Where the top lengths' path's run begins (the largest lengths on one path): an index of the lengths."""
         run = next((i for i, label in enumerate(reversed(self.labels)) if label != self.labels[-1]), len(self.labels))
+        return len(self.labels) - run
+
+    def short(self) -> int:
+        """The top lengths' path's run where it holds fewer than MIN_LENGTHS lengths, else 0: its factor fits them
+        almost freely, where a higher term shows first. A short path lower down leaves the top to judge the claim."""
+        run = len(self.labels) - self.top()
         return run if run < MIN_LENGTHS else 0
+
+    def alone(self, x: np.ndarray, span: float) -> int:
+        """Where the top lengths' path begins, if it spans `span` alone (its largest length over its least): the
+        claim is judged on it alone, the earlier paths' own costs left out (suite.analyse.cost); else 0."""
+        start = self.top()
+        return start if 0 < start < len(x) and x[-1] / x[start] >= span else 0
+
+    def withheld(self, x: np.ndarray, why: str) -> str:
+        """Why a confirmation is withheld: the top lengths' path holds too few of them, its factor fits them almost
+        freely."""
+        at = ", ".join(f"{v:g}" for v in x[-self.short():])
+        return (f"{why}, but the top lengths' path ({self.labels[-1]}, only at n = {at}) holds fewer than "
+                f"{MIN_LENGTHS} lengths, fitted almost freely: more lengths on it would tell")
 
     def changes(self, x: np.ndarray) -> list[tuple[str, float]]:
         """(path, the first length it ran at), each time the path changes."""
@@ -52,6 +69,11 @@ def declared(labels) -> Paths | None:
         return None
     labels = tuple(map(str, labels))
     return Paths(labels) if len(set(labels)) > 1 else None
+
+
+def rate(paths: Paths | None, factors: dict[str, float], x) -> np.ndarray:
+    """Each length's factor on the leading term's rate: its path's (1 on the first), or 1 where no path is modelled."""
+    return paths.weights(factors) if paths is not None else np.ones(len(x))
 
 
 def least(paths: Paths, model: Callable) -> object:

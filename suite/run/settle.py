@@ -60,7 +60,8 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     # NB: a series that cannot climb, whose midpoints are measured and whose cost model still lacks
     # lengths, gets its top interval's midpoint: cheaper than the top call, which ran (full/sdpa stopped
     # at 4096 with 8 lengths, one short of a verdict, where a faster host's 8192 fitted in max_call_s)
-    last = fill or (_top(ladder, n, fit, float(t[-1]), slope, max_call_s) if "more lengths would tell" in why else ())
+    last = fill or (_top(ladder, n, fit, float(t[-1]), slope, max_call_s, stretch_call_s)
+                    if "more lengths would tell" in why else ())
     if nxt > ladder.high:
         return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + todo, last)
     call_s = float(t[-1]) * ladder.step**slope
@@ -111,10 +112,13 @@ def midpoints(ladder: Ladder, n: np.ndarray, fit, top: bool = False) -> tuple[in
     return tuple(m for m in halves if m not in n)
 
 
-def _top(ladder: Ladder, n: np.ndarray, fit, top_s: float, slope: float, max_call_s: float) -> tuple[int, ...]:
-    """The top interval's midpoint, where its call (from the top call's time and the fit's slope) is
-    within max_call_s."""
-    return tuple(m for m in midpoints(ladder, n, fit, top=True) if top_s * (m / n.max()) ** slope <= max_call_s)
+def _top(ladder: Ladder, n: np.ndarray, fit, top_s: float, slope: float, max_call_s: float,
+         stretch_call_s: float) -> tuple[int, ...]:
+    """The top interval's midpoint, where its call (from the top call's time and the fit's slope) is within
+    max_call_s, or within stretch_call_s where the top call ran past max_call_s (a stretched series:
+    fixed/native's tile path, fitted alone over 16384-262144, 3.3 s a call at the top, asked for a ninth length)."""
+    limit = max(max_call_s, stretch_call_s) if top_s > max_call_s else max_call_s
+    return tuple(m for m in midpoints(ladder, n, fit, top=True) if top_s * (m / n.max()) ** slope <= limit)
 
 
 def _memory_at(measured: pd.DataFrame, n: int) -> float:

@@ -286,6 +286,40 @@ def test_a_short_path_at_the_bottom_leaves_the_top_to_judge_the_claim():
     assert result.verdict == "confirmed", result.why
 
 
+def _irregular_then_clean(claimed, at=4096, higher_share=0.0, seed=0):
+    """Two paths: below `at`, an implementation's own per-length costs no smooth term has (fixed/native's union:
+    a third faster at each power of two, as the blocks align); from `at` on, the claim's term with a row cost
+    and its L2 step, and n² carrying `higher_share` of the largest length's time."""
+    body = (X / X[-1]) ** claimed * _step(X, AMD["L2"]["bytes"], 0.3) + 0.2 * X / X[-1]
+    aligned = np.isclose(np.log2(X) % 1, 0)
+    y = body * np.where(X < at, np.where(aligned, 0.7, 1.3), 1.0)
+    y = y + higher_share / (1 - higher_share) * y[-1] * (X / X[-1]) ** 2
+    return noisy(y, 0.01, seed), paths.declared(["tile" if n >= at else "union" for n in X])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_top_path_that_spans_the_rule_alone_is_judged_alone(seed):
+    """Where the top lengths' path spans MIN_SPAN by itself, the claim is judged on it alone: an earlier path's
+    own per-length costs (a zigzag no term of the model has) neither hide the claim nor stand for a higher term;
+    the verdict and the terms say so."""
+    y, told = _irregular_then_clean(1.5, seed=seed)
+    with_factor = cost.judge(X, y, 1.5, machine(X, MID), bootstrap=0, paths=paths.declared(
+        ["tile" if n >= 16384 else "union" for n in X]))  # the same series, its change declared too late to span it
+    assert with_factor.verdict != "confirmed", with_factor.why
+    result = cost.judge(X, y, 1.5, machine(X, MID), bootstrap=0, paths=told)
+    assert result.verdict == "confirmed", result.why
+    assert result.why.endswith("(on its top path alone, tile, from n = 4096)") and result.alone == 4096
+    assert "path union (from n = 256) → tile (from n = 4096, fitted alone)" in cost.explain(result, 1.5)
+    assert result.model.shares["n^1.5"] > 0.5
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_higher_term_on_the_top_path_is_caught_there_alone(seed):
+    y, told = _irregular_then_clean(1.0, higher_share=0.1, seed=seed)
+    result = cost.judge(X, y, 1.0, machine(X, MID), bootstrap=0, paths=told)
+    assert result.verdict == "refuted" and result.higher == "n^2" and result.alone == 4096, result.why
+
+
 def test_a_factor_the_fit_cannot_see_is_one():
     """Where the model's SSE does not move with a path's factor (no leading term to scale), the factor is 1, not
     the end of its range."""

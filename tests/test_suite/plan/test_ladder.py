@@ -177,14 +177,18 @@ def test_a_ladder_starts_with_the_span_a_verdict_needs():
     assert ladder.MIN_SPAN == fits.MIN_SPAN
 
 
+CARD = "docs/runs/cpu-full"  # the card's run
+
+
 def _stored_series(variant: str, impl: str, run: str = "amd-epyc-full-4"):
-    """A stored full run's series (benchmarks/runs/RUN: B = 1, H = 8, d = 64) and the run's caches."""
+    """A stored full run's series (benchmarks/runs/RUN, or a path from the repository's root: B = 1, H = 8,
+    d = 64) and the run's caches."""
     from pathlib import Path
 
     from suite.analyse.terms import machines
     from suite.store.rundir import RunDir
 
-    run = RunDir(Path(__file__).resolve().parents[3] / "benchmarks" / "runs" / run)
+    run = RunDir(Path(__file__).resolve().parents[3] / ("" if "/" in run else "benchmarks/runs") / run)
     df = run.read_table()
     rows = df[(df["variant"] == variant) & (df["impl"] == impl) & (df["mode"] == "fwd") & ~df["causal"].astype(bool)
               & (df["num_heads"] == 8) & (df["head_dim"] == 64) & (df["params"] == "{}")]
@@ -228,3 +232,24 @@ def test_a_series_whose_overheads_still_hide_its_claim_climbs_to_stretch_call_s_
     rows, hosts = _stored_series("reformer", "native", "amd-epyc-full-6")
     step = advance(ladder, rows, **{**budget, "hosts": hosts}, stretch_call_s=8.0)
     assert step.stop == "time" and "still hide" not in step.why and "stretch_call_s" not in step.why
+
+
+def test_fixed_natives_tile_path_is_judged_alone_and_asks_for_its_top_midpoint():
+    """The card's run (docs/runs/cpu-full): fixed/native runs its union path to 11584, whose time per row dips at
+    each power of two in every stored run, and its tile from 16384 to 262144. Over the whole span the model
+    missed by 12% RMS and the leading term was hidden (p = 0.21); on the tile alone n^1.5 is needed, and the
+    eight lengths ask for a ninth, the top interval's midpoint, within the full grid's stretch_call_s."""
+    from suite.analyse import terms
+
+    rows, hosts = _stored_series("fixed", "native", CARD)
+    rows = rows[rows["status"] == "ok"]
+    fastest = rows.groupby("seq_len")["time_min_s"].min()
+    result = terms.judge_series(fastest, rows, "seq_len", 1.5, hosts, bootstrap=0)
+    assert result.alone == 16384 and result.need_p < 0.05, result.why
+    assert result.verdict == "inconclusive" and "more lengths would tell" in result.why
+    ladder = grids.parse({"block": [{"variant": ["fixed"], "impl": ["native"], "seq_len": {"min": 256, "max": 262144}}]},
+                         "t").ladders[0]
+    step = advance(ladder, rows, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts, stretch_call_s=8.0)
+    assert step.stop == "max" and step.fill == (185360,), step
+    assert advance(ladder, rows, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts).fill == (), \
+        "without a stretch, a midpoint past max_call_s is not timed"
