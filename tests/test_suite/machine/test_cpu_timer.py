@@ -57,10 +57,17 @@ def test_a_profiled_call_says_where_its_time_went():
             torch.add(a, 1.0)  # small operators beside the product
         return a @ a
 
-    call()  # warm, as after the timing (a first call's operators pay their first use)
-    began = time.perf_counter()
-    spent = timing.ops_cpu(call)
-    took = time.perf_counter() - began
+    # NB: at one thread, as a worker profiles: at two, with another program on a core, each add waited on its
+    # descheduled thread (40 ms an add where one thread takes 0.3) and led the product
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        call()  # warm, as after the timing (a first call's operators pay their first use)
+        began = time.perf_counter()
+        spent = timing.ops_cpu(call)
+        took = time.perf_counter() - began
+    finally:
+        torch.set_num_threads(threads)
     assert next(iter(spent)) == "mm" and spent["mm"] > spent["add"] > 0
     assert 0 < sum(spent.values()) <= took
 
