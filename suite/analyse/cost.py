@@ -86,8 +86,8 @@ class CostVerdict:
     share_lo: dict[str, float] = field(default_factory=dict)  # bootstrap 95% interval of each share
     share_hi: dict[str, float] = field(default_factory=dict)
     higher_needed: bool = False  # a term above the claim was needed (refuted, or inconclusive for an edge step)
-    paths: tuple[tuple[str, float, float], ...] = ()  # (path, its first length, factor on the leading term's rate)
-    alone: float = math.nan  # the first length of the top path, where the model was fitted on it alone
+    paths: tuple[tuple[str, float, float], ...] = ()  # (path, its first length, factor on the leading term's rate:
+    alone: float = math.nan  # NaN where the model was fitted on the top path alone, from this length)
 
 
 HIDDEN = "the overheads still hide"  # the claim's term not needed yet: only longer lengths would tell (suite.run.settle)
@@ -391,6 +391,6 @@ def explain(result: CostVerdict, claimed: float) -> str:
     steps = [f"{level} passed at n ≈ {n:.0f}" for level, n in result.steps.items()]
     if result.paths:
         steps.append("path " + " → ".join(f"{name} (from n = {first:g}" + (
-            "" if not i else ", fitted alone" if first == result.alone else f", ×{factor:.2f} the leading term's rate")
-            + ")" for i, (name, first, factor) in enumerate(result.paths)))
+            ", fitted alone" if first == result.alone else "" if not i or math.isnan(factor)
+            else f", ×{factor:.2f} the leading term's rate") + ")" for i, (name, first, factor) in enumerate(result.paths)))
     return "; ".join(parts) + (" of the time at the largest n" if parts else "") + ("; " + ", ".join(steps) if steps else "")

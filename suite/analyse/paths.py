@@ -14,6 +14,7 @@ FACTOR_OCTAVES = 3.0  # a path's factor lies within 2^±FACTOR_OCTAVES
 FACTOR_GRID = 25  # the factor's first search: this many points over its range, then refined between neighbours
 TIE = 1e-9  # grid points whose SSE differ by less than this share fit alike: the factor nearest 1 is taken
 MIN_LENGTHS = 3  # a path's lengths, at least, for a confirmation to rest on its factor (suite.analyse.cost)
+ALONE_LENGTHS = 5  # a top path's lengths, at least, for it to be judged alone: a ladder's doublings over 16x
 
 
 @dataclass(frozen=True)
@@ -41,15 +42,17 @@ class Paths:
 
     def short(self) -> int:
         """The top lengths' path's run where it holds fewer than MIN_LENGTHS lengths, else 0: its factor fits them
-        almost freely, where a higher term shows first. A short path lower down leaves the top to judge the claim."""
+        almost freely, where a higher term shows first. A short path lower down leaves the top to judge the claim
+        (alone, where the top spans enough: `alone`)."""
         run = len(self.labels) - self.top()
         return run if run < MIN_LENGTHS else 0
 
     def alone(self, x: np.ndarray, span: float) -> int:
-        """Where the top lengths' path begins, if it spans `span` alone (its largest length over its least): the
-        claim is judged on it alone, the earlier paths' own costs left out (suite.analyse.cost); else 0."""
+        """Where the top lengths' path begins, if it spans `span` alone (its largest length over its least) on
+        ALONE_LENGTHS lengths at least: the claim is judged on it alone, the earlier paths' own costs left out
+        (suite.analyse.cost); else 0."""
         start = self.top()
-        return start if 0 < start < len(x) and x[-1] / x[start] >= span else 0
+        return start if 0 < start <= len(x) - ALONE_LENGTHS and x[-1] / x[start] >= span else 0
 
     def withheld(self, x: np.ndarray, why: str) -> str:
         """Why a confirmation is withheld: the top lengths' path holds too few of them, its factor fits them almost

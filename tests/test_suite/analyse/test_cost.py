@@ -4,6 +4,7 @@ planted series (suite.analyse.planted)."""
 
 from __future__ import annotations
 
+import math
 import numpy as np
 import pandas as pd
 import pytest
@@ -279,11 +280,25 @@ def test_a_path_on_too_few_lengths_withholds_a_confirmation():
 
 def test_a_short_path_at_the_bottom_leaves_the_top_to_judge_the_claim():
     """sliding_window/native's smallest length runs every block as an edge, the rest with a fused interior: a path
-    on one length at the bottom withholds nothing."""
+    on one length at the bottom withholds nothing (the top path, 360-65536, is fitted alone)."""
     y, told = _two_paths(2.0, at=300)
     assert told.labels[:2] == ("union", "tile")
     result = cost.judge(X, y, 1.0, machine(X, MID), bootstrap=0, paths=told)
-    assert result.verdict == "confirmed", result.why
+    assert result.verdict == "confirmed" and result.alone == 360, result.why
+
+
+def test_a_top_path_on_too_few_lengths_is_not_judged_alone_and_a_middle_path_shows_no_factor():
+    """A top path that spans 16x on four lengths only is fitted with the others, its factor free; of three paths
+    with the top one fitted alone, the middle one is named without a factor (none was fitted)."""
+    few = np.array([256.0, 1024, 4096, 8192, 32768, 65536])
+    y = noisy(few / few[-1] + 0.05)
+    result = cost.judge(few, y, 1.0, paths=paths.declared(["a", "a", "b", "b", "b", "b"]), bootstrap=0)
+    assert math.isnan(result.alone) and "fitted alone" not in cost.explain(result, 1.0)
+    labels = ["a"] * 3 + ["b"] * 2 + ["c"] * (len(X) - 5)
+    result = cost.judge(X, noisy(X / X[-1] + 0.05), 1.0, paths=paths.declared(labels), bootstrap=0)
+    assert result.alone == X[5], result.why
+    said = cost.explain(result, 1.0)
+    assert f"path a (from n = 256) → b (from n = {X[3]:g}) → c (from n = {X[5]:g}, fitted alone)" in said, said
 
 
 def _irregular_then_clean(claimed, at=4096, higher_share=0.0, seed=0):

@@ -177,7 +177,7 @@ def test_a_ladder_starts_with_the_span_a_verdict_needs():
     assert ladder.MIN_SPAN == fits.MIN_SPAN
 
 
-CARD = "docs/runs/cpu-full"  # the card's run
+TILE = "tests/data/fixed-native-tile"  # fixed/native's rows of a full run (its README)
 
 
 def _stored_series(variant: str, impl: str, run: str = "amd-epyc-full-4"):
@@ -235,14 +235,14 @@ def test_a_series_whose_overheads_still_hide_its_claim_climbs_to_stretch_call_s_
 
 
 def test_fixed_natives_tile_path_is_judged_alone_and_asks_for_its_top_midpoint():
-    """The card's run (docs/runs/cpu-full): fixed/native runs its union path to 11584, whose time per row dips at
+    """A full run's rows (tests/data/fixed-native-tile, the card's run at 8d37a3d): fixed/native runs its union path to 11584, whose time per row dips at
     each power of two in every stored run, and its tile from 16384 to 262144. Over the whole span the model
-    missed by 12% RMS and the leading term was hidden (p = 0.21, the card before); on the tile alone n^1.5 is
+    missed by 12% RMS and the leading term was hidden (p = 0.21, in the card before it); on the tile alone n^1.5 is
     needed, and its eight lengths asked for a ninth, the top interval's midpoint, within the full grid's
     stretch_call_s: with it, confirmed."""
     from suite.analyse import terms
 
-    rows, hosts = _stored_series("fixed", "native", CARD)
+    rows, hosts = _stored_series("fixed", "native", TILE)
     rows = rows[rows["status"] == "ok"]
     before = rows[rows["seq_len"] != 185360]  # the ladder's rows when it stopped at the range's max
     result = terms.judge_series(before.groupby("seq_len")["time_min_s"].min(), before, "seq_len", 1.5, hosts,
