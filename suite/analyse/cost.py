@@ -91,6 +91,7 @@ class CostVerdict:
 
 
 HIDDEN = "the overheads still hide"  # the claim's term not needed yet: only longer lengths would tell (suite.run.settle)
+EDGE = "unless the working set's nearing"  # a higher term, or a step at the span's top edge: longer lengths would tell
 
 
 def power_name(p: float) -> str:
@@ -320,7 +321,7 @@ def _edge(x, y, claimed: float, hw: Machine, why: str, paths: Paths | None = Non
     again = tests(x, y, claimed, replace(hw, with_edge=True), paths)
     if again.higher_p < HIGHER_LEVEL and again.higher_share >= MIN_HIGHER_SHARE:
         return "refuted", f"{why}; as much with a step where the working set nears {level}"
-    return "inconclusive", (f"{why}, unless the working set's nearing {level} (from n ≈ {n_edge:.0f}) is a step: "
+    return "inconclusive", (f"{why}, {EDGE} {level} (from n ≈ {n_edge:.0f}) is a step: "
                             f"lengths to {8 * n_edge:.0f} would tell")
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analyse import terms
-from suite.analyse.cost import HIDDEN
+from suite.analyse.cost import EDGE, HIDDEN
 from suite.analyse.exponents import claimed_exponent
 from suite.analyse.fits import MIN_SPAN, TOLERANCE, fit_power, verdict
 from suite.plan.ladder import Ladder
@@ -66,8 +66,10 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
         return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + todo, last)
     call_s = float(t[-1]) * ladder.step**slope
     # NB: only where the length alone would tell: mha_fused/native stopped at 8192 (1.7 s a call), "the overheads
-    # still hide n^2", in stored runs 5 and 6; a higher term or a cache step waits for its own lengths
-    limit = max(max_call_s, stretch_call_s) if status == "inconclusive" and HIDDEN in why else max_call_s
+    # still hide n^2", in stored runs 5 and 6; and reformer/native at 32768 (65536 at 2 s a call), its rise either
+    # a higher term or L3's step at the span's top edge, where 65536 and 131072 (4.2 s) showed the step end
+    stretched = status == "inconclusive" and (HIDDEN in why or EDGE in why)
+    limit = max(max_call_s, stretch_call_s) if stretched else max_call_s
     if call_s > limit:
         allowed = f"max_call_s = {max_call_s:g}" + (f", stretch_call_s = {limit:g}" if limit > max_call_s else "")
         return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:.0f} s a call ({allowed}): " + todo, last)
