@@ -86,8 +86,8 @@ class CostVerdict:
     share_lo: dict[str, float] = field(default_factory=dict)  # bootstrap 95% interval of each share
     share_hi: dict[str, float] = field(default_factory=dict)
     higher_needed: bool = False  # a term above the claim was needed (refuted, or inconclusive for an edge step)
-    paths: tuple[tuple[str, float, float], ...] = ()  # (path, its first length, factor on the leading term's rate:
-    alone: float = math.nan  # NaN where the model was fitted on the top path alone, from this length)
+    paths: tuple[tuple[str, float, float], ...] = ()  # (path, its first length, factor on the leading term's rate)
+    alone: float = math.nan  # where the top path was fitted alone, its first length (the factors above are NaN)
 
 
 HIDDEN = "the overheads still hide"  # the claim's term not needed yet: only longer lengths would tell (suite.run.settle)
