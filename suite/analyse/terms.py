@@ -129,4 +129,5 @@ def columns(result: cost.CostVerdict, claimed: float) -> dict:
             "higher_term": result.higher, "higher_share": result.higher_share,
             "lead_share": shares.get(cost.power_name(claimed), 0.0 if claimed else shares.get("call", math.nan))
             if model is not None else math.nan,
-            "steps": ", ".join(f"{level} at n ≈ {n:.0f}" for level, n in result.steps.items())}
+            "steps": ", ".join(f"{level} at n ≈ {n:.0f}" for level, n in result.steps.items()),
+            "verdict_from": result.alone}

@@ -19,7 +19,7 @@ from suite.errors import UsageError
 from suite.plan.settings import Settings
 from suite.present import figures
 from suite.present import markdown as md
-from suite.present.report import efficiency_rows, fmt_joules, fmt_lengths, fmt_n, fmt_shares, fmt_si, fmt_slope, fmt_text, measured_energy
+from suite.present.report import efficiency_rows, fmt_fitted, fmt_joules, fmt_lengths, fmt_shares, fmt_si, fmt_slope, fmt_text, measured_energy
 from suite.store.journal import Journal
 from suite.store.rundir import RunDir
 
@@ -136,7 +136,7 @@ def _verdict_rows(table: pd.DataFrame, length: str = "n") -> list[list[str]]:
         claim = f"{r['claimed']:g}" if pd.notna(r["claimed"]) else "–"
         rows.append([r["variant"], r["series"], f"{r['device']}/{r['dtype']}", r.get("length", length), claim,
                      r["verdict"], fmt_text(r.get("terms")), fmt_slope(r), fmt_text(r.get("power_verdict")),
-                     f"{fmt_n(r['used_min'])}–{fmt_n(r['used_max'])}", why])
+                     fmt_fitted(r), why])
     return rows
 
 

@@ -26,6 +26,15 @@ def fmt_n(x) -> str:
     return "" if x is None or pd.isna(x) else f"{x:g}"
 
 
+def fmt_fitted(row) -> str:
+    """The lengths the power law was fitted over, and the verdict's own where it was fitted on the top path
+    alone and that differs: "256–262144 (verdict: 16384–262144)"."""
+    span = f"{fmt_n(row['used_min'])}–{fmt_n(row['used_max'])}"
+    alone = row.get("verdict_from")
+    same = alone is None or pd.isna(alone) or alone == row["used_min"]
+    return span if same else f"{span} (verdict: {fmt_n(alone)}–{fmt_n(row['used_max'])})"
+
+
 def fmt_slope(fit) -> str:
     if pd.isna(fit["slope"]):
         return "–"
@@ -144,7 +153,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     env_loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                     undefined=jinja2.StrictUndefined)
     env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded, shares=fmt_shares,
-                              text=fmt_text, joules=fmt_joules, lengths=fmt_lengths)
+                              text=fmt_text, joules=fmt_joules, lengths=fmt_lengths, fitted=fmt_fitted)
     page = env_loader.get_template("report.html.j2").render(
         name=run.name, plan=plan, env=env, peaks=peaks, bandwidth=bandwidth, claims=result.claims,
         others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers, result.speedups), speedup=SPEEDUP,

@@ -12,6 +12,7 @@ import pytest
 
 import suite
 from suite.present import card
+from suite.present.report import fmt_fitted
 from suite.store.rundir import RunDir
 from helpers import ROOT, suite as run_suite, suite_in_process
 
@@ -69,6 +70,20 @@ def test_a_card_says_its_host_software_commit_noise_and_verdicts():
     for fact in (env["cpu_model"], f"torch {env['torch']}", env["git_commit"], "min from the first case's start",
                  "machine load:", "## Verdicts", "## Efficiency"):
         assert fact in text, fact
+
+
+@pytest.mark.parametrize("alone, shown", [(16384.0, "256–262144 (verdict: 16384–262144)"),
+                                           (float("nan"), "256–262144"), (256.0, "256–262144")])
+def test_fitted_over_shows_the_verdicts_own_lengths_where_it_was_fitted_alone(alone, shown):
+    row = pd.Series({"used_min": 256.0, "used_max": 262144.0, "verdict_from": alone})
+    assert fmt_fitted(row) == shown
+    assert fmt_fitted(row.drop("verdict_from")) == "256–262144"  # a table from before the column
+
+
+def test_the_cpu_cards_fixed_native_says_its_verdict_was_fitted_on_the_tile_alone():
+    line = next(line for line in (RUNS / "cpu-full.md").read_text().splitlines()
+                if line.startswith("| fixed | native |"))
+    assert "tile (from n = 16384, fitted alone)" in line and "(verdict: 16384–262144)" in line
 
 
 @pytest.mark.slow
