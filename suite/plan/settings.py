@@ -30,7 +30,8 @@ class Settings:
     retimes: int = 1  # at most this many more timings of a case measured on a busy machine
     ladder_width: float = 0.2  # adaptive lengths: a series is settled when its exponent's interval is this narrow
     max_call_s: float = 10.0  # adaptive lengths: no length whose one call is predicted to take longer
-    stretch_call_s: float = 0.0  # ... but this long, where the overheads hide its claim or its top may be a step (0: none)
+    stretch_call_s: float = 0.0  # ... but this long, where the overheads hide its claim, its top may be a step or its
+    # higher term's test is at its level (0: none)
     probe: bool = True  # the GEMM and bandwidth probes (~3 s a run); false: no peak, no roofline, no cache-step bound
 
     def to_plan(self) -> dict[str, Any]:
