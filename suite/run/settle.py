@@ -54,7 +54,7 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
         first = bad.iloc[0]
         return Step(ladder, None, "failed", f"n = {int(first['seq_len'])} {first['status']} "
                     f"({str(first['reason'])[:80]}…): " + _settle(fit, claimed, width), fill)
-    status, why, marginal = _verdict(fit, claimed, ok, hosts)
+    status, why, longer = _verdict(fit, claimed, ok, hosts)
     if fit is not None and fit.span >= MIN_SPAN and fit.hi - fit.lo <= width and status != "inconclusive":
         # NB: a 5-point fit settled in one run and not in the next (run L: reformer-pytorch 1.21
         # [1.19, 1.24] on 5 points, 1.08 [1.05, 1.12] on 9 in run J): it stands once its midpoints agree
@@ -74,8 +74,7 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     # still hide n^2", in stored runs 5 and 6; and reformer/native at 32768 (65536 at 2 s a call), its rise either
     # a higher term or L3's step at the span's top edge, where 65536 and 131072 (4.2 s) showed the step end;
     # and where the higher term's test is at its level (MARGIN)
-    stretched = (status == "inconclusive" and (HIDDEN in why or EDGE in why)) or marginal
-    limit = max(max_call_s, stretch_call_s) if stretched else max_call_s
+    limit = max(max_call_s, stretch_call_s) if longer else max_call_s
     if call_s > limit:
         allowed = f"max_call_s = {max_call_s:g}" + (f", stretch_call_s = {limit:g}" if limit > max_call_s else "")
         return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:.0f} s a call ({allowed}): " + todo, last)
@@ -93,14 +92,17 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
 def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, str, bool]:
     """The verdict the report will give: the cost model's (suite.analyse.cost), so that a series
     whose overheads still hide its leading term, or whose rise at the top may be a cache's, climbs
-    on; the power law's where nothing is claimed in n; and whether it is marginal (MARGIN)."""
+    on; the power law's where nothing is claimed in n; and whether only longer lengths can tell (`stretch_call_s`):
+    the overheads still hide the claim, the rise at the top may be a cache's step, or the higher term's test
+    sits at its level (MARGIN)."""
     if claimed is None or pd.isna(claimed) or ok["seq_len"].nunique() < 3:
         return (*verdict(fit, claimed), False)
     fastest = ok.groupby("seq_len")["time_min_s" if "time_min_s" in ok else "time_s"].median()
     result = terms.judge_series(fastest, ok, "seq_len", float(claimed), hosts, bootstrap=0)
+    hidden = result.verdict == "inconclusive" and (HIDDEN in result.why or EDGE in result.why)
     marginal = (result.verdict != "inconclusive" and result.higher_share >= MIN_HIGHER_SHARE
                 and HIGHER_LEVEL / MARGIN <= result.higher_p < HIGHER_LEVEL * MARGIN)
-    return result.verdict, result.why, marginal
+    return result.verdict, result.why, hidden or marginal
 
 
 def midpoints(ladder: Ladder, n: np.ndarray, fit, top: bool = False) -> tuple[int, ...]:
