@@ -125,9 +125,33 @@ def columns(result: cost.CostVerdict, claimed: float) -> dict:
     """What the fits table shows of a cost-model verdict."""
     model = result.model
     shares = model.shares if model is not None else {}
-    return {"terms": cost.explain(result, claimed), "need_p": result.need_p, "higher_p": result.higher_p,
+    return {"terms": explain(result, claimed), "need_p": result.need_p, "higher_p": result.higher_p,
             "higher_term": result.higher, "higher_share": result.higher_share,
             "lead_share": shares.get(cost.power_name(claimed), 0.0 if claimed else shares.get("call", math.nan))
             if model is not None else math.nan,
             "steps": ", ".join(f"{level} at n ≈ {n:.0f}" for level, n in result.steps.items()),
             "verdict_from": result.alone}
+
+
+def explain(result: cost.CostVerdict, claimed: float) -> str:
+    """"n^1.5 carries 64% [58, 70] of the time at n = 65536; rows (n) 30%; call 6%; L2 step at n ≈ 1024"."""
+    model = result.model
+    if model is None:
+        return ""
+    labels = {"call": "the per-call floor", "rows": "per row or block (n)",
+              cost.GATHERS: "the gathers' rise (this host's rate for random rows)"}
+    parts = []
+    for name in sorted(model.shares, key=lambda k: -model.shares[k]):
+        share = model.shares[name]
+        if not share > cost.NAMED:
+            continue
+        label = labels.get(name, f"the leading term {name}" if name == cost.power_name(claimed) else name)
+        interval = (f" [{result.share_lo[name]:.0%}, {result.share_hi[name]:.0%}]"
+                    if name in result.share_lo and not math.isnan(result.share_lo[name]) else "")
+        parts.append(f"{label} {share:.0%}{interval}")
+    steps = [f"{level} passed at n ≈ {n:.0f}" for level, n in result.steps.items()]
+    if result.paths:
+        steps.append("path " + " → ".join(f"{name} (from n = {first:g}" + (
+            ", fitted alone" if first == result.alone else "" if not i or math.isnan(factor)
+            else f", ×{factor:.2f} the leading term's rate") + ")" for i, (name, first, factor) in enumerate(result.paths)))
+    return "; ".join(parts) + (" of the time at the largest n" if parts else "") + ("; " + ", ".join(steps) if steps else "")

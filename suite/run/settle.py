@@ -11,15 +11,10 @@ import numpy as np
 import pandas as pd
 
 from suite.analyse import terms
-from suite.analyse.cost import EDGE, HIDDEN, HIGHER_LEVEL, MIN_HIGHER_SHARE
+from suite.analyse.cost import EDGE, HIDDEN
 from suite.analyse.exponents import claimed_exponent
 from suite.analyse.fits import MIN_SPAN, TOLERANCE, fit_power, verdict
 from suite.plan.ladder import Ladder
-
-# A higher term's test within this factor of its level, either side, with a share that would matter: the
-# verdict may turn with the next length (reformer/native at 32768: inconclusive in two full runs, confirmed in
-# two, its n^2 test at p = 0.0104 in the last), so the series climbs on within stretch_call_s
-MARGIN = 5.0
 
 
 @dataclass(frozen=True)
@@ -55,11 +50,14 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
         return Step(ladder, None, "failed", f"n = {int(first['seq_len'])} {first['status']} "
                     f"({str(first['reason'])[:80]}…): " + _settle(fit, claimed, width), fill)
     status, why, longer = _verdict(fit, claimed, ok, hosts)
-    if fit is not None and fit.span >= MIN_SPAN and fit.hi - fit.lo <= width and status != "inconclusive":
+    marginal = longer and status != "inconclusive"  # its higher term's test at its level: the next length may turn it
+    if fit is not None and fit.span >= MIN_SPAN and fit.hi - fit.lo <= width and status != "inconclusive" \
+            and not marginal:
         # NB: a 5-point fit settled in one run and not in the next (run L: reformer-pytorch 1.21
         # [1.19, 1.24] on 5 points, 1.08 [1.05, 1.12] on 9 in run J): it stands once its midpoints agree
         return Step(ladder, None, "settled", f"{status}: [{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x", fill)
-    todo = why if status == "inconclusive" else _settle(fit, claimed, width)
+    todo = (why if status == "inconclusive" else f"{status} with its higher term's test at its level ({why}): "
+            "longer lengths would tell" if marginal else _settle(fit, claimed, width))
     nxt = int(n.max()) * ladder.step
     slope = min(3.0, max(1.0, fit.slope if fit is not None else 2.0))
     # NB: a series that cannot climb, whose midpoints are measured and whose cost model still lacks
@@ -73,7 +71,7 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     # NB: only where the length alone would tell: mha_fused/native stopped at 8192 (1.7 s a call), "the overheads
     # still hide n^2", in stored runs 5 and 6; and reformer/native at 32768 (65536 at 2 s a call), its rise either
     # a higher term or L3's step at the span's top edge, where 65536 and 131072 (4.2 s) showed the step end;
-    # and where the higher term's test is at its level (MARGIN)
+    # and where the higher term's test is at its level (suite.analyse.cost.MARGIN)
     limit = max(max_call_s, stretch_call_s) if longer else max_call_s
     if call_s > limit:
         allowed = f"max_call_s = {max_call_s:g}" + (f", stretch_call_s = {limit:g}" if limit > max_call_s else "")
@@ -94,15 +92,13 @@ def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, s
     whose overheads still hide its leading term, or whose rise at the top may be a cache's, climbs
     on; the power law's where nothing is claimed in n; and whether only longer lengths can tell (`stretch_call_s`):
     the overheads still hide the claim, the rise at the top may be a cache's step, or the higher term's test
-    sits at its level (MARGIN)."""
+    sits at its level (CostVerdict.at_level)."""
     if claimed is None or pd.isna(claimed) or ok["seq_len"].nunique() < 3:
         return (*verdict(fit, claimed), False)
     fastest = ok.groupby("seq_len")["time_min_s" if "time_min_s" in ok else "time_s"].median()
     result = terms.judge_series(fastest, ok, "seq_len", float(claimed), hosts, bootstrap=0)
     hidden = result.verdict == "inconclusive" and (HIDDEN in result.why or EDGE in result.why)
-    marginal = (result.verdict != "inconclusive" and result.higher_share >= MIN_HIGHER_SHARE
-                and HIGHER_LEVEL / MARGIN <= result.higher_p < HIGHER_LEVEL * MARGIN)
-    return result.verdict, result.why, hidden or marginal
+    return result.verdict, result.why, hidden or result.at_level
 
 
 def midpoints(ladder: Ladder, n: np.ndarray, fit, top: bool = False) -> tuple[int, ...]:

@@ -35,7 +35,7 @@ def test_a_linear_cost_with_a_floor_is_confirmed_and_its_terms_recovered():
     assert shares["n^1"] == pytest.approx(1e-6 * X[-1] / (2e-3 + 1e-6 * X[-1]), abs=0.03)
     assert sum(shares.values()) == pytest.approx(1.0)
     assert result.share_lo["n^1"] <= shares["n^1"] <= result.share_hi["n^1"]
-    assert "the leading term n^1" in cost.explain(result, 1.0)
+    assert "the leading term n^1" in terms.explain(result, 1.0)
 
 
 def test_a_dense_mask_is_refuted_and_a_quadratic_claim_confirmed():
@@ -110,11 +110,11 @@ def test_a_cache_is_said_to_be_passed_only_where_its_step_is_measured():
     noise: "L2 passed at n ≈ …" is said only where the step's share interval excludes zero."""
     for seed in range(5):
         flat = cost.judge(X, noisy(1e-6 * X, 0.01, seed), 1.0, machine(X), seed=seed)
-        assert flat.verdict == "confirmed" and flat.steps == {}, (seed, flat.steps, cost.explain(flat, 1.0))
-        assert "passed" not in cost.explain(flat, 1.0)
+        assert flat.verdict == "confirmed" and flat.steps == {}, (seed, flat.steps, terms.explain(flat, 1.0))
+        assert "passed" not in terms.explain(flat, 1.0)
         stepped = cost.judge(X, noisy(1e-6 * X * _step(X, AMD["L2"]["bytes"], 0.4), 0.01, seed), 1.0, machine(X),
                              seed=seed)
-        assert list(stepped.steps) == ["L2"] and "L2 passed at n ≈" in cost.explain(stepped, 1.0)
+        assert list(stepped.steps) == ["L2"] and "L2 passed at n ≈" in terms.explain(stepped, 1.0)
 
 
 def test_a_step_the_fit_leaves_at_zero_sits_on_its_level_whatever_the_last_bits():
@@ -226,7 +226,7 @@ def test_a_declared_change_of_path_is_the_implementations_not_a_higher_term(seed
     assert result.model.factors["tile"] == pytest.approx(2.0, rel=0.05)
     assert result.paths == (("union", 256.0, 1.0), ("tile", 16384.0, result.model.factors["tile"]))
     factor = result.model.factors["tile"]
-    assert f"path union (from n = 256) → tile (from n = 16384, ×{factor:.2f} the leading term's rate)" in cost.explain(result, 1.0)
+    assert f"path union (from n = 256) → tile (from n = 16384, ×{factor:.2f} the leading term's rate)" in terms.explain(result, 1.0)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -293,11 +293,11 @@ def test_a_top_path_on_too_few_lengths_is_not_judged_alone_and_a_middle_path_sho
     few = np.array([256.0, 1024, 4096, 8192, 32768, 65536])
     y = noisy(few / few[-1] + 0.05)
     result = cost.judge(few, y, 1.0, paths=paths.declared(["a", "a", "b", "b", "b", "b"]), bootstrap=0)
-    assert math.isnan(result.alone) and "fitted alone" not in cost.explain(result, 1.0)
+    assert math.isnan(result.alone) and "fitted alone" not in terms.explain(result, 1.0)
     labels = ["a"] * 3 + ["b"] * 2 + ["c"] * (len(X) - 5)
     result = cost.judge(X, noisy(X / X[-1] + 0.05), 1.0, paths=paths.declared(labels), bootstrap=0)
     assert result.alone == X[5], result.why
-    said = cost.explain(result, 1.0)
+    said = terms.explain(result, 1.0)
     assert f"path a (from n = 256) → b (from n = {X[3]:g}) → c (from n = {X[5]:g}, fitted alone)" in said, said
 
 
@@ -324,7 +324,7 @@ def test_a_top_path_that_spans_the_rule_alone_is_judged_alone(seed):
     result = cost.judge(X, y, 1.5, machine(X, MID), bootstrap=0, paths=told)
     assert result.verdict == "confirmed", result.why
     assert result.why.endswith("(on its top path alone, tile, from n = 4096)") and result.alone == 4096
-    assert "path union (from n = 256) → tile (from n = 4096, fitted alone)" in cost.explain(result, 1.5)
+    assert "path union (from n = 256) → tile (from n = 4096, fitted alone)" in terms.explain(result, 1.5)
     assert result.model.shares["n^1.5"] > 0.5
 
 

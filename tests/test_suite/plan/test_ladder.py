@@ -296,3 +296,21 @@ def test_a_verdict_whose_higher_term_test_is_at_its_level_climbs_on_within_stret
                                      "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
     step = advance(ladder, rows, **{**budget, "hosts": hosts}, stretch_call_s=8.0)
     assert step.stop == "time" and "stretch_call_s" not in step.why, step
+
+
+def test_a_verdict_at_its_tests_level_does_not_settle_however_narrow_its_power_law():
+    """conv/native settled at 8192 in the card's run, confirmed with its n^1.5 test at p = 0.027 (12% of the time)
+    and the power law narrow, [1.01, 1.05] over 32x: the next length may turn that verdict, so the series climbs on,
+    and where it stops on time, says that its higher term's test is at its level."""
+    from suite.analyse import terms
+
+    rows, hosts = _stored_series("conv", "native", "tests/data/cpu-full-rows-3")
+    rows = rows[rows["status"] == "ok"]
+    result = terms.judge_series(rows.groupby("seq_len")["time_min_s"].min(), rows, "seq_len", 1.0, hosts, bootstrap=0)
+    assert result.verdict == "confirmed" and 0.002 <= result.higher_p < 0.05 and result.higher_share >= 0.05, result
+    ladder = grids.parse({"block": [{"variant": ["conv"], "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]},
+                         "t").ladders[0]
+    budget = dict(width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
+    assert advance(ladder, rows, **budget).next == 16384
+    held = advance(ladder, rows, **{**budget, "max_call_s": 0.05})
+    assert held.stop == "time" and "higher term's test at its level" in held.why and "longer lengths" in held.why, held
