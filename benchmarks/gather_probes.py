@@ -2,7 +2,7 @@
 makes it (one thread, the workers' allocator), for the planted study of the gathers' term
 (benchmarks/gather_study.py): how much the probe's figure at a length differs from one process to another.
 
-    python benchmarks/gather_probes.py [--runs 9] [--out benchmarks/gather_probes.json]
+    python benchmarks/gather_probes.py [--runs 9] [--longest N] [--out benchmarks/gather_probes.json]
 
 Writes {"host": ..., "runs": [each run's record, as bandwidth.json's `gathers`]}.
 """
@@ -22,7 +22,7 @@ ONE = """
 import json, sys, torch
 torch.set_num_threads(1)
 from suite.machine import gathers, timing
-json.dump(gathers.measure(timing.time_cpu, "cpu", 1), sys.stdout)
+json.dump(gathers.measure(timing.time_cpu, "cpu", 1, int(sys.argv[1]) if len(sys.argv) > 1 else None), sys.stdout)
 """
 
 
@@ -31,12 +31,14 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--longest", type=int, default=None,
+                        help="the probe's longest length, as a run's longest case of random gathers (default 65536)")
     parser.add_argument("--out", default=str(Path(__file__).with_name("gather_probes.json")))
     args = parser.parse_args()
     env = {**os.environ, **environment("auto"), "PYTHONPATH": str(ROOT)}
     runs = []
     for i in range(args.runs):
-        out = subprocess.run([sys.executable, "-c", ONE], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, "-c", ONE, *([str(args.longest)] if args.longest else [])], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
         runs.append(json.loads(out.stdout))
         print(f"run {i + 1}: " + " ".join(f"{v:.2f}" for v in runs[-1]["ns_per_pair"]), flush=True)
     host = {"machine": platform.machine(), "processor": _cpu_model(), "allocator": env.get("LD_PRELOAD", "default")}

@@ -1,14 +1,18 @@
 """How often the cost-model verdict is right on series of random gathers whose truth is planted
 (suite.analyse.planted.gather_study): an O(n) series whose time per row follows a measured rate of the gather
-probe (benchmarks/gather_probes.json: runs of suite.machine.gathers, each in its own process): the fastest
-of 3 runs drawn at random, as a case's time is the fastest over its 3 processes, fitted with the fastest of 3
-others, as a run's report fits the probe its 3 workers took; and, for comparison, the same series fitted with
-the cache steps alone (the model before the gathers' term).
+probe (runs of suite.machine.gathers, each in its own process): the fastest of 3 runs drawn at random, as a
+case's time is the fastest over its 3 processes, fitted with the fastest of 3 others, as a run's report fits the
+probe its 3 workers took; and, for comparison, the same series fitted with the cache steps alone (the model
+before the gathers' term). Two sets of probe runs: benchmarks/gather_probes.json (nine, to n = 65536) and
+benchmarks/gather_probes_long.json (twelve, to 262144), on which a series whose higher term's test sits at its
+level also climbs a doubling at a time, as the ladder does (suite.run.settle; the higher term's share is of the
+time at 65536 throughout).
 
     python benchmarks/gather_study.py [--count 300] [--out benchmarks/gather_study.csv]
 
-Each cell plants `count` series (as measured: not made monotone), 1% noise. Writes one row per (planted,
-model, verdict) with its count, and prints the rates. Seeded: the same command writes the same file.
+Each cell plants `count` series (as measured: not made monotone), 1% noise, over 256-65536. Writes one row per
+(probes, planted, model, verdict) with its count, and prints the rates. Seeded: the same command writes the same
+file.
 """
 
 from __future__ import annotations
@@ -44,22 +48,30 @@ def steps_only(probes: list[dict], count: int, higher, share, seed: int = 0) -> 
     return tally
 
 
+PROBES = {"nine runs to 65536": "gather_probes.json", "twelve runs to 262144": "gather_probes_long.json"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=300, help="series per cell")
-    parser.add_argument("--probes", default=str(Path(__file__).with_name("gather_probes.json")))
     parser.add_argument("--out", default=str(Path(__file__).with_name("gather_study.csv")))
     args = parser.parse_args()
-    probes = json.loads(Path(args.probes).read_text())["runs"]
     rows = []
-    for cell, (higher, share) in CELLS.items():
-        models = {"the gathers' rate": gather_study(probes, args.count, higher=higher, higher_share=share)["tally"],
-                  "cache steps only": steps_only(probes, args.count, higher, share)}
-        for model, tally in models.items():
-            total = sum(tally.values())
-            rows += [{"planted": cell, "model": model, "verdict": v, "count": c} for v, c in sorted(tally.items())]
-            print(f"{cell:10s} {model:18s} " + ", ".join(f"{v} {c / total:.1%}" for v, c in sorted(tally.items())),
-                  flush=True)
+    for label, name in PROBES.items():
+        probes = json.loads(Path(__file__).with_name(name).read_text())["runs"]
+        reach = min(r["lengths"][-1] for r in probes)
+        for cell, (higher, share) in CELLS.items():
+            models = {"the gathers' rate": gather_study(probes, args.count, higher=higher, higher_share=share)["tally"],
+                      "cache steps only": steps_only(probes, args.count, higher, share)}
+            if reach > 65536:
+                models["the gathers' rate, climbing"] = gather_study(probes, args.count, higher=higher,
+                                                                    higher_share=share, climb=True)["tally"]
+            for model, tally in models.items():
+                total = sum(tally.values())
+                rows += [{"probes": label, "planted": cell, "model": model, "verdict": v, "count": c}
+                         for v, c in sorted(tally.items())]
+                print(f"{label:22s} {cell:10s} {model:28s} " + ", ".join(
+                    f"{v} {c / total:.1%}" for v, c in sorted(tally.items())), flush=True)
     pd.DataFrame(rows).to_csv(args.out, index=False)
     print(f"wrote {args.out}")
 

@@ -77,21 +77,23 @@ def series(rng: np.random.Generator, claimed: float, caches: dict, *, x: np.ndar
     return Planted(claimed, x, _finished(rng, x, body, noise, higher, higher_share), ws, higher, higher_share, labels)
 
 
-def _finished(rng: np.random.Generator, x, body, noise: float, higher: float | None, higher_share: float):
+def _finished(rng: np.random.Generator, x, body, noise: float, higher: float | None, higher_share: float,
+              at: float | None = None):
     """`body` with a floor of up to 80% of the smallest length's time, a higher term n^higher carrying
-    `higher_share` of the largest length's time, and lognormal noise."""
+    `higher_share` of the time at length `at` (None: the largest), and lognormal noise."""
     floor_share = rng.uniform(0.0, 0.8)
     y = floor_share / (1 - floor_share) * body[0] + body
     if higher is not None:
-        y = y + higher_share / (1 - higher_share) * y[-1] * (x / x[-1]) ** higher
+        ref = len(x) - 1 if at is None else int(np.searchsorted(x, at))
+        y = y + higher_share / (1 - higher_share) * y[ref] * (x / x[ref]) ** higher
     return y * np.exp(rng.normal(0.0, noise, len(x)))
 
 
 def gathered(rng: np.random.Generator, probe: dict, *, x: np.ndarray | None = None, noise: float = 0.01,
-             higher: float | None = None, higher_share: float = 0.1) -> Planted:
+             higher: float | None = None, higher_share: float = 0.1, at: float | None = None) -> Planted:
     """An O(n) series of random gathers: a share s (0.3 to 1) of its time per row follows `probe`'s ns a
     gathered pair at a head's K (suite.machine.gathers, as measured: not made monotone), the rest is flat; a
-    floor, a higher term and noise as `series`."""
+    floor, a higher term (its share of the time at length `at`, None: the largest) and noise as `series`."""
     from suite.analyse.steps import gather_rate
 
     x = lengths() if x is None else np.asarray(x, float)
@@ -99,31 +101,44 @@ def gathered(rng: np.random.Generator, probe: dict, *, x: np.ndarray | None = No
     g = gather_rate(probe, ws / 2, monotone=False)
     share = rng.uniform(0.3, 1.0)
     body = (x / x[-1]) * ((1 - share) + share * g / g.min())
-    return Planted(1.0, x, _finished(rng, x, body, noise, higher, higher_share), ws, higher, higher_share)
+    return Planted(1.0, x, _finished(rng, x, body, noise, higher, higher_share, at), ws, higher, higher_share)
 
 
 def gather_study(probes: list[dict], count: int = 100, *, processes: int = 3, seed: int = 0, noise: float = 0.01,
-                 higher: float | None = None, higher_share: float = 0.1, same: bool = False) -> dict:
-    """Verdicts on `count` `gathered` series, each planted with the fastest of `processes` probe runs drawn at
-    random (as a case's time is its fastest over its processes) and fitted with the fastest of as many others
-    (as a run's probe is: suite.machine.gathers.fastest, made monotone), or with its own (`same`). Returns
-    the verdicts' counts and rates, and `caught_planted` (refuted, or inconclusive naming a higher term)."""
+                 higher: float | None = None, higher_share: float = 0.1, same: bool = False,
+                 climb: bool = False) -> dict:
+    """Verdicts on `count` `gathered` series over 256-65536, each planted with the fastest of `processes` probe runs
+    drawn at random (as a case's time is its fastest over its processes) and fitted with the fastest of as many
+    others (as a run's probe is: suite.machine.gathers.fastest, made monotone), or with its own (`same`); the
+    higher term's share is of the time at 65536. `climb`: a verdict whose higher term's test is at its level
+    (CostVerdict.at_level) takes the next doubling, with its midpoints, as the ladder does (suite.run.settle), while
+    the probes reach it. Returns the verdicts' counts and rates, `caught_planted` (refuted, or inconclusive naming a
+    higher term) and `climbed` (the series that took a longer length)."""
     from suite.analyse.cost import judge
     from suite.analyse.steps import gather_rate, machine
     from suite.machine.gathers import fastest
 
     rng = np.random.default_rng(seed)
     tally: dict[str, int] = {}
+    climbed = 0
     for _ in range(count):
         pick = rng.permutation(len(probes))
         plant = fastest([probes[i] for i in pick[:processes]])
         fit = plant if same else fastest([probes[i] for i in pick[processes:2 * processes]])
-        s = gathered(rng, plant, noise=noise, higher=higher, higher_share=higher_share)
+        reach = min(plant["lengths"][-1], fit["lengths"][-1]) if climb else 65536
+        s = gathered(rng, plant, x=lengths(high=max(reach, 65536)), noise=noise, higher=higher,
+                     higher_share=higher_share, at=65536.0)
         hw = machine(s.working_set, HOSTS["amd"], STEP_MAX, gather_rate(fit, s.working_set / 2))
-        result = judge(s.x, s.y, 1.0, hw, bootstrap=0)
+        top = 65536
+        while True:
+            keep = np.isin(s.x, lengths(high=top))
+            result = judge(s.x[keep], s.y[keep], 1.0, hw.subset(keep), bootstrap=0)
+            if not (climb and result.at_level and 2 * top <= reach):
+                break
+            top, climbed = 2 * top, climbed + (top == 65536)
         key = "caught" if higher is not None and result.higher_needed and result.verdict != "refuted" else result.verdict
         tally[key] = tally.get(key, 0) + 1
-    return {"tally": tally, **{k: v / count for k, v in tally.items()},
+    return {"tally": tally, **{k: v / count for k, v in tally.items()}, "climbed": climbed / count,
             "caught_planted": (tally.get("refuted", 0) + tally.get("caught", 0)) / count}
 
 
