@@ -40,7 +40,7 @@ out = {{"case": {{n: [] for n in lengths}}, "probe": {{n: [] for n in lengths}}}
 for _ in range(5):
     for n in lengths:
         out["case"][n].append(min(timing.time_cpu(cases[n], 0.05, 50, 1, 1)))
-        out["probe"][n].append(min(timing.time_cpu(probe[n], 0.05, 50, 1, 1)) / (8 * n * gathers.KEYS) * 1e9)
+        out["probe"][n].append(min(timing.time_cpu(probe[n], 0.05, 50, 1, 1)) / (gathers.HEADS * n * gathers.KEYS) * 1e9)
 json.dump({{k: {{n: min(v) for n, v in d.items()}} for k, d in out.items()}}, sys.stdout)
 """
 

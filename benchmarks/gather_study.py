@@ -61,11 +61,14 @@ def main() -> None:
         probes = json.loads(Path(__file__).with_name(name).read_text())["runs"]
         reach = min(r["lengths"][-1] for r in probes)
         for cell, (higher, share) in CELLS.items():
-            models = {"the gathers' rate": gather_study(probes, args.count, higher=higher, higher_share=share)["tally"],
-                      "cache steps only": steps_only(probes, args.count, higher, share)}
-            if reach > 65536:
-                models["the gathers' rate, climbing"] = gather_study(probes, args.count, higher=higher,
-                                                                    higher_share=share, climb=True)["tally"]
+            study = gather_study(probes, args.count, higher=higher, higher_share=share, climb=reach > 65536)
+            models = {"the gathers' rate": study["first"], "cache steps only": steps_only(probes, args.count, higher, share)}
+            if reach > 65536:  # the same series, climbing as the ladder does where the test sits at its level
+                models["the gathers' rate, climbing"] = study["tally"]
+                print(f"{label:22s} {cell:10s} climbed: {study['climbed']:.1%} of the series", flush=True)
+            else:  # for comparison: each series fitted with the probe it was planted with
+                models["the plant's own probe"] = gather_study(probes, args.count, higher=higher, higher_share=share,
+                                                               same=True)["tally"]
             for model, tally in models.items():
                 total = sum(tally.values())
                 rows += [{"probes": label, "planted": cell, "model": model, "verdict": v, "count": c}

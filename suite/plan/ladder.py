@@ -7,7 +7,7 @@
 A ladder starts at min, 2·min, …, 16·min (the 16x span a verdict needs). After each round
 `advance` reads the series' measured points and either names the next length or stops, saying
 why: settled (span above the overhead floor ≥ 16x, the exponent's 95% interval at most
-`ladder_width` wide and a verdict reached), the range's max, the time of one call (`max_call_s`,
+`ladder_width` wide and a verdict reached whose higher term's test is not at its level), the range's max, the time of one call (`max_call_s`,
 predicted from the fit), the memory budget (predicted from the peak-memory fit), or a case that
 failed. Before any stop stands, settled or not, the series measures once the √2 midpoints below
 its top interval (`midpoints`); a series that no longer settles with them climbs on. The reason

@@ -56,8 +56,12 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
         # NB: a 5-point fit settled in one run and not in the next (run L: reformer-pytorch 1.21
         # [1.19, 1.24] on 5 points, 1.08 [1.05, 1.12] on 9 in run J): it stands once its midpoints agree
         return Step(ladder, None, "settled", f"{status}: [{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x", fill)
-    todo = (why if status == "inconclusive" else f"{status} with its higher term's test at its level ({why}): "
-            "longer lengths would tell" if marginal else _settle(fit, claimed, width))
+    if status == "inconclusive":
+        todo = why
+    elif marginal:
+        todo = f"{status} with its higher term's test at its level ({why}): longer lengths would tell"
+    else:
+        todo = _settle(fit, claimed, width)
     nxt = int(n.max()) * ladder.step
     slope = min(3.0, max(1.0, fit.slope if fit is not None else 2.0))
     # NB: a series that cannot climb, whose midpoints are measured and whose cost model still lacks

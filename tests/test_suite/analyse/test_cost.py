@@ -342,3 +342,17 @@ def test_a_factor_the_fit_cannot_see_is_one():
 
     got = paths.least(paths.declared(["a", "a", "b"]), lambda f: Model((), (), 1.0, {}, {}, dict(f)))
     assert got.factors == {"b": pytest.approx(1.0, abs=0.01)}
+
+
+@pytest.mark.parametrize("verdict,p,share,at", [
+    ("confirmed", 0.027, 0.12, True),   # conv/native at 8192 in a card's run: the next length may turn it
+    ("confirmed", 0.0104, 0.27, True),  # reformer/native at 32768
+    ("confirmed", 0.06, 0.25, False),   # past 5x the level
+    ("confirmed", 0.027, 0.04, False),  # a term too small to matter
+    ("refuted", 0.005, 0.2, True),
+    ("refuted", 0.0023, 1.0, False),    # linear/dense at 4096: n^2 carries the time; a longer length only adds to it
+    ("refuted", 0.001, 0.2, False),
+    ("inconclusive", 0.02, 0.3, False),
+])
+def test_a_verdict_is_at_its_tests_level_within_the_margin_unless_its_higher_term_dominates(verdict, p, share, at):
+    assert cost.CostVerdict(verdict, "", higher_p=p, higher_share=share).at_level is at

@@ -81,13 +81,13 @@ def test_the_study_on_planted_gathers():
 
 def test_in_the_study_a_verdict_at_its_tests_level_climbs_as_the_ladder_does():
     """On the twelve probe runs to 262144 (benchmarks/gather_probes_long.json), a series whose higher term's test sits
-    at its level takes the next doubling (the study, 300 series: 8.3% of the clean ones climbed, confirmed in 98.3%
-    against 94.0% without the climb); on the nine to 65536, none can."""
+    at its level takes the next doubling (the study, 300 series: 8.3% of the clean ones climbed, and the same series
+    are confirmed in 98.3% against 95.0% before the climb); on the nine to 65536, none can."""
     long = json.loads((Path(__file__).parents[3] / "benchmarks" / "gather_probes_long.json").read_text())["runs"]
     assert min(r["lengths"][-1] for r in long) == 262144
     climbing = gather_study(long, 60, climb=True)
-    assert climbing["climbed"] > 0 and climbing["confirmed"] >= 0.9, climbing
-    assert climbing["confirmed"] >= gather_study(long, 60)["confirmed"]
+    before = climbing["first"].get("confirmed", 0) / 60
+    assert climbing["climbed"] > 0 and climbing["confirmed"] >= 0.9 and climbing["confirmed"] > before, climbing
     assert gather_study(PROBES, 20, climb=True)["climbed"] == 0.0
 
 
