@@ -79,7 +79,7 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     limit = max(max_call_s, stretch_call_s) if longer else max_call_s
     if call_s > limit:
         allowed = f"max_call_s = {max_call_s:g}" + (f", stretch_call_s = {limit:g}" if limit > max_call_s else "")
-        return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:.0f} s a call ({allowed}): " + todo, last)
+        return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:.2g} s a call ({allowed}): " + todo, last)
     need = _memory_at(measured, nxt)
     if need > memory_gib * 2**30:
         return Step(ladder, None, "memory", f"n = {nxt} needs ~{need / 2**30:.0f} GiB (memory_budget_gib = "
@@ -102,7 +102,9 @@ def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, s
     fastest = ok.groupby("seq_len")["time_min_s" if "time_min_s" in ok else "time_s"].median()
     result = terms.judge_series(fastest, ok, "seq_len", float(claimed), hosts, bootstrap=0)
     hidden = result.verdict == "inconclusive" and (HIDDEN in result.why or EDGE in result.why)
-    return result.verdict, result.why, hidden or result.at_level
+    if result.at_level:  # what the stop says: the test, not the whole why the report shows beside it
+        return result.verdict, f"{result.higher}: p = {result.higher_p:.2g}, {result.higher_share:.0%} of the time", True
+    return result.verdict, result.why, hidden
 
 
 def midpoints(ladder: Ladder, n: np.ndarray, fit, top: bool = False) -> tuple[int, ...]:

@@ -313,4 +313,5 @@ def test_a_verdict_at_its_tests_level_does_not_settle_however_narrow_its_power_l
     budget = dict(width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
     assert advance(ladder, rows, **budget).next == 16384
     held = advance(ladder, rows, **{**budget, "max_call_s": 0.05})
-    assert held.stop == "time" and "higher term's test at its level" in held.why and "longer lengths" in held.why, held
+    assert held.stop == "time" and "higher term's test at its level (n^1.5: p = 0.027, 12% of the time)" in held.why \
+        and "longer lengths" in held.why and "~0.13 s a call" in held.why, held
