@@ -28,7 +28,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from suite.analyse.cost import judge  # noqa: E402
-from suite.analyse.planted import HOSTS, STEP_MAX, gather_study, gathered  # noqa: E402
+from suite.analyse.planted import HOSTS, STEP_MAX, gather_study, gathered, outcome  # noqa: E402
 from suite.analyse.steps import machine  # noqa: E402
 from suite.machine.gathers import fastest  # noqa: E402
 
@@ -43,7 +43,7 @@ def steps_only(probes: list[dict], count: int, higher, share, seed: int = 0) -> 
         plant = fastest([probes[i] for i in rng.permutation(len(probes))[:3]])
         s = gathered(rng, plant, noise=0.01, higher=higher, higher_share=share)
         result = judge(s.x, s.y, 1.0, machine(s.working_set, HOSTS["amd"], STEP_MAX), bootstrap=0)
-        key = "caught" if higher is not None and result.higher_needed and result.verdict != "refuted" else result.verdict
+        key = outcome(result, higher)
         tally[key] = tally.get(key, 0) + 1
     return tally
 

@@ -137,16 +137,16 @@ def gather_study(probes: list[dict], count: int = 100, *, processes: int = 3, se
             keep = np.isin(s.x, lengths(high=top))
             result = judge(s.x[keep], s.y[keep], 1.0, hw.subset(keep), bootstrap=0)
             if top == 65536:
-                first[_key(result, higher)] = first.get(_key(result, higher), 0) + 1
+                first[outcome(result, higher)] = first.get(outcome(result, higher), 0) + 1
             if not (climb and result.at_level and 2 * top <= reach):
                 break
             top, climbed = 2 * top, climbed + (top == 65536)
-        tally[_key(result, higher)] = tally.get(_key(result, higher), 0) + 1
+        tally[outcome(result, higher)] = tally.get(outcome(result, higher), 0) + 1
     return {"tally": tally, **{k: v / count for k, v in tally.items()}, "climbed": climbed / count, "first": first,
             "caught_planted": (tally.get("refuted", 0) + tally.get("caught", 0)) / count}
 
 
-def _key(result, higher: float | None) -> str:
+def outcome(result, higher: float | None) -> str:
     """A planted higher term inconclusive but named (a cache step at the span's edge could also explain it): caught."""
     return "caught" if higher is not None and result.higher_needed and result.verdict != "refuted" else result.verdict
 
@@ -172,8 +172,7 @@ def study(count: int = 200, *, seed: int = 0, noise: float = 0.02, higher_share:
                                path=path)
                     hw = machine(s.working_set, HOSTS[host], STEP_MAX)
                     result = judge(s.x, s.y, claimed, hw, bootstrap=0, paths=told(s.paths) if declared else None)
-                    key = (host, claimed, "caught" if kind == "planted" and result.higher_needed and
-                           result.verdict != "refuted" else result.verdict)
+                    key = (host, claimed, outcome(result, higher))
                     tally[kind][key] = tally[kind].get(key, 0) + 1
     total = count * len(hosts) * len(claims)
 

@@ -79,7 +79,8 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     limit = max(max_call_s, stretch_call_s) if longer else max_call_s
     if call_s > limit:
         allowed = f"max_call_s = {max_call_s:g}" + (f", stretch_call_s = {limit:g}" if limit > max_call_s else "")
-        return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:.2g} s a call ({allowed}): " + todo, last)
+        return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:{'.2g' if call_s < 10 else '.0f'}} s a "
+                    f"call ({allowed}): " + todo, last)
     need = _memory_at(measured, nxt)
     if need > memory_gib * 2**30:
         return Step(ladder, None, "memory", f"n = {nxt} needs ~{need / 2**30:.0f} GiB (memory_budget_gib = "
