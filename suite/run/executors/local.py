@@ -170,7 +170,14 @@ class LocalPool:
         return self._worker(device, 0).gemm_peak(dtype, self.settings.case_timeout_s)
 
     def bandwidth(self, device: str) -> dict:
-        return self._worker(device, 0).bandwidth(self.settings.case_timeout_s)
+        """The bandwidth probe, in a worker closed after it: the address space its buffers took (up to three
+        quarters of the memory budget) stays mapped in the process (jemalloc keeps it), where a case's
+        budget would no longer hold (Triton's library failed to map after 2.25 GiB of a 3 GiB budget)."""
+        worker = self._worker(device, 0)
+        try:
+            return worker.bandwidth(self.settings.case_timeout_s)
+        finally:
+            worker.close()
 
     def gathers(self, device: str, replicate: int, longest: int) -> dict:
         """The gather probe, to n = `longest`, in the worker that times the cases' `replicate` (suite.machine.gathers)."""

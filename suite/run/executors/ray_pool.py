@@ -60,7 +60,7 @@ def make_actor_class(ray, device: str, settings: Settings):
         def bandwidth(self) -> dict:
             from suite.run.measurement.measure import bandwidth
 
-            return bandwidth(device, self.settings.threads, self.settings.min_run_time_s)
+            return bandwidth(device, self.settings.threads, self.settings.min_run_time_s, self.settings.memory_budget_gib)
 
         def gathers(self, longest: int) -> dict:
             from suite.run.measurement.measure import gather_rate

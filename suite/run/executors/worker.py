@@ -87,7 +87,11 @@ def main(conn, settings: Settings, plugins: list[str], device: str, log_path: st
             conn.send(("peak", gemm_peak(device, message[1], settings.threads, settings.min_run_time_s)))
             continue
         if message[0] == "bandwidth":  # the device's memory bandwidth, the roofline's other ceiling
-            conn.send(("bandwidth", bandwidth(device, settings.threads, settings.min_run_time_s)))
+            try:
+                conn.send(("bandwidth", bandwidth(device, settings.threads, settings.min_run_time_s,
+                                                  settings.memory_budget_gib)))
+            except Exception as err:  # noqa: BLE001 — the run goes on without it (its report says so)
+                conn.send(("bandwidth", {"error": f"{type(err).__name__}: {err}"[:300]}))
             continue
         if message[0] == "gathers":  # this process's rate for random gathers, for the cost model
             try:

@@ -38,10 +38,14 @@ def gemm_peak(device: str, dtype: str, threads: int, min_run_time: float) -> dic
     return probe.measure(dev.time, dev.probe_shapes, device, DTYPES[dtype], threads, min_run_time, MIN_SAMPLES)
 
 
-def bandwidth(device: str, threads: int, min_run_time: float) -> dict:
-    """The device's memory bandwidth, STREAM's copy and triad timed like the cases (suite.machine.stream)."""
+def bandwidth(device: str, threads: int, min_run_time: float, budget_gib: float | None = None) -> dict:
+    """The device's memory bandwidth, STREAM's copy and triad timed like the cases (suite.machine.stream); the
+    memory level's three buffers take a quarter of the run's memory budget each at most."""
     dev = devices.get(device)
-    return stream.measure(dev.time, stream.kernels(dev.stream_sizes()), device, threads, min_run_time, MIN_SAMPLES)
+    sizes = dev.stream_sizes()
+    if budget_gib and sizes.get("memory"):
+        sizes = {**sizes, "memory": min(sizes["memory"], int(budget_gib * 2**30) // 4)}
+    return stream.measure(dev.time, stream.kernels(sizes), device, threads, min_run_time, MIN_SAMPLES)
 
 
 def gather_rate(device: str, threads: int, longest: int | None = None) -> dict:

@@ -75,6 +75,8 @@ def test_the_buffers_pass_the_last_level_cache_and_fit_in_l2(tmp_path, monkeypat
     monkeypatch.setattr(caches, "SYSFS", tmp_path)
     sizes = stream.cpu_sizes()
     assert sizes == {"memory": 4 * (96 << 20), "cache": (2 << 20) // 8}
+    (tmp_path / "index3" / "size").write_text("491520K\n")  # a VM's view of its socket's 480 MiB: 1 GiB, not 1920 MiB
+    assert stream.cpu_sizes()["memory"] == stream.MAX_MEMORY_BUFFER == 1 << 30
     assert caches.caches(tmp_path / "absent") == {}
 
 
@@ -97,3 +99,14 @@ def test_a_real_probe_on_this_cpu_reports_both_levels_and_a_spread():
     result = stream.measure(devices.get("cpu").time, stream.kernels(sizes), "cpu", 1, 0.01, 3)
     assert result["bytes_per_s"] > 1e8 and 0 <= result["spread"] < 10 and result["cache_bytes_per_s"] > 1e8
     assert all(len(k["rounds"]) == ROUNDS for k in result["by_kernel"].values()) and len(result["by_kernel"]) == 4
+
+
+def test_the_memory_buffers_fit_the_runs_memory_budget():
+    """Three memory-level buffers take a quarter of the budget each at most: a 3 GiB budget's worker once died
+    allocating three of 1920 MiB (a VM's sysfs reporting its socket's 480 MiB L3), and the run lost its probe."""
+    from suite.run.measurement.measure import bandwidth
+
+    budget = 0.01  # GiB: buffers of 2.5 MiB
+    found = bandwidth("cpu", 1, 0.001, budget)
+    memory = {k["buffer_bytes"] for k in found["by_kernel"].values() if k["level"] == "memory"}
+    assert memory == {min(stream.cpu_sizes()["memory"], int(budget * 2**30) // 4)} and found["bytes_per_s"] > 1e8
