@@ -15,7 +15,9 @@ from suite.store.rundir import RunDir
 
 pytestmark = pytest.mark.slow  # every stored run is analysed whole (a few seconds each)
 
-RUNS = sorted(p.parent for p in (Path(__file__).resolve().parents[3] / "benchmarks" / "runs").glob("*/results.parquet"))
+ROOT = Path(__file__).resolve().parents[3]
+# benchmarks/runs/: runs kept for these tests; docs/runs/cpu-full: the card's run, AMD's newest (its docs quote it)
+RUNS = sorted(p.parent for p in (ROOT / "benchmarks" / "runs").glob("*/results.parquet")) + [ROOT / "docs/runs/cpu-full"]
 # NB: the issue's goal is 95%; two full runs of one commit on this host, both on a busy machine ("TOO NOISY TO
 # TRUST", 529 and 619 cases timed beside other processes), agree on 46 of 49 (the power law's verdicts: 36)
 AGREE = 0.9
@@ -23,6 +25,7 @@ AGREE = 0.9
 # random's gathers cost more per row over five octaves of working set, and its O(n) reads refuted. Marked, not
 # hidden: the run's other verdicts are held to every test, and this one fails its test until the model tells it.
 KNOWN = {("amd-epyc-full-4", "random", "native"): "random/native's gathers climb over five octaves of working set",
+         ("intel-xeon-full-1", "conv", "native"): "conv/native's time a row rises where sysfs puts no cache level (below)",
          ("amd-epyc-full-7", "random", "native"): "random/native's gathers climb over five octaves of working set "
          "(run 6 settled at 32768, confirmed; run 7 climbed to 65536 and refuted)"}
 # Runs 2-4 stopped the quadratic series (full, gqa and mqa through sdpa, gqa and mqa native, additive) one length
@@ -31,9 +34,24 @@ KNOWN = {("amd-epyc-full-4", "random", "native"): "random/native's gathers climb
 # reformer before its float32 hashing (confirmed there, inconclusive since): 39-42 of 48-49 agree
 # Run 8 (the card at 7a3bccb, stored when (26)'s replaced it) differs from runs 2-4 the same way: 40-42 of 48-49
 OLDER, NEWER = ("amd-epyc-full-2", "amd-epyc-full-3", "amd-epyc-full-4"), ("amd-epyc-full-5", "amd-epyc-full-6",
-                                                                          "amd-epyc-full-7", "amd-epyc-full-8")
+                                                                          "amd-epyc-full-7", "amd-epyc-full-8",
+                                                                          "cpu-full", "intel-xeon-full-1")
 SHORT = {(a, b): "the older run's quadratic series stopped one length short of a verdict, and it measured older code"
          for a in OLDER for b in NEWER}
+SHORT[("amd-epyc-full-5", "intel-xeon-full-1")] = (
+    "43 of 49: run 5 measured GQA's, MHA's and reformer's native paths before the changes that confirm them from run 6 "
+    "on (gqa/native, mha_fused, mha_per_head, reformer/native inconclusive there), and the Intel run's two below")
+# The first Intel run (a 2-CPU Xeon VM, 1ab023e) against AMD's: 47 of 49 with the card's run (4bbf7f9). The two that
+# differ are confirmed on AMD and refuted on Intel, and stay named here until the cost model tells them:
+# - conv/native settled refuted at 4096 (n^1.5 at 55%, p = 0.0048): its time a row rose 29% from 1024 to 4096 with
+#   no cache level in the model's reach. That VM's sysfs reports a 480 MiB L3 (shared by its 2 CPUs), while STREAM
+#   triad fell from its L3 rate (27 GB/s at 16 MiB buffers) to DRAM's (14 GB/s) at 64 MiB: read as a 32 MiB L3, the
+#   same rows read inconclusive, not refuted. Measuring the caches' reach, not reading sysfs, is the open work.
+# - reformer/reformer-pytorch (a peer library, its work uncountable) climbed to 8192 there, where its time a row had
+#   risen 1.9x over 256-8192 (n^1.5 at 56%); AMD's stopped at 4096 confirmed, its time a row up 1.3x over 256-4096.
+CONTRARY = {("intel-xeon-full-1", "conv", "native"): "refuted: a rise the model puts in no cache level (sysfs's L3 480 MiB)",
+            ("intel-xeon-full-1", "reformer", "reformer-pytorch"): "refuted at 8192: its time a row up 1.9x from 256"}
+QUIET_HOSTS = {("cpu-full", "intel-xeon-full-1"): 0.95}  # the issue's bar for two host kinds' tables
 # The issue's goal, held to quiet runs of one code's neighbours: 5 (fc81f4c) and 6 (the top midpoint) 47 of 49; 6 and 7
 # (stretch_call_s, GQA's products through oneDNN) 46 of 48: bigbird/native climbed to 65536 in 7 and read inconclusive
 # there, mha_fused/native confirmed with its top midpoint. 5 and 7 hold AGREE: 44 of 48 (gqa and mha_per_head confirm
@@ -59,9 +77,9 @@ def test_there_are_two_stored_full_runs_to_compare():
 PAIRS = list(itertools.combinations([p.name for p in RUNS], 2))
 
 
-def _shared(stored, a, b):
+def _shared(stored, a, b, marked=KNOWN.keys()):
     both = stored[a].index.intersection(stored[b].index)
-    both = both[[not {(a, *k[:2]), (b, *k[:2])} & KNOWN.keys() for k in both]]  # a marked one has its own test
+    both = both[[not {(a, *k[:2]), (b, *k[:2])} & marked for k in both]]  # a marked one has its own test
     assert len(both) >= 30, f"{a} and {b} share only {len(both)} series"
     return both
 
@@ -79,8 +97,25 @@ def test_two_runs_agree_on_their_verdicts(stored, a, b):
 @pytest.mark.parametrize("a,b", PAIRS)
 def test_no_series_is_confirmed_in_one_run_and_refuted_in_another(stored, a, b):
     """Every pair, the marked ones too: a verdict may be settled in one run and not the other, never reversed."""
-    contrary = [k for k in _shared(stored, a, b) if {stored[a][k], stored[b][k]} == {"confirmed", "refuted"}]
+    contrary = [k for k in _shared(stored, a, b, KNOWN.keys() | CONTRARY.keys())
+                if {stored[a][k], stored[b][k]} == {"confirmed", "refuted"}]
     assert contrary == [], f"confirmed in one run and refuted in the other: {contrary}"
+
+
+@pytest.mark.parametrize("a,b", list(QUIET_HOSTS))
+def test_two_host_kinds_tables_agree(stored, a, b):
+    """The issue's bar for an AMD and an Intel run, every shared series counted, the marked ones too."""
+    both = stored[a].index.intersection(stored[b].index)
+    same = stored[a][both] == stored[b][both]
+    assert len(both) >= 45 and same.mean() >= QUIET_HOSTS[a, b], f"{a} and {b} agree on {same.sum()} of {len(both)}"
+
+
+@pytest.mark.parametrize("run,variant,series", list(CONTRARY))
+def test_a_marked_contrary_verdict_is_still_contrary(stored, run, variant, series):
+    """A mark that the model or a new run has made stale fails here, and is taken out."""
+    mine = stored[run].xs((variant, series), level=("variant", "series"))
+    card = stored["cpu-full"].xs((variant, series), level=("variant", "series"))
+    assert set(mine) == {"refuted"} and set(card) == {"confirmed"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(p.name, marks=[pytest.mark.xfail(strict=True, reason=why)
