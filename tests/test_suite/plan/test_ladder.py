@@ -315,3 +315,22 @@ def test_a_verdict_at_its_tests_level_does_not_settle_however_narrow_its_power_l
     held = advance(ladder, rows, **{**budget, "max_call_s": 0.05})
     assert held.stop == "time" and "higher term's test at its level (n^1.5: p = 0.027, 12% of the time)" in held.why \
         and "longer lengths" in held.why and "~0.13 s a call" in held.why, held
+
+
+def test_a_refutation_its_power_law_contests_climbs_on():
+    """conv/native on an Intel VM settled refuted at 4096 (n^1.5 55% of the time, p = 0.0048) while its power law,
+    [1.03, 1.19], reached the claim's 1 ± 0.15; AMD's climbed to 16384 and confirmed it. Such a series climbs on, and
+    where it stops on time, says both readings; a refutation its power law shares (sliding_window/sdpa, n^2) settles."""
+    rows, hosts = _stored_series("conv", "native", "intel-xeon-full-1")
+    rows = rows[(rows["status"] == "ok") & (rows["seq_len"] <= 4096)]
+    ladder = grids.parse({"block": [{"variant": ["conv"], "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]},
+                         "t").ladders[0]
+    budget = dict(width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
+    assert advance(ladder, rows, **budget).next == 8192
+    held = advance(ladder, rows, **{**budget, "max_call_s": 0.05})
+    assert held.stop == "time" and "refuted by its higher term's test (n^1.5: p = 0.0048, 55% of the time)" in held.why \
+        and "reaches the claim's 1 ± 0.15" in held.why and "longer lengths would tell" in held.why, held
+    rows, hosts = _stored_series("sliding_window", "sdpa", "intel-xeon-full-1")
+    dense = grids.parse({"block": [{"variant": ["sliding_window"], "impl": ["sdpa"],
+                                    "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
+    assert advance(dense, rows[rows["status"] == "ok"], **{**budget, "hosts": hosts}).stop == "settled"
