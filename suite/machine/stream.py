@@ -12,6 +12,7 @@ rounds, and its spread is the rounds' range over that median.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -86,6 +87,43 @@ def measure(timer, streams: tuple[Stream, ...], device: str, threads: int, min_r
             out.update({f"{prefix}bytes_per_s": by_kernel[best]["bytes_per_s"],
                         f"{prefix}spread": by_kernel[best]["spread"], f"{prefix}kernel": best})
     return out
+
+
+def sweep(timer, sizes: dict[str, int | None], device: str, threads: int, min_run_time: float,
+          min_samples: int) -> dict | None:
+    """Triad over buffers of every octave past L2 (the three together larger than it) to the memory level's (views of
+    one set of three buffers, the smallest first), one median each, and the last level's reach read off them
+    (`reach`); None where the device has no cache level (CUDA: its timer flushes L2)."""
+    if not sizes.get("cache") or not sizes.get("memory"):
+        return None
+    past_l2 = [sizes["cache"] << k for k in range(64) if 3 * (sizes["cache"] << k) > sizes["cache"] * IN_L2]
+    octaves = [size for size in past_l2 if size <= sizes["memory"]]
+    if len(octaves) < 3:
+        return None
+    a, b, c = (torch.ones(octaves[-1] // DTYPE.itemsize, dtype=DTYPE, device=device) for _ in range(3))
+    rates = []
+    for size in octaves:
+        n = size // DTYPE.itemsize
+        fn = (lambda a=a[:n], b=b[:n], c=c[:n]: torch.add(b, c, alpha=3.0, out=a))
+        rates.append(3 * size / statistics.median(timer(fn, min_run_time, 50, min_samples, threads)))
+    return {"buffer_bytes": octaves, "bytes_per_s": rates, "reach_bytes": reach(octaves, rates),
+            "note": "STREAM triad over three buffers of each size past L2; the reach is their total where the rate "
+                    "falls halfway (geometric) from its best to the largest size's"}
+
+
+def reach(buffer_bytes: list[int], rates: list[float]) -> int | None:
+    """The last cache level's reach, in bytes of all three buffers: where triad's rate, falling from its best (past
+    L2) to the largest size's (memory), crosses their geometric mean, interpolated in octaves; None where it never
+    falls by 25% (no level ends within the sweep)."""
+    best, low = max(rates), rates[-1]
+    if best < 1.25 * low:
+        return None
+    mid, top = math.sqrt(best * low), rates.index(best)
+    for i in range(top, len(rates) - 1):
+        if rates[i] >= mid > rates[i + 1]:
+            frac = math.log(rates[i] / mid) / math.log(rates[i] / rates[i + 1])
+            return int(3 * buffer_bytes[i] * 2 ** frac)
+    return None
 
 
 def _summary(stream: Stream, rates: list[float]) -> dict:

@@ -45,7 +45,9 @@ def bandwidth(device: str, threads: int, min_run_time: float, budget_gib: float 
     sizes = dev.stream_sizes()
     if budget_gib and sizes.get("memory"):
         sizes = {**sizes, "memory": min(sizes["memory"], int(budget_gib * 2**30) // 4)}
-    return stream.measure(dev.time, stream.kernels(sizes), device, threads, min_run_time, MIN_SAMPLES)
+    found = stream.measure(dev.time, stream.kernels(sizes), device, threads, min_run_time, MIN_SAMPLES)
+    swept = stream.sweep(dev.time, sizes, device, threads, min_run_time, MIN_SAMPLES)
+    return found if swept is None else {**found, "sweep": swept}
 
 
 def gather_rate(device: str, threads: int, longest: int | None = None) -> dict:

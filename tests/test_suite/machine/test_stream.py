@@ -110,3 +110,28 @@ def test_the_memory_buffers_fit_the_runs_memory_budget():
     found = bandwidth("cpu", 1, 0.001, budget)
     memory = {k["buffer_bytes"] for k in found["by_kernel"].values() if k["level"] == "memory"}
     assert memory == {min(stream.cpu_sizes()["memory"], int(budget * 2**30) // 4)} and found["bytes_per_s"] > 1e8
+
+
+# A sweep on a 2-CPU Xeon VM whose sysfs reports a 480 MiB L3: buffers of 1 MiB to 1 GiB, GB/s
+XEON_VM = ([1 << 20 << k for k in range(11)], [32.6, 28.4, 27.5, 28.7, 28.7, 25.9, 18.4, 15.8, 15.4, 15.1, 15.0])
+
+
+def test_the_last_levels_reach_is_where_triad_falls_halfway_to_memory():
+    sizes, rates = XEON_VM
+    got = stream.reach(sizes, [r * 1e9 for r in rates])
+    # halfway (geometric) from 32.6 to 15.0 is 22.1, crossed between 32 MiB (25.9) and 64 MiB (18.4) a buffer
+    assert 3 * (32 << 20) < got < 3 * (64 << 20) and abs(got / 2**20 - 132.3) < 0.5, got / 2**20
+    assert stream.reach(sizes, [15.0e9] * 11) is None  # no level ends within the sweep
+    assert stream.reach(sizes, [30e9] * 10 + [25e9]) is None  # a fall of under 25%
+
+
+def test_a_measured_reach_below_sysfs_replaces_the_last_level_and_no_other():
+    from suite.analyse.terms import machines
+
+    env = {"cpu_caches": {"L2": {"bytes": 2 << 20}, "L3": {"bytes": 480 << 20}}}
+    probe = {"cpu": {"bytes_per_s": 15e9, "cache_bytes_per_s": 99e9, "sweep": {"reach_bytes": 132 << 20}}}
+    assert machines(env, probe)["cpu"]["caches"] == {"L2": {"bytes": 2 << 20},
+                                                     "L3": {"bytes": 132 << 20, "sysfs_bytes": 480 << 20}}
+    probe["cpu"]["sweep"]["reach_bytes"] = 600 << 20  # past what sysfs says: sysfs's stands
+    assert machines(env, probe)["cpu"]["caches"] == env["cpu_caches"]
+    assert machines(env, {"cpu": {"bytes_per_s": 15e9, "cache_bytes_per_s": 99e9}})["cpu"]["caches"] == env["cpu_caches"]
