@@ -114,12 +114,15 @@ def sweep(timer, sizes: dict[str, int | None], device: str, threads: int, min_ru
 def reach(buffer_bytes: list[int], rates: list[float]) -> int | None:
     """The last cache level's reach, in bytes of all three buffers: where triad's rate, falling from its best (past
     L2) to the largest size's (memory), crosses their geometric mean, interpolated in octaves; None where it never
-    falls by 25% (no level ends within the sweep)."""
+    falls by 25% (no level ends within the sweep). The last such crossing: a reading the host's noise dipped below it
+    earlier (one octave at 20.5 GB/s among 26-28) would otherwise end the level there."""
+    if len(rates) < 2:
+        return None
     best, low = max(rates), rates[-1]
     if best < 1.25 * low:
         return None
-    mid, top = math.sqrt(best * low), rates.index(best)
-    for i in range(top, len(rates) - 1):
+    mid = math.sqrt(best * low)
+    for i in reversed(range(rates.index(best), len(rates) - 1)):
         if rates[i] >= mid > rates[i + 1]:
             frac = math.log(rates[i] / mid) / math.log(rates[i] / rates[i + 1])
             return int(3 * buffer_bytes[i] * 2 ** frac)

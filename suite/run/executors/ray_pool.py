@@ -122,10 +122,15 @@ class RayPool:
             return {"error": f"the matmul probe failed under Ray: {type(err).__name__}: {err}"[:300]}
 
     def bandwidth(self, device: str) -> dict:
+        """The bandwidth probe in actor 0, replaced after it, as the local executor closes its worker: the address
+        space the probe's buffers took stays with the process."""
         try:
             return self.ray.get(self.actors_for(device)[0].bandwidth.remote(), timeout=self.settings.case_timeout_s)
         except Exception as err:  # noqa: BLE001
             return {"error": f"the bandwidth probe failed under Ray: {type(err).__name__}: {err}"[:300]}
+        finally:
+            if self.actors.get(device):
+                self.replace(device, 0)
 
     def gathers(self, device: str, replicate: int, longest: int) -> dict:
         try:

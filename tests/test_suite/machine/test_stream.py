@@ -123,6 +123,8 @@ def test_the_last_levels_reach_is_where_triad_falls_halfway_to_memory():
     assert 3 * (32 << 20) < got < 3 * (64 << 20) and abs(got / 2**20 - 132.3) < 0.5, got / 2**20
     assert stream.reach(sizes, [15.0e9] * 11) is None  # no level ends within the sweep
     assert stream.reach(sizes, [30e9] * 10 + [25e9]) is None  # a fall of under 25%
+    dipped = [r * 1e9 for r in rates[:1] + [20.5] + rates[2:]]  # one octave's reading dipped by the host's noise
+    assert stream.reach(sizes, dipped) == got and stream.reach(sizes[:1], rates[:1]) is None
 
 
 def test_a_measured_reach_below_sysfs_replaces_the_last_level_and_no_other():
