@@ -92,7 +92,7 @@ def measure(timer, streams: tuple[Stream, ...], device: str, threads: int, min_r
 def sweep(timer, sizes: dict[str, int | None], device: str, threads: int, min_run_time: float,
           min_samples: int) -> dict | None:
     """Triad over buffers of every octave past L2 (the three together larger than it) to the memory level's (views of
-    one set of three buffers, the smallest first), one median each, and the last level's reach read off them
+    one set of three buffers, the smallest first), each size's median over ROUNDS interleaved rounds, and the last level's reach read off them
     (`reach`); None where the device has no cache level (CUDA: its timer flushes L2)."""
     if not sizes.get("cache") or not sizes.get("memory"):
         return None
@@ -101,14 +101,17 @@ def sweep(timer, sizes: dict[str, int | None], device: str, threads: int, min_ru
     if len(octaves) < 3:
         return None
     a, b, c = (torch.ones(octaves[-1] // DTYPE.itemsize, dtype=DTYPE, device=device) for _ in range(3))
-    rates = []
-    for size in octaves:
-        n = size // DTYPE.itemsize
-        fn = (lambda a=a[:n], b=b[:n], c=c[:n]: torch.add(b, c, alpha=3.0, out=a))
-        rates.append(3 * size / statistics.median(timer(fn, min_run_time, 50, min_samples, threads)))
-    return {"buffer_bytes": octaves, "bytes_per_s": rates, "reach_bytes": reach(octaves, rates),
-            "note": "STREAM triad over three buffers of each size past L2; the reach is their total where the rate "
-                    "falls halfway (geometric) from its best to the largest size's"}
+    views = [(a[:n], b[:n], c[:n]) for n in (size // DTYPE.itemsize for size in octaves)]
+    fns = [(lambda a=a, b=b, c=c: torch.add(b, c, alpha=3.0, out=a)) for a, b, c in views]
+    rounds: list[list[float]] = [[] for _ in octaves]
+    for _ in range(ROUNDS):  # NB: interleaved, so a burst of another program's load lands on one reading of a size
+        for size, fn, mine in zip(octaves, fns, rounds):
+            mine.append(3 * size / statistics.median(timer(fn, min_run_time, 50, min_samples, threads)))
+    rates = [statistics.median(mine) for mine in rounds]
+    return {"buffer_bytes": octaves, "bytes_per_s": rates, "rounds": rounds, "reach_bytes": reach(octaves, rates),
+            "note": f"STREAM triad over three buffers of each size past L2, each size's median over {ROUNDS} interleaved "
+                    "rounds; the reach is their total where the rate falls halfway (geometric) from its best to the "
+                    "largest size's"}
 
 
 def reach(buffer_bytes: list[int], rates: list[float]) -> int | None:

@@ -19,7 +19,7 @@ from suite.errors import UsageError
 from suite.plan.settings import Settings
 from suite.present import figures
 from suite.present import markdown as md
-from suite.present.report import efficiency_rows, fmt_fitted, fmt_joules, fmt_lengths, fmt_shares, fmt_si, fmt_slope, fmt_text, measured_energy
+from suite.present.report import cache_levels, efficiency_rows, fmt_fitted, fmt_joules, fmt_lengths, fmt_shares, fmt_si, fmt_slope, fmt_text, measured_energy
 from suite.store.journal import Journal
 from suite.store.rundir import RunDir
 
@@ -123,7 +123,8 @@ def _facts(run: RunDir, frame: pd.DataFrame) -> str:
             ["finished", finished], ["wall time", wall], ["cases", _counts(frame, plan)],
             ["matmul peak (the run's probe)", _peaks(run.probe())],
             ["memory bandwidth (the run's probe)", _bandwidth(run.bandwidth())],
-            ["random gathers (the run's probe)", _gathers(run.bandwidth())]]
+            ["random gathers (the run's probe)", _gathers(run.bandwidth())],
+            ["CPU cache levels the cost model takes", cache_levels(env, run.bandwidth())]]
     return md.table(["the run", "from its files"], rows)
 
 

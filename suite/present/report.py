@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analyse import Analysis, analyse, fits
+from suite.analyse.terms import machines
 from suite.plan.settings import Settings
 from suite.present import figures
 from suite.store import atomic
@@ -50,6 +51,23 @@ def fmt_si(x, unit="") -> str:
         if abs(x) >= scale:
             return f"{x / scale:.3g} {prefix}{unit}"
     return f"{x:.3g} {unit}"
+
+
+def fmt_bytes(x) -> str:
+    """A size in binary units, as sysfs and lscpu give caches: "480 MiB"."""
+    for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:g} B"
+
+
+def cache_levels(env: dict, bandwidth: dict) -> str:
+    """The CPU cache levels the cost model places its steps at: sysfs's (env.json), the last at the reach the
+    run's bandwidth sweep measured where that is smaller (suite.analyse.terms.reached)."""
+    levels = (machines(env, bandwidth).get("cpu") or {}).get("caches") or {}
+    return ", ".join(f"{name} {fmt_bytes(level['bytes'])}" + (
+        f" (the sweep's reach; sysfs: {fmt_bytes(level['sysfs_bytes'])})" if "sysfs_bytes" in level else "")
+        for name, level in levels.items()) or "none recorded (env.json has no CPU caches)"
 
 
 def fmt_joules(x) -> str:
@@ -153,7 +171,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     env_loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                     undefined=jinja2.StrictUndefined)
     env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded, shares=fmt_shares,
-                              text=fmt_text, joules=fmt_joules, lengths=fmt_lengths, fitted=fmt_fitted)
+                              text=fmt_text, joules=fmt_joules, bytes=fmt_bytes, lengths=fmt_lengths, fitted=fmt_fitted)
     page = env_loader.get_template("report.html.j2").render(
         name=run.name, plan=plan, env=env, peaks=peaks, bandwidth=bandwidth, claims=result.claims,
         others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers, result.speedups), speedup=SPEEDUP,
@@ -162,7 +180,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
         tolerance=fits.TOLERANCE, min_span=fits.MIN_SPAN, max_width=fits.MAX_WIDTH,
         floor_share=fits.FLOOR_SHARE,
         fits_count=len(result.fits), noise=result.noise, layers=result.layers, cross=result.cross,
-        padding=result.padding, decode=result.decode,
+        padding=result.padding, decode=result.decode, cache_levels=cache_levels(env, bandwidth),
     )
     path = atomic.write_text(report_dir / "index.html", page)
     return path, result

@@ -127,6 +127,27 @@ def test_the_last_levels_reach_is_where_triad_falls_halfway_to_memory():
     assert stream.reach(sizes, dipped) == got and stream.reach(sizes[:1], rates[:1]) is None
 
 
+def test_the_sweep_times_every_size_in_every_round_interleaved_and_reads_the_reach_off_the_medians():
+    sizes = {"cache": 1 << 10, "memory": 64 << 10}  # octaves past L2 (8 KiB here): 4, 8, ... 64 KiB a buffer
+    octaves = [4 << 10 << k for k in range(5)]
+    gb = {size: rate for size, rate in zip(octaves, [30, 29, 24, 16, 15])}
+    noisy = {0: 1.0, 1: 0.5, 2: 1.02}  # the second round of every size ran beside a burst of load
+    calls = []
+
+    def clock(fn, min_run_time, max_samples, min_samples, threads):
+        a, b, c = fn.__defaults__
+        size = a.numel() * a.element_size()
+        calls.append(size)
+        return [3 * size / (gb[size] * 1e9 * noisy[calls.count(size) - 1])] * min_samples
+
+    found = stream.sweep(clock, sizes, "cpu", 1, 0.0, 3)
+    assert calls == octaves * ROUNDS and found["buffer_bytes"] == octaves
+    assert found["bytes_per_s"] == pytest.approx([r * 1e9 for r in gb.values()])  # the burst's round is outvoted
+    assert [len(r) for r in found["rounds"]] == [ROUNDS] * 5 and found["rounds"][0][1] == pytest.approx(15e9)
+    assert found["reach_bytes"] == stream.reach(octaves, found["bytes_per_s"]) and 3 * (16 << 10) < found["reach_bytes"] < 3 * (32 << 10)
+    assert stream.sweep(clock, {"cache": None, "memory": 1 << 30}, "cpu", 1, 0.0, 3) is None
+
+
 def test_a_measured_reach_below_sysfs_replaces_the_last_level_and_no_other():
     from suite.analyse.terms import machines
 

@@ -189,6 +189,8 @@ def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
     swept = memory["sweep"]  # triad past L2, for the last level's measured reach (None where no level ends)
     assert len(swept["buffer_bytes"]) == len(swept["bytes_per_s"]) >= 3 and min(swept["bytes_per_s"]) > 1e8
     assert swept["reach_bytes"] == stream.reach(swept["buffer_bytes"], swept["bytes_per_s"])  # None where no level ends
+    assert [len(r) for r in swept["rounds"]] == [stream.ROUNDS] * len(swept["bytes_per_s"])  # each size every round
+    assert 'id="sweep-cpu"' in (tmp_path / "reports" / "c" / "index.html").read_text()
     assert {(k["kernel"], k["level"]) for k in memory["by_kernel"].values()} == {
         (kernel, level) for kernel in ("copy", "triad") for level in ("memory", "cache")}
     assert set(env["cpu_caches"]) >= {"L1d", "L2"}  # the host's caches, the probe's sizes
