@@ -68,7 +68,7 @@ def theory(spec, **kw):
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
 PACED = {"threads": 1, "min_run_time_s": 0.01, "max_samples": 10, "case_timeout_s": 60, "memory_budget_gib": 4,
-         "check_seq_len": 16, "replicates": 6}
+         "check_seq_len": 16, "replicates": 6, "probe": False}
 
 
 def paced_grid(lengths, name: str = "abreal", **settings) -> str:
@@ -131,9 +131,20 @@ def suite_in_process(*args, cwd, env_extra=None) -> subprocess.CompletedProcess:
 
 
 def write_grid(tmp_path: Path, body: str, name="t", timeout=60, probe=False) -> Path:
-    """A tiny grid; without the GEMM and bandwidth probes (3 s a run) unless `probe`: the tests that read them ask."""
+    """A tiny grid; without the machine's probes (GEMM, bandwidth and its sweep: 8-12 s a run) unless `probe`: the
+    tests that read them ask."""
     path = tmp_path / f"{name}.toml"
     path.write_text(TINY.format(name=name, timeout=timeout, probe=str(probe).lower()) + body)
+    return path
+
+
+def unprobed(preset: str, folder: Path) -> Path:
+    """A copy of a preset grid with the probes off, in `folder`: for a test that reads none of what they measure."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = (ROOT / "suite" / "plan" / "grids" / f"{preset}.toml").read_text()
+    assert text.count("[settings]\n") == 1 and "probe" not in text, preset
+    path = folder / f"{preset}.toml"
+    path.write_text(text.replace("[settings]\n", "[settings]\nprobe = false\n"))
     return path
 
 

@@ -201,7 +201,8 @@ def test_a_run_with_random_gathers_probes_them_in_each_worker_and_the_rows_say_s
     grid = write_grid(tmp_path, '\nreplicates = 2\n[[block]]\nvariant = ["random", "full"]\nimpl = ["native", "sdpa"]\n'
                       'seq_len = [256, 300]\n', name="g", probe=True)
     text = grid.read_text().replace("\nreplicates = 2\n[[block]]", "\n[[block]]").replace(
-        "[settings]\n", "[settings]\nreplicates = 2\n")
+        "[settings]\n", "[settings]\nreplicates = 2\n").replace(  # NB: buffers of 256 MiB: only the gathers are read
+        "memory_budget_gib = 3", "memory_budget_gib = 1")
     grid.write_text(text)
     res = suite("run", "--grid", str(grid), "--run-id", "g", "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -218,14 +219,27 @@ def test_the_report_and_the_card_show_the_runs_gather_probe(tmp_path):
     import shutil
 
     from suite import cli
+    from suite.machine import stream
     from suite.present.card import _gathers
+    from suite.present.report import cache_levels
     from suite.store.rundir import RunDir
 
     shutil.copytree(Path(__file__).parents[2] / "fixtures" / "legacy" / "legacy-a", tmp_path / "results" / "g")
     probe = {**gathers.fastest(PROBES[:2]), "heads": 8, "keys": 33}
-    RunDir(tmp_path / "results" / "g").write_json(RunDir.BANDWIDTH, {"cpu": {"gathers": probe}})
+    run = RunDir(tmp_path / "results" / "g")
+    sizes = [1 << 20 << k for k in range(11)]  # and the sweep of a Xeon VM whose sysfs reports a 480 MiB L3
+    rates = [r * 1e9 for r in (32.6, 28.4, 27.5, 28.7, 28.7, 25.9, 18.4, 15.8, 15.4, 15.1, 15.0)]
+    sweep = {"buffer_bytes": sizes, "bytes_per_s": rates, "rounds": [[r * 0.9, r, r * 1.01] for r in rates],
+             "reach_bytes": stream.reach(sizes, rates)}
+    run.write_json(RunDir.BANDWIDTH, {"cpu": {"gathers": probe, "sweep": sweep}})
+    run.write_json(RunDir.ENV, {**run.env(), "cpu_caches": {"L1d": {"bytes": 48 << 10}, "L2": {"bytes": 2 << 20},
+                                                           "L3": {"bytes": 480 << 20}}})
     assert cli.main(["report", "g", "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "r")]) == 0
     page = (tmp_path / "r" / "g" / "index.html").read_text()
+    levels = "L1d 48 KiB, L2 2 MiB, L3 132 MiB (the sweep&#39;s reach; sysfs: 480 MiB)"
+    assert 'id="sweep-cpu"' in page and "median over 3 interleaved rounds" in page and levels in page, page
+    assert "at 132 MiB of buffers" in page and "3 MiB" in page and "29.3 GB/s – 32.9 GB/s" in page  # 1 MiB's three, range
+    assert cache_levels(run.env(), run.bandwidth()) == levels.replace("&#39;", "'")
     assert 'id="gathers-cpu"' in page and "uniform random pattern of 33 keys a query" in page
     low, high = min(p[-1] for p in probe["processes"]), max(p[-1] for p in probe["processes"])
     assert f"{low:.2f} – {high:.2f}" in page  # each length's range over the processes

@@ -23,6 +23,7 @@ max_samples = 10
 max_call_s = 0.5
 check_seq_len = 16
 memory_budget_gib = 3
+probe = false
 [[block]]
 variant = ["linear"]
 impl = ["native"]

@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import pytest
 
-from helpers import SMALL, TESTS, suite, write_grid
+from helpers import SMALL, TESTS, suite, unprobed, write_grid
 
 
 pytestmark = pytest.mark.slow  # a local Ray cluster (the fast lane: pytest -m "not slow")
@@ -21,9 +21,10 @@ def test_smoke_grid_on_a_local_ray_cluster_matches_the_local_executor(tmp_path):
     """Two variants of the smoke grid, every implementation of each (dense, SDPA, compiled flex, native,
     decode, and skipped ones). NB: not sliding_window too: its flex compiles took 10 s of each run here."""
     results = tmp_path / "results"
-    for executor in ("local", "ray"):
+    for executor in ("local", "ray"):  # NB: the local run without the probes: only the Ray run's are read
         extra = ("--executor", "ray", "--ray-workers", "2") if executor == "ray" else ()
-        res = suite("run", "--grid", "smoke", "--variant", "linear,gqa", "--run-id", executor,
+        grid = "smoke" if executor == "ray" else str(unprobed("smoke", tmp_path / "grid"))
+        res = suite("run", "--grid", grid, "--variant", "linear,gqa", "--run-id", executor,
                     "--results-dir", str(results), "--no-report", *extra, cwd=tmp_path, timeout=900)
         assert res.returncode == 0, res.stderr[-3000:]
     local, on_ray = (pd.read_parquet(results / name / "results.parquet") for name in ("local", "ray"))

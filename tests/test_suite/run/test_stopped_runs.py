@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.store.rundir import RunDir
-from helpers import TESTS
+from helpers import TESTS, unprobed
 
 pytestmark = pytest.mark.slow  # subprocess sweeps (the fast lane: pytest -m "not slow")
 
@@ -43,7 +43,8 @@ def test_a_run_killed_before_its_table_gets_one_from_its_journal(tmp_path, capsy
 
 
 def test_sigterm_stops_a_sweep_and_still_writes_the_table(tmp_path):
-    cmd = [sys.executable, "-m", "suite", "run", "--grid", "smoke", "--variant", "full,linear",
+    grid = unprobed("smoke", tmp_path / "grid")  # NB: outside the results folder, tmp_path's run-id folders
+    cmd = [sys.executable, "-m", "suite", "run", "--grid", str(grid), "--variant", "full,linear",
            "--run-id", "stopped", "--results-dir", str(tmp_path), "--no-report"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     journal = tmp_path / "stopped" / "journal.jsonl"
