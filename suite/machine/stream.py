@@ -92,8 +92,8 @@ def measure(timer, streams: tuple[Stream, ...], device: str, threads: int, min_r
 def sweep(timer, sizes: dict[str, int | None], device: str, threads: int, min_run_time: float,
           min_samples: int) -> dict | None:
     """Triad over buffers of every octave past L2 (the three together larger than it) to the memory level's (views of
-    one set of three buffers, the smallest first), each size's median over ROUNDS interleaved rounds, and the last level's reach read off them
-    (`reach`); None where the device has no cache level (CUDA: its timer flushes L2)."""
+    one set of three buffers, the smallest first), each size's median over ROUNDS interleaved rounds, and the last
+    level's reach read off them (`reach`); None where the device has no cache level (CUDA: its timer flushes L2)."""
     if not sizes.get("cache") or not sizes.get("memory"):
         return None
     past_l2 = [sizes["cache"] << k for k in range(64) if 3 * (sizes["cache"] << k) > sizes["cache"] * IN_L2]

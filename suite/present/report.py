@@ -57,7 +57,7 @@ def fmt_bytes(x) -> str:
     """A size in binary units, as sysfs and lscpu give caches: "480 MiB"."""
     for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
         if x >= scale:
-            return f"{x / scale:.3g} {unit}"
+            return f"{x / scale:.0f} {unit}" if x >= 100 * scale else f"{x / scale:.3g} {unit}"
     return f"{x:g} B"
 
 

@@ -34,7 +34,9 @@ BANDWIDTH = Each({"bytes_per_s": NUMBER, "spread": NUMBER, "kernel": str, "cache
                   "by_kernel": Each({"kernel": str, "level": str, "buffer_bytes": NUMBER, "bytes_per_s": NUMBER,
                                      "rounds": [NUMBER], "spread": NUMBER}),
                   "gathers": {"lengths": [int], "table_bytes": [NUMBER], "ns_per_pair": [NUMBER], "spread": NUMBER,
-                              "processes": [[NUMBER]], "error": str}})
+                              "processes": [[NUMBER]], "error": str},
+                  "sweep": {"buffer_bytes": [NUMBER], "bytes_per_s": [NUMBER], "rounds": [[NUMBER]],
+                            "reach_bytes": (int, float, type(None)), "error": str, "note": str}})
 LADDERS = {"ladders": [{"series": str, "label": str, "stop": str, "why": str, "lengths": [int],
                         "template": dict, "min": int, "max": int, "step": int}]}
 PLAN = {"grid": str, "source": str, "description": str, "grid_id": str, "grid_cases": int, "grid_index": [int],

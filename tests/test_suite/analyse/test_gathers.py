@@ -201,8 +201,9 @@ def test_a_run_with_random_gathers_probes_them_in_each_worker_and_the_rows_say_s
     grid = write_grid(tmp_path, '\nreplicates = 2\n[[block]]\nvariant = ["random", "full"]\nimpl = ["native", "sdpa"]\n'
                       'seq_len = [256, 300]\n', name="g", probe=True)
     text = grid.read_text().replace("\nreplicates = 2\n[[block]]", "\n[[block]]").replace(
-        "[settings]\n", "[settings]\nreplicates = 2\n").replace(  # NB: buffers of 256 MiB: only the gathers are read
+        "[settings]\n", "[settings]\nreplicates = 2\n").replace(  # NB: buffers of 256 MiB at most: only the gathers are read
         "memory_budget_gib = 3", "memory_budget_gib = 1")
+    assert "memory_budget_gib = 1" in text and "replicates = 2" in text
     grid.write_text(text)
     res = suite("run", "--grid", str(grid), "--run-id", "g", "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -221,7 +222,7 @@ def test_the_report_and_the_card_show_the_runs_gather_probe(tmp_path):
     from suite import cli
     from suite.machine import stream
     from suite.present.card import _gathers
-    from suite.present.report import cache_levels
+    from suite.present.report import cache_levels, fmt_bytes
     from suite.store.rundir import RunDir
 
     shutil.copytree(Path(__file__).parents[2] / "fixtures" / "legacy" / "legacy-a", tmp_path / "results" / "g")
@@ -238,8 +239,16 @@ def test_the_report_and_the_card_show_the_runs_gather_probe(tmp_path):
     page = (tmp_path / "r" / "g" / "index.html").read_text()
     levels = "L1d 48 KiB, L2 2 MiB, L3 132 MiB (the sweep&#39;s reach; sysfs: 480 MiB)"
     assert 'id="sweep-cpu"' in page and "median over 3 interleaved rounds" in page and levels in page, page
-    assert "at 132 MiB of buffers" in page and "3 MiB" in page and "29.3 GB/s – 32.9 GB/s" in page  # 1 MiB's three, range
+    assert "at 132 MiB of buffers" in page and '<td class="num">3 MiB</td>' in page and "29.3 GB/s – 32.9 GB/s" in page  # 1 MiB's three, range
     assert cache_levels(run.env(), run.bandwidth()) == levels.replace("&#39;", "'")
+    assert [fmt_bytes(x) for x in (1000 << 20, 1023.6 * 2**20, 1.5 * 2**30, 48 << 10, 512)] == [
+        "1000 MiB", "1024 MiB", "1.5 GiB", "48 KiB", "512 B"]  # no "1e+03 MiB"
+    older = {"buffer_bytes": sizes, "bytes_per_s": [15e9] * 11, "reach_bytes": None}  # one reading a size, no level ends
+    run.write_json(RunDir.BANDWIDTH, {"cpu": {"gathers": probe, "sweep": older}, "cuda": {"sweep": {"error": "OOM: x"}}})
+    assert cli.main(["report", "g", "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "r")]) == 0
+    page = (tmp_path / "r" / "g" / "index.html").read_text()
+    assert "one reading" in page and "never falls by a quarter" in page and "L3 480 MiB." in page
+    assert 'id="sweep-cuda"' in page and "The sweep failed (OOM: x)" in page
     assert 'id="gathers-cpu"' in page and "uniform random pattern of 33 keys a query" in page
     low, high = min(p[-1] for p in probe["processes"]), max(p[-1] for p in probe["processes"])
     assert f"{low:.2f} – {high:.2f}" in page  # each length's range over the processes

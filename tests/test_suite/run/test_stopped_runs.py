@@ -43,7 +43,7 @@ def test_a_run_killed_before_its_table_gets_one_from_its_journal(tmp_path, capsy
 
 
 def test_sigterm_stops_a_sweep_and_still_writes_the_table(tmp_path):
-    grid = unprobed("smoke", tmp_path / "grid")  # NB: outside the results folder, tmp_path's run-id folders
+    grid = unprobed("smoke", tmp_path / "grid")  # NB: a folder of the results folder no listing takes for a run
     cmd = [sys.executable, "-m", "suite", "run", "--grid", str(grid), "--variant", "full,linear",
            "--run-id", "stopped", "--results-dir", str(tmp_path), "--no-report"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -343,6 +343,7 @@ DAMAGED_SIDECARS = {  # what the file holds: text as it is, a list, or fields re
     "bandwidth device a list": ("bandwidth.json", {"cpu": ["fast"]}),
     "bandwidth text": ("bandwidth.json", {"cpu": {"bytes_per_s": "fast", "spread": 0.1}}),
     "gathers text": ("bandwidth.json", {"cpu": {"bytes_per_s": 1e9, "gathers": {"ns_per_pair": ["slow"]}}}),
+    "sweep reach text": ("bandwidth.json", {"cpu": {"bytes_per_s": 1e9, "sweep": {"reach_bytes": "101 MiB"}}}),
     "ladders text": ("ladders.json", {"ladders": "all"}),
     "ladder why a number": ("ladders.json", {"ladders": [{"series": "x", "stop": "settled", "why": 5}]}),
     "baseline a list": ("baseline.json", ["r"]), "baseline run a number": ("baseline.json", {"run": 5}),
