@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,12 +56,20 @@ def case_set(run_dir: Path) -> dict:
     return dict(zip(table.case_id, table.status))
 
 
-def test_killed_runner_resumes_to_the_same_case_set(tmp_path):
-    grid = write_grid(tmp_path, SMALL, name="small")
-    results = tmp_path / "results"
-    reference = suite("run", "--grid", str(grid), "--run-id", "whole", "--results-dir", str(results), cwd=tmp_path)
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> tuple[Path, Path]:
+    """SMALL's grid and one whole run of it (folder "whole"), made once: each test copies the run it changes."""
+    tmp = tmp_path_factory.mktemp("small")
+    grid = write_grid(tmp, SMALL, name="small")
+    reference = suite("run", "--grid", str(grid), "--run-id", "whole", "--results-dir", str(tmp / "results"), cwd=tmp)
     assert reference.returncode == 0, reference.stderr
-    expected = case_set(results / "whole")
+    return grid, tmp / "results" / "whole"
+
+
+def test_killed_runner_resumes_to_the_same_case_set(tmp_path, whole):
+    grid, reference = whole
+    results = tmp_path / "results"
+    expected = case_set(reference)
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen([sys.executable, "-m", "suite", "run", "--grid", str(grid), "--run-id", "cut",
                              "--results-dir", str(results)], cwd=tmp_path, env=env, start_new_session=True,
@@ -81,10 +90,9 @@ def test_killed_runner_resumes_to_the_same_case_set(tmp_path):
     assert sorted(r["case_id"] for r in rows) == sorted(expected), "each case exactly once"
 
 
-def test_truncated_and_corrupt_journal_lines_are_reported_and_rerun(tmp_path):
-    grid = write_grid(tmp_path, SMALL, name="small")
+def test_truncated_and_corrupt_journal_lines_are_reported_and_rerun(tmp_path, whole):
     results = tmp_path / "results"
-    assert suite("run", "--grid", str(grid), "--run-id", "j", "--results-dir", str(results), cwd=tmp_path).returncode == 0
+    shutil.copytree(whole[1], results / "j")  # NB: a run's folder names it: the copy is run "j"
     journal = results / "j" / "journal.jsonl"
     lines = journal.read_text().splitlines(keepends=True)
     lines[3] = '{"case_id": "broken", "stat\n'  # corrupt line in the middle
