@@ -124,8 +124,7 @@ def _facts(run: RunDir, frame: pd.DataFrame) -> str:
             ["matmul peak (the run's probe)", _peaks(run.probe())],
             ["memory bandwidth (the run's probe)", _bandwidth(run.bandwidth())],
             ["random gathers (the run's probe)", _gathers(run.bandwidth())],
-            ["CPU cache levels the cost model takes", cache_levels(env, run.bandwidth()) if "cpu" in env.get(
-                "devices", ["cpu"]) else "none (no CPU device in this run)"]]
+            ["CPU cache levels the cost model takes", cache_levels(env, run.bandwidth())]]
     return md.table(["the run", "from its files"], rows)
 
 

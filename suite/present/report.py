@@ -63,7 +63,10 @@ def fmt_bytes(x) -> str:
 
 def cache_levels(env: dict, bandwidth: dict) -> str:
     """The CPU cache levels the cost model places its steps at: sysfs's (env.json), the last at the reach the
-    run's bandwidth sweep measured where that is smaller (suite.analyse.terms.reached)."""
+    run's bandwidth sweep measured where that is smaller (suite.analyse.terms.reached); none in a run without a CPU
+    device, whose env.json still records the host's caches."""
+    if "cpu" not in (env or {}).get("devices", ["cpu"]):
+        return "none (no CPU device in this run)"
     levels = (machines(env, bandwidth).get("cpu") or {}).get("caches") or {}
     return ", ".join(f"{name} {fmt_bytes(level['bytes'])}" + (
         f" (the sweep's reach; sysfs: {fmt_bytes(level['sysfs_bytes'])})" if "sysfs_bytes" in level else "")

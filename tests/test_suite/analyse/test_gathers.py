@@ -241,6 +241,8 @@ def test_the_report_and_the_card_show_the_runs_gather_probe(tmp_path):
     assert 'id="sweep-cpu"' in page and "median over 3 interleaved rounds" in page and levels in page, page
     assert "at 132 MiB of buffers" in page and '<td class="num">3 MiB</td>' in page and "29.3 GB/s – 32.9 GB/s" in page  # 1 MiB's three, range
     assert cache_levels(run.env(), run.bandwidth()) == levels.replace("&#39;", "'")
+    gpu_only = {**run.env(), "devices": ["cuda"]}  # env.json records the host's caches whatever the devices
+    assert cache_levels(gpu_only, run.bandwidth()) == "none (no CPU device in this run)"
     assert [fmt_bytes(x) for x in (1000 << 20, 1023.6 * 2**20, 1.5 * 2**30, 48 << 10, 512)] == [
         "1000 MiB", "1024 MiB", "1.5 GiB", "48 KiB", "512 B"]  # no "1e+03 MiB"
     older = {"buffer_bytes": sizes, "bytes_per_s": [15e9] * 11, "reach_bytes": None}  # one reading a size, no level ends
