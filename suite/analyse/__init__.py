@@ -34,13 +34,24 @@ class Analysis:
     decode: pd.DataFrame  # decode steps' verdicts, in the cache's length
 
 
+def fitted(data: pd.DataFrame, bandwidth: dict | None = None, env: dict | None = None) -> pd.DataFrame:
+    """Every series' fits and cost-model verdicts from a prepared table (`prepare`), the cache steps placed by the
+    run's env.json and bandwidth.json: what `analyse` reads its verdicts (`claims`) off, without the rest."""
+    return all_exponents(data, machines(env, bandwidth))
+
+
+def verdicts(frame: pd.DataFrame, bandwidth: dict | None = None, env: dict | None = None) -> pd.DataFrame:
+    """The claims table alone (`Analysis.claims` without ladders), for callers that compare verdicts across runs."""
+    return claims(fitted(prepare(frame), bandwidth, env))
+
+
 def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 0.5,
             ladders: list[dict] = (), bandwidth: dict | None = None, env: dict | None = None) -> Analysis:
     """`ladders`: ladders.json's records (adaptive lengths), shown beside the fits in n they chose;
     `peaks` and `bandwidth`: the run's GEMM and bandwidth probes (probe.json, bandwidth.json);
     `env`: env.json, whose CPU caches place the cost models' cache steps."""
     data = prepare(frame)  # NB: params are parsed here, once for the whole report
-    fits = with_ladders(all_exponents(data, machines(env, bandwidth)), list(ladders))
+    fits = with_ladders(fitted(data, bandwidth, env), list(ladders))
     crossing = crossovers(data)
     return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossing, speedups=speedups(data),
                     efficiency=efficiency(data, peaks, bandwidth), status=status_matrix(data),
