@@ -10,25 +10,14 @@ from __future__ import annotations
 
 import importlib
 import os
-import resource
 from typing import TYPE_CHECKING
+
+from suite.machine.address_space import limit_address_space
 
 if TYPE_CHECKING:  # NB: a local worker is forked with torch imported (suite.run.executors.forks)
     from suite.plan.case import Case
     from suite.plan.settings import Settings
     from suite.store.row import Row
-
-
-def limit_address_space(budget_gib: float) -> None:
-    """RLIMIT_AS at the address space the process holds now plus the budget: what a case may add.
-
-    NB: relative, not absolute, so that a local worker and a Ray actor (which maps Ray's shared
-    memory and threads before any case runs) give a case the same room.
-    """
-    with open("/proc/self/status") as status:
-        held = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
-    limit = held + int(budget_gib * 2**30)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def setup(settings: Settings, plugins: list[str], device: str) -> None:

@@ -19,6 +19,7 @@ import variants
 from variants.rules import paths
 from suite.machine import device as devices
 from suite.machine import gathers, probe, stream
+from suite.machine.address_space import address_room
 from suite.plan.case import DTYPES, Case, reasons_of, theory_of
 from suite.plan.settings import Settings
 from suite.run.measurement import gpu_load
@@ -40,11 +41,13 @@ def gemm_peak(device: str, dtype: str, threads: int, min_run_time: float) -> dic
 
 def bandwidth(device: str, threads: int, min_run_time: float, budget_gib: float | None = None) -> dict:
     """The device's memory bandwidth, STREAM's copy and triad timed like the cases (suite.machine.stream); the
-    memory level's three buffers take a quarter of the run's memory budget each at most."""
+    memory level's three buffers take a quarter each at most of the run's memory budget and of the address space
+    the worker has left under it (with a 1 GiB budget, three quarters of it did not fit there: the probe failed)."""
     dev = devices.get(device)
     sizes = dev.stream_sizes()
-    if budget_gib and sizes.get("memory") and dev.limit_address_space:  # NB: the CPU's: CUDA's budget is not its RAM
-        sizes = {**sizes, "memory": min(sizes["memory"], int(budget_gib * 2**30) // 4)}
+    if sizes.get("memory") and dev.limit_address_space:  # NB: the CPU's: CUDA's budget is not its RAM
+        room = [r for r in (int(budget_gib * 2**30) if budget_gib else None, address_room()) if r is not None]
+        sizes = {**sizes, "memory": min([sizes["memory"], *(r // 4 >> 20 << 20 for r in room)])}  # whole MiB
     found = stream.measure(dev.time, stream.kernels(sizes), device, threads, min_run_time, MIN_SAMPLES)
     try:
         swept = stream.sweep(dev.time, sizes, device, threads, min_run_time, MIN_SAMPLES)

@@ -4,6 +4,12 @@ sized by are read from sysfs."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -11,6 +17,8 @@ from suite.machine import caches
 from suite.machine import stream
 from suite.machine import device as devices
 from suite.machine.probe import ROUNDS
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Clock:
@@ -106,10 +114,31 @@ def test_the_memory_buffers_fit_the_runs_memory_budget():
     allocating three of 1920 MiB (a VM's sysfs reporting its socket's 480 MiB L3), and the run lost its probe."""
     from suite.run.measurement.measure import bandwidth
 
-    budget = 0.01  # GiB: buffers of 2.5 MiB
+    budget = 0.01  # GiB: buffers of 2.5 MiB, taken down to a whole MiB
     found = bandwidth("cpu", 1, 0.001, budget)
     memory = {k["buffer_bytes"] for k in found["by_kernel"].values() if k["level"] == "memory"}
-    assert memory == {min(stream.cpu_sizes()["memory"], int(budget * 2**30) // 4)} and found["bytes_per_s"] > 1e8
+    assert memory == {min(stream.cpu_sizes()["memory"], 2 << 20)} and found["bytes_per_s"] > 1e8
+
+
+def test_the_memory_buffers_fit_the_address_space_the_worker_has_left():
+    """A worker's limit is its address space at start plus the budget, and it maps more before the probe (the GEMM
+    probe, oneDNN's JIT, the allocator): a quarter of a 1 GiB budget each did not fit there, and every such run lost
+    its bandwidth probe. In a process limited as a worker is, with 64 MiB left, the buffers are 16 MiB at most."""
+    script = textwrap.dedent("""
+        import json
+        from suite.machine import address_space
+        from suite.run.measurement.measure import bandwidth
+        address_space.limit_address_space(64 / 1024)
+        room = address_space.address_room()
+        found = bandwidth("cpu", 1, 0.001, 8.0)
+        sizes = sorted({k["buffer_bytes"] for k in found["by_kernel"].values() if k["level"] == "memory"})
+        print(json.dumps({"room": room, "sizes": sizes, "rate": found.get("bytes_per_s")}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert 0 < got["room"] <= 64 << 20 and len(got["sizes"]) == 1 and got["rate"] > 1e8
+    assert 1 << 20 <= got["sizes"][0] <= got["room"] // 4 <= 16 << 20  # the room the probe saw: at most this
 
 
 # A sweep on a 2-CPU Xeon VM whose sysfs reports a 480 MiB L3: buffers of 1 MiB to 1 GiB, GB/s
