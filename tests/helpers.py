@@ -87,7 +87,7 @@ threads = 1
 min_run_time_s = 0.001
 max_samples = 3
 case_timeout_s = {timeout}
-memory_budget_gib = 3
+memory_budget_gib = {budget}
 check_seq_len = 16
 probe = {probe}
 [defaults]
@@ -132,20 +132,34 @@ def suite_in_process(*args, cwd, env_extra=None) -> subprocess.CompletedProcess:
 
 def write_grid(tmp_path: Path, body: str, name="t", timeout=60, probe=False) -> Path:
     """A tiny grid; without the machine's probes (GEMM, bandwidth and its sweep: 8-12 s a run) unless `probe`: the
-    tests that read them ask."""
+    tests that read them ask, and get a 1 GiB budget (the bandwidth probe's memory-level buffers are a quarter of it:
+    256 MiB, where 3 GiB's 768 MiB took seconds more); 3 GiB otherwise."""
     path = tmp_path / f"{name}.toml"
-    path.write_text(TINY.format(name=name, timeout=timeout, probe=str(probe).lower()) + body)
+    path.write_text(TINY.format(name=name, timeout=timeout, probe=str(probe).lower(), budget=1 if probe else 3) + body)
+    return path
+
+
+def preset_copy(preset: str, folder: Path, **settings) -> Path:
+    """A copy of a preset grid in `folder` with `settings` set in its [settings] table (ints and booleans)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = (ROOT / "suite" / "plan" / "grids" / f"{preset}.toml").read_text().splitlines()
+    assert lines.count("[settings]") == 1, preset
+    for key, value in settings.items():
+        text = str(value).lower() if isinstance(value, bool) else str(int(value))
+        found = [i for i, line in enumerate(lines) if line.split("=")[0].strip() == key]
+        assert len(found) <= 1, (preset, key)
+        if found:
+            lines[found[0]] = f"{key} = {text}"
+        else:
+            lines.insert(lines.index("[settings]") + 1, f"{key} = {text}")
+    path = folder / f"{preset}.toml"
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def unprobed(preset: str, folder: Path) -> Path:
     """A copy of a preset grid with the probes off, in `folder`: for a test that reads none of what they measure."""
-    folder.mkdir(parents=True, exist_ok=True)
-    text = (ROOT / "suite" / "plan" / "grids" / f"{preset}.toml").read_text()
-    assert text.count("[settings]\n") == 1 and "probe" not in text, preset
-    path = folder / f"{preset}.toml"
-    path.write_text(text.replace("[settings]\n", "[settings]\nprobe = false\n"))
-    return path
+    return preset_copy(preset, folder, probe=False)
 
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy" / "legacy-a"
