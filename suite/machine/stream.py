@@ -151,6 +151,9 @@ UNKNOWN_L2 = 1 << 20
 # three buffers of 1920 MiB (22 s alone, past a 60 s case budget in a busy test run, and 5.6 GiB against a 4 GiB one),
 # while buffers of 256 MiB already streamed at the 1920 MiB rate (13.0 against 13.0 GB/s, copy).
 MAX_MEMORY_BUFFER = 1 << 30
+# a memory-level buffer capped below this (a small memory budget) would read a cache's rate as memory's: three of
+# 64 MiB are past the last level's reach on the 2-CPU Xeon VM (74-127 MiB) and 4x an AMD host's 32 MiB L3
+MIN_MEMORY_BUFFER = 64 << 20
 
 
 def cpu_sizes() -> dict[str, int]:

@@ -42,18 +42,29 @@ def gemm_peak(device: str, dtype: str, threads: int, min_run_time: float) -> dic
 def bandwidth(device: str, threads: int, min_run_time: float, budget_gib: float | None = None) -> dict:
     """The device's memory bandwidth, STREAM's copy and triad timed like the cases (suite.machine.stream); the
     memory level's three buffers take a quarter each at most of the run's memory budget and of the address space
-    the worker has left under it (with a 1 GiB budget, three quarters of it did not fit there: the probe failed)."""
+    the worker has left under it (with a 1 GiB budget, three quarters of it did not fit there: the probe failed);
+    where that leaves them under stream.MIN_MEMORY_BUFFER, an error says so rather than a cache's rate read as memory's."""
     dev = devices.get(device)
     sizes = dev.stream_sizes()
     if sizes.get("memory") and dev.limit_address_space:  # NB: the CPU's: CUDA's budget is not its RAM
-        room = [r for r in (int(budget_gib * 2**30) if budget_gib else None, address_room()) if r is not None]
-        sizes = {**sizes, "memory": min([sizes["memory"], *(r // 4 >> 20 << 20 for r in room)])}  # whole MiB
+        fits = _memory_buffer_fits(budget_gib)
+        if fits is not None and fits < min(sizes["memory"], stream.MIN_MEMORY_BUFFER):
+            return {"error": f"the memory level's buffers would be {fits >> 20} MiB (a quarter of the memory budget or "
+                             f"of the address space the worker has left): too small to stream from memory"}
+        sizes = {**sizes, "memory": min(sizes["memory"], fits or sizes["memory"])}
     found = stream.measure(dev.time, stream.kernels(sizes), device, threads, min_run_time, MIN_SAMPLES)
     try:
         swept = stream.sweep(dev.time, sizes, device, threads, min_run_time, MIN_SAMPLES)
     except (RuntimeError, MemoryError) as err:  # the levels' bandwidth stands without it
         swept = {"error": f"{type(err).__name__}: {err}"[:300]}
     return found if swept is None else {**found, "sweep": swept}
+
+
+def _memory_buffer_fits(budget_gib: float | None) -> int | None:
+    """The largest memory-level buffer, in whole MiB, at a quarter of the budget and of the address space this worker
+    has left under its limit (suite.machine.address_space); None where neither bounds it."""
+    bounds = [b for b in (int(budget_gib * 2**30) if budget_gib else None, address_room()) if b is not None]
+    return min(b // 4 >> 20 << 20 for b in bounds) if bounds else None
 
 
 def gather_rate(device: str, threads: int, longest: int | None = None) -> dict:

@@ -109,26 +109,32 @@ def test_a_real_probe_on_this_cpu_reports_both_levels_and_a_spread():
     assert all(len(k["rounds"]) == ROUNDS for k in result["by_kernel"].values()) and len(result["by_kernel"]) == 4
 
 
-def test_the_memory_buffers_fit_the_runs_memory_budget():
+def test_the_memory_buffers_fit_the_runs_memory_budget_or_say_it_is_too_small():
     """Three memory-level buffers take a quarter of the budget each at most: a 3 GiB budget's worker once died
-    allocating three of 1920 MiB (a VM's sysfs reporting its socket's 480 MiB L3), and the run lost its probe."""
+    allocating three of 1920 MiB (a VM's sysfs reporting its socket's 480 MiB L3), and the run lost its probe. Under
+    64 MiB a buffer would read a cache's rate as memory's: the probe says so instead."""
     from suite.run.measurement.measure import bandwidth
 
-    budget = 0.01  # GiB: buffers of 2.5 MiB, taken down to a whole MiB
-    found = bandwidth("cpu", 1, 0.001, budget)
+    found = bandwidth("cpu", 1, 0.001, 0.25)  # GiB: buffers of 64 MiB
     memory = {k["buffer_bytes"] for k in found["by_kernel"].values() if k["level"] == "memory"}
-    assert memory == {min(stream.cpu_sizes()["memory"], 2 << 20)} and found["bytes_per_s"] > 1e8
+    assert memory == {min(stream.cpu_sizes()["memory"], 64 << 20)} and found["bytes_per_s"] > 1e8
+    small = bandwidth("cpu", 1, 0.001, 0.01)  # 2 MiB
+    assert small == {"error": "the memory level's buffers would be 2 MiB (a quarter of the memory budget or of the "
+                              "address space the worker has left): too small to stream from memory"}
 
 
 def test_the_memory_buffers_fit_the_address_space_the_worker_has_left():
     """A worker's limit is its address space at start plus the budget, and it maps more before the probe (the GEMM
     probe, oneDNN's JIT, the allocator): a quarter of a 1 GiB budget each did not fit there, and every such run lost
-    its bandwidth probe. In a process limited as a worker is, with 64 MiB left, the buffers are 16 MiB at most."""
+    its bandwidth probe. In a process limited as a worker is (one thread first, as worker.setup sets it), with 400 MiB
+    left under an 8 GiB budget, the buffers are a quarter of what is left when the probe starts."""
     script = textwrap.dedent("""
         import json
+        import torch
         from suite.machine import address_space
         from suite.run.measurement.measure import bandwidth
-        address_space.limit_address_space(64 / 1024)
+        torch.set_num_threads(1)
+        address_space.limit_address_space(400 / 1024)
         room = address_space.address_room()
         found = bandwidth("cpu", 1, 0.001, 8.0)
         sizes = sorted({k["buffer_bytes"] for k in found["by_kernel"].values() if k["level"] == "memory"})
@@ -137,8 +143,8 @@ def test_the_memory_buffers_fit_the_address_space_the_worker_has_left():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert 0 < got["room"] <= 64 << 20 and len(got["sizes"]) == 1 and got["rate"] > 1e8
-    assert 1 << 20 <= got["sizes"][0] <= got["room"] // 4 <= 16 << 20  # the room the probe saw: at most this
+    assert 0 < got["room"] <= 400 << 20 and len(got["sizes"]) == 1 and got["rate"] > 1e8
+    assert min(stream.MIN_MEMORY_BUFFER, stream.cpu_sizes()["memory"]) <= got["sizes"][0] <= got["room"] // 4
 
 
 # A sweep on a 2-CPU Xeon VM whose sysfs reports a 480 MiB L3: buffers of 1 MiB to 1 GiB, GB/s
