@@ -132,8 +132,8 @@ def suite_in_process(*args, cwd, env_extra=None) -> subprocess.CompletedProcess:
 
 def write_grid(tmp_path: Path, body: str, name="t", timeout=60, probe=False) -> Path:
     """A tiny grid; without the machine's probes (GEMM, bandwidth and its sweep: 8-12 s a run) unless `probe`: the
-    tests that read them ask, and get a 1 GiB budget (the bandwidth probe's memory-level buffers are a quarter of it:
-    256 MiB, where 3 GiB's 768 MiB took seconds more); 3 GiB otherwise."""
+    tests that read them ask, and get a 1 GiB budget (the bandwidth probe's memory-level buffers are a quarter of it,
+    or of the address space the worker has left: 206-256 MiB, where 3 GiB's 768 MiB took seconds more); 3 GiB otherwise."""
     path = tmp_path / f"{name}.toml"
     path.write_text(TINY.format(name=name, timeout=timeout, probe=str(probe).lower(), budget=1 if probe else 3) + body)
     return path
@@ -145,7 +145,8 @@ def preset_copy(preset: str, folder: Path, **settings) -> Path:
     lines = (ROOT / "suite" / "plan" / "grids" / f"{preset}.toml").read_text().splitlines()
     assert lines.count("[settings]") == 1, preset
     for key, value in settings.items():
-        text = str(value).lower() if isinstance(value, bool) else str(int(value))
+        assert isinstance(value, (bool, int)), (key, value)
+        text = str(value).lower()
         found = [i for i, line in enumerate(lines) if line.split("=")[0].strip() == key]
         assert len(found) <= 1, (preset, key)
         if found:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def verdicts(folder: Path) -> pd.Series:
 def stored() -> dict[str, pd.Series]:
     """Each run in its own process, as many at once as the machine has cores (the CI machine's 2 halve the ~2 s
     a run)."""
-    with ProcessPoolExecutor(min(len(RUNS), multiprocessing.cpu_count()),
+    with ProcessPoolExecutor(min(len(RUNS), len(os.sched_getaffinity(0))),
                              mp_context=multiprocessing.get_context("spawn")) as pool:
         return dict(zip((folder.name for folder in RUNS), pool.map(verdicts, RUNS)))
 
