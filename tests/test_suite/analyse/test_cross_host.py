@@ -90,7 +90,7 @@ QUIET_HOSTS = {("cpu-full", "intel-xeon-full-1"): 0.95, ("cpu-full", "intel-xeon
 # from 6 on)
 # The fourth Intel run (2026a2a: the sweep in rounds, reach 126 MiB; 34.1 min, quiet) agrees with the second on all 49
 # and with the card's on 48 (fixed/native at block 16 inconclusive, as in the second): the third is the one apart
-# The fifth (df067a4, the fourth's code for the run; 38 min, quiet, reach 74 MiB) agrees with the second and the fourth
+# The fifth (df067a4, the fourth's code for the run; 35.0 min of cases, quiet, reach 74 MiB; the card cpu-full-intel) agrees with the second and the fourth
 # on 48 of 49 and with the card's on 47: fixed/native inconclusive on its tile path alone (16384-262144, n^1.5 needed at
 # p = 0.13, its time over n^1.5 still falling at 262144), and at block 16 as in the second; global/native confirmed
 QUIET = {("amd-epyc-full-5", "amd-epyc-full-6"): 0.95, ("amd-epyc-full-6", "amd-epyc-full-7"): 0.95,
