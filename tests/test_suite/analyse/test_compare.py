@@ -325,6 +325,7 @@ def test_an_exponent_that_drifts_from_linear_to_quadratic_is_a_regression():
     assert "fitted in both runs: 1; the same verdict in 1 (100%); 0 drifted" in comparison.markdown(same, "a", "b")
 
 
+@pytest.mark.slow  # a full run analysed whole, and its series judged twice more (~7 s)
 def test_a_comparisons_verdicts_are_its_runs_reports_verdicts():
     """The gate reads each series' verdict with the cache steps its run's report fits (env.json's caches,
     bandwidth.json's bound): without them 14 of this stored run's 82 series read otherwise (bigbird/native
