@@ -167,7 +167,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _rule(args: argparse.Namespace):
     """The gate's rule from --alpha, --effect-floor, --allow-new (and compare's --allow-shift)."""
-    from suite.analyse.rule import Rule
+    from suite.analyse.gate import Rule
 
     for name, value, low, high in (("--alpha", args.alpha, 0, 1), ("--effect-floor", args.effect_floor, 0, 10)):
         if not low < value < high:

@@ -19,7 +19,7 @@ def csv_list(text: str) -> list[str]:
 
 def build_parser(commands: dict) -> argparse.ArgumentParser:
     """The parser; `commands` maps each command's name to the function it sets as `func`."""
-    from suite.analyse.rule import Rule
+    from suite.analyse.gate import Rule
 
     rule = Rule()
     parser = argparse.ArgumentParser(prog="python -m suite", description="Benchmark and complexity "

@@ -24,7 +24,7 @@ The verdict judges the leading term, nested models against each other by the F t
   term carries at least MIN_HIGHER_SHARE of the largest length's time.
 Confirmed when the leading term is needed and no higher one is; refuted when a higher one is (where
 a cache level sits at the span's top edge, only if it is needed with that level's step too);
-inconclusive otherwise, saying what would tell. A time that grows slower than the claim is never
+inconclusive otherwise, saying what would tell. The rule and its reasons are suite.analyse.claim_rule's. A time that grows slower than the claim is never
 refuted here: its overheads hide the leading term, and a longer span shows it.
 """
 
@@ -36,16 +36,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from suite.analyse import claim_rule
+from suite.analyse.claim_rule import (CONFIRM_DOF, DOMINANT, HIGHER_LEVEL, MARGIN, MIN_HIGHER_SHARE,  # noqa: F401
+                                      NEED_LEVEL, Note, Reason, Why, power_name)
 from suite.analyse.paths import Paths, least, rate
 from suite.analyse.steps import Machine
 
 CLASSES = (0.0, 1.0, 1.5, 2.0, 3.0)  # the complexity classes a term is drawn from, beside the claim
-NEED_LEVEL = 0.05
-HIGHER_LEVEL = 0.01  # a refutation needs the stronger evidence
-MIN_HIGHER_SHARE = 0.05  # of the largest length's time
 MIN_SPAN = 16.0  # as the power-law rule (suite.analyse.fits)
-CONFIRM_DOF = 3  # a confirmation needs this many degrees of freedom left to the higher term's test (F(1, 1) at 1%
-# is 4052: with fewer, "no higher term" would be said of nearly anything)
 # A cache step: a logistic in octaves of working set, 10–90% over 1.5 octaves, centred at the cache's
 # size or up to an octave below it (the tiles, the output and the intermediates share the cache):
 # the centre is chosen on this grid, and counts as a parameter of the fit
@@ -55,11 +53,6 @@ TIE = 1e-6  # models whose SSE (of relative errors) differ by less than this sha
 GATHERS, GATHERS_MAX = "gathers", 1.0
 BOOTSTRAP = 200
 NAMED = 0.005  # a term's share of the largest length's time under which it is not named (suite.analyse.terms.explain)
-# A higher term's test within this factor of its level, either side, with a share that would matter: the verdict
-# may turn with the next length (reformer/native at 32768: inconclusive in two full runs, confirmed in two, its n^2
-# test at p = 0.0104 in the last), so its series climbs on (suite.run.settle)
-MARGIN = 5.0
-DOMINANT = 0.5  # a refutation whose higher term carries this share of the top length's time: a longer length only adds to it
 
 
 @dataclass(frozen=True)
@@ -81,7 +74,7 @@ class Model:
 @dataclass(frozen=True)
 class CostVerdict:
     verdict: str
-    why: str
+    reason: Why  # what decided it, with its figures (suite.analyse.claim_rule); `why` is its English
     model: Model | None = None  # what the time is read off: the claim's model, or with its higher term where refuted
     need_p: float = math.nan  # F test: the model with the next lower class in the leading term's place
     higher_p: float = math.nan  # the most significant higher term's F test
@@ -95,21 +88,13 @@ class CostVerdict:
     alone: float = math.nan  # where the top path was fitted alone, its first length (the factors above are NaN)
 
     @property
+    def why(self) -> str:
+        return claim_rule.text(self.reason)
+
+    @property
     def at_level(self) -> bool:
-        """Confirmed or refuted with its higher term's test within MARGIN of its level, for a term that would matter:
-        the next length may turn it. Not a refutation whose higher term carries DOMINANT of the time (linear/dense:
-        n^2 100% at 4096, p = 0.0023 on 8 lengths)."""
-        return (self.verdict != "inconclusive" and self.higher_share >= MIN_HIGHER_SHARE
-                and not (self.verdict == "refuted" and self.higher_share >= DOMINANT)
-                and HIGHER_LEVEL / MARGIN <= self.higher_p < HIGHER_LEVEL * MARGIN)
-
-
-HIDDEN = "the overheads still hide"  # the claim's term not needed yet: only longer lengths would tell (suite.run.settle)
-EDGE = "unless the working set's nearing"  # a higher term, or a step at the span's top edge: longer lengths would tell
-
-
-def power_name(p: float) -> str:
-    return "n^0" if p == 0 else f"n^{p:g}"
+        """The higher term's test within MARGIN of its level, for a term that would matter (claim_rule.at_level)."""
+        return claim_rule.at_level(self.verdict, self.higher_p, self.higher_share)
 
 
 def design(x: np.ndarray, top: float | None, centres: dict[str, float], hw: Machine | None,
@@ -284,14 +269,15 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     if process_times is not None:
         process_times = [process_times[i] for i in order]
     if len(x) < 3:
-        return CostVerdict("inconclusive", f"{len(x)} lengths measured, 3 at least")
+        return CostVerdict("inconclusive", Why(Reason.FEW_LENGTHS, {"lengths": len(x), "needed": 3}))
     if x[-1] / x[0] < MIN_SPAN:
-        return CostVerdict("inconclusive", f"span {x[-1] / x[0]:.0f}x, {MIN_SPAN:.0f}x needed")
+        return CostVerdict("inconclusive", Why(Reason.SHORT_SPAN, {"span": x[-1] / x[0], "after": "",
+                                                                   "needed": MIN_SPAN}))
     if paths is not None and paths.alone(x, MIN_SPAN):  # the claim is the top path's: the earlier ones' costs are their own
         keep = np.arange(paths.alone(x, MIN_SPAN), len(x))
         on = judge(x[keep], y[keep], claimed, hw.subset(keep) if hw is not None else None, bootstrap=bootstrap,
                    seed=seed, process_times=None if process_times is None else [process_times[i] for i in keep])
-        return replace(on, why=f"{on.why} (on its top path alone, {paths.labels[-1]}, from n = {x[keep[0]]:g})",
+        return replace(on, reason=on.reason.noted(Note.TOP_PATH_ALONE, path=paths.labels[-1], first=x[keep[0]]),
                        paths=tuple((name, first, math.nan) for name, first in paths.changes(x)), alone=x[keep[0]])
     factors = len(paths.names) - 1 if paths is not None else 0
     while hw is not None and hw.levels()[0] and len(x) - len(design(x, claimed, {}, None, 3.0)) - factors - 2 * len(hw.levels()[0]) < 2:
@@ -301,7 +287,8 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     # machine's load, not the fastest call's noise (on a busy run they went from 0.001 to 1 across
     # fixed/flex's lengths and left the F tests no power: n^1.95 "confirmed" as n^1.5)
     result = tests(x, y, claimed, hw, paths)
-    status, why = _rule(claimed, result, x)
+    status, why = claim_rule.decide(claimed, result.need_p, result.higher_p, result.higher, result.higher_share,
+                                    result.claim.k, float(x[-1]), len(x))
     if status == "confirmed" and paths is not None and paths.short():
         status, why = "inconclusive", paths.withheld(x, why)
     higher_needed = status == "refuted"  # by time; an edge step may make it inconclusive, still needed
@@ -326,7 +313,7 @@ def _named(model: Model, lo: dict[str, float], name: str) -> bool:
     return share > NAMED and lo.get(name, share) > NAMED
 
 
-def _edge(x, y, claimed: float, hw: Machine, why: str, paths: Paths | None = None) -> tuple[str, str]:
+def _edge(x, y, claimed: float, hw: Machine, why: Why, paths: Paths | None = None) -> tuple[str, Why]:
     """A refutation with a cache level at the span's top edge stands only if it survives that
     level's step too; else it is inconclusive, and says what would tell."""
     edge = hw.levels()[1]
@@ -334,28 +321,8 @@ def _edge(x, y, claimed: float, hw: Machine, why: str, paths: Paths | None = Non
     n_edge = float(np.exp(np.interp(edge[level] - 1, np.log2(hw.working_set), np.log(x))))
     again = tests(x, y, claimed, replace(hw, with_edge=True), paths)
     if again.higher_p < HIGHER_LEVEL and again.higher_share >= MIN_HIGHER_SHARE:
-        return "refuted", f"{why}; as much with a step where the working set nears {level}"
-    return "inconclusive", (f"{why}, {EDGE} {level} (from n ≈ {n_edge:.0f}) is a step: "
-                            f"lengths to {8 * n_edge:.0f} would tell")
-
-
-def _rule(claimed, t: Tests, x) -> tuple[str, str]:
-    lead = power_name(claimed)
-    if math.isnan(t.need_p) or math.isnan(t.higher_p):
-        return "inconclusive", f"{len(x)} lengths for {t.claim.k + 1} parameters: more lengths would tell"
-    if t.higher_p < HIGHER_LEVEL and t.higher_share >= MIN_HIGHER_SHARE:
-        return "refuted", (f"a term {t.higher} above the claim's {lead} is needed (F test p = {t.higher_p:.2g}): "
-                           f"{t.higher_share:.0%} of the time at n = {x[-1]:g}")
-    dof = len(x) - t.claim.k - 1  # left to the test for a higher term
-    if t.need_p < NEED_LEVEL and dof < CONFIRM_DOF:
-        return "inconclusive", (f"{lead} is needed (without it p = {t.need_p:.2g}), but {len(x)} lengths leave {dof} "
-                                f"degree{'s' if dof != 1 else ''} of freedom to look for a higher term, "
-                                f"{CONFIRM_DOF} needed: more lengths would tell")
-    if t.need_p < NEED_LEVEL:
-        return "confirmed", (f"{lead} is needed (without it p = {t.need_p:.2g}) and no higher term is "
-                             f"({t.higher}: p = {t.higher_p:.2g}, {t.higher_share:.0%} of the time at n = {x[-1]:g})")
-    return "inconclusive", (f"{HIDDEN} {lead} (without it p = {t.need_p:.2g}): "
-                            f"lengths past n = {x[-1]:g} would tell")
+        return "refuted", Why(Reason.EDGE_KEPT, {"level": level}, why)
+    return "inconclusive", Why(Reason.EDGE, {"level": level, "n_edge": n_edge, "until": 8 * n_edge}, why)
 
 
 def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: int, seed: int,

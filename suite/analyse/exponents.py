@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analyse import terms
+from suite.analyse.claim_rule import Reason, Why
 from suite.analyse.fits import MIN_POINTS, MIN_SPAN, TOLERANCE, fit_power, verdict
 from suite.plan.case import series_key
 from suite.store.row import NUMERIC_COLUMNS
@@ -167,7 +168,14 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
             record["countable"] = bool(group["flops_counted"].notna().any())
             if "power_verdict" in record:
                 _by_work(record)
-    return pd.DataFrame.from_records(records)
+    return pd.DataFrame.from_records([_structured(record) for record in records])
+
+
+def _structured(record: dict) -> dict:
+    """A record's reason as plain values (suite.analyse.claim_rule): its code, what would tell, its notes' codes."""
+    why = record.pop("_why")
+    return {**record, "reason": why.reason.value, "tells": why.tells.value,
+            "why_notes": ",".join(note.value for note, _ in why.notes)}
 
 
 def _fitted(series: pd.Series, group: pd.DataFrame, axis: str, metric: str, hosts: dict | None) -> dict:
@@ -183,11 +191,11 @@ def _fitted(series: pd.Series, group: pd.DataFrame, axis: str, metric: str, host
     extra = {}
     if RULE == "cost" and metric == "time" and axis in terms.AXES and claimed is not None and not pd.isna(claimed):
         result = terms.judge_series(series, group, axis, claimed, hosts)
-        extra = {"power_verdict": status, "power_why": why, **terms.columns(result, claimed)}
-        status, why = result.verdict, result.why
+        extra = {"power_verdict": status, "power_why": str(why), **terms.columns(result, claimed)}
+        status, why = result.verdict, result.reason
     return {"slope": fit.slope if fit else np.nan, "lo": fit.lo if fit else np.nan,
             "hi": fit.hi if fit else np.nan, "intercept": fit.intercept if fit else np.nan,
-            "claimed": claimed, "verdict": status, "why": why, "points": len(series),
+            "claimed": claimed, "verdict": status, "why": str(why), "_why": why, "points": len(series),
             "used_min": min(fit.used) if fit else np.nan, "used_max": max(fit.used) if fit else np.nan,
             "span": fit.span if fit else np.nan, "excluded": list(fit.excluded) if fit else [],
             "floor": fit.floor if fit else np.nan, **extra}
@@ -201,8 +209,8 @@ def _by_work(record: dict) -> None:
     if record["verdict"] != "refuted" and not pd.isna(counted) and counted > claimed + TOLERANCE:
         record["verdict"] = "refuted"
         n = "n_k" if record["axis"] == "kv_len" else "n"
-        record["why"] = (f"its counted FLOPs grow as {n}^{_p(counted)}, above the claim's {n}^{claimed:g}; "
-                         f"time: {record['why']}")
+        record["_why"] = Why(Reason.BY_WORK, {"n": n, "counted": _p(counted), "claimed": claimed}, record["_why"])
+        record["why"] = str(record["_why"])
 
 
 def _against_work(series: pd.Series, group: pd.DataFrame, axis: str):

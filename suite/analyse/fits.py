@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from suite.analyse.claim_rule import Reason, Why
+
 FLOOR_SHARE = 0.10  # a point whose modelled floor is more than this share of its cost is left out
 TOLERANCE = 0.15  # docs/CLAIMS.md: confirmed when the 95% interval lies within claimed ± 0.15
 FLOOR_LEVEL = 0.05  # the floor model must beat the plain power law at this significance...
@@ -128,22 +130,24 @@ def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit 
 
 
 def verdict(fit: Fit | None, claimed: float | None, *, tolerance: float = TOLERANCE,
-            min_span: float = MIN_SPAN, max_width: float = MAX_WIDTH) -> tuple[str, str]:
+            min_span: float = MIN_SPAN, max_width: float = MAX_WIDTH) -> tuple[str, Why]:
     """(verdict, why) per docs/CLAIMS.md: the 95% interval against claimed ± tolerance, and no wider
     than max_width (a wide interval's side of an edge is what one run's noise put it on)."""
     if claimed is None or (isinstance(claimed, float) and math.isnan(claimed)):
-        return "no claim", "nothing is claimed for this exponent"
+        return "no claim", Why(Reason.NO_CLAIM)
     if fit is None:
-        return "inconclusive", f"fewer than {MIN_POINTS} points measured"
+        return "inconclusive", Why(Reason.NO_FIT, {"needed": MIN_POINTS})
     if fit.span < min_span:
-        return "inconclusive", f"span {fit.span:.0f}x after the floor, {min_span:.0f}x needed"
+        return "inconclusive", Why(Reason.SHORT_SPAN, {"span": fit.span, "after": " after the floor",
+                                                       "needed": min_span})
+    facts = {"lo": fit.lo, "hi": fit.hi, "claimed": claimed, "tolerance": tolerance}
     low, high = claimed - tolerance, claimed + tolerance
     if fit.hi - fit.lo > max_width + 1e-9:
-        return "inconclusive", f"[{fit.lo:.2f}, {fit.hi:.2f}] is {fit.hi - fit.lo:.2f} wide, {max_width:g} at most"
+        return "inconclusive", Why(Reason.WIDE, {**facts, "width": fit.hi - fit.lo, "max_width": max_width})
     if low <= fit.lo and fit.hi <= high:
-        return "confirmed", f"[{fit.lo:.2f}, {fit.hi:.2f}] within {claimed:g} ± {tolerance:g}"
+        return "confirmed", Why(Reason.WITHIN, facts)
     if fit.hi < low or fit.lo > high:
-        return "refuted", f"[{fit.lo:.2f}, {fit.hi:.2f}] wholly outside {claimed:g} ± {tolerance:g}"
-    return "inconclusive", f"[{fit.lo:.2f}, {fit.hi:.2f}] overlaps the edge of {claimed:g} ± {tolerance:g}"
+        return "refuted", Why(Reason.OUTSIDE, facts)
+    return "inconclusive", Why(Reason.OVERLAPS, facts)
 
 

@@ -10,6 +10,8 @@ from typing import Callable
 
 import numpy as np
 
+from suite.analyse.claim_rule import Reason, Why
+
 FACTOR_OCTAVES = 3.0  # a path's factor lies within 2^±FACTOR_OCTAVES
 FACTOR_GRID = 25  # the factor's first search: this many points over its range, then refined between neighbours
 TIE = 1e-9  # grid points whose SSE differ by less than this share fit alike: the factor nearest 1 is taken
@@ -54,12 +56,11 @@ class Paths:
         start = self.top()
         return start if 0 < start <= len(x) - ALONE_LENGTHS and x[-1] / x[start] >= span else 0
 
-    def withheld(self, x: np.ndarray, why: str) -> str:
+    def withheld(self, x: np.ndarray, why: Why) -> Why:
         """Why a confirmation is withheld: the top lengths' path holds too few of them, its factor fits them almost
         freely."""
         at = ", ".join(f"{v:g}" for v in x[-self.short():])
-        return (f"{why}, but the top lengths' path ({self.labels[-1]}, only at n = {at}) holds fewer than "
-                f"{MIN_LENGTHS} lengths, fitted almost freely: more lengths on it would tell")
+        return Why(Reason.SHORT_PATH, {"path": self.labels[-1], "at": at, "needed": MIN_LENGTHS}, why)
 
     def changes(self, x: np.ndarray) -> list[tuple[str, float]]:
         """(path, the first length it ran at), each time the path changes."""

@@ -20,7 +20,7 @@ from scipy import stats
 from statsmodels.robust.scale import qn_scale
 
 from suite.analyse.exponents import SHAPE, exponents as fit_exponents
-from suite.analyse.rule import Rule  # noqa: F401 - the gate's settings, used and re-exported here
+from suite.analyse.gate import Rule  # noqa: F401 - the gate's settings, used and re-exported here
 
 STABLE_ENV = ("torch", "xformers", "cuda", "python", "cpu_model", "cpu_count", "threads", "allocator",
               "cuda_device")

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analyse import cost
+from suite.analyse.claim_rule import Note
 from suite.analyse.paths import Paths, declared
 from suite.analyse.steps import gather_rate, machine
 
@@ -86,9 +87,6 @@ def gathered(group: pd.DataFrame) -> bool:
     return said is not None and bool(said.eq(True).all())
 
 
-NO_PROBE = "no gather probe of this run reaches its lengths: the cache steps stand in for the gathers' rate"
-
-
 def process_times(group: pd.DataFrame, axis: str, x) -> list | None:
     if "replicate_times_s" not in group:
         return None
@@ -134,7 +132,7 @@ def judge_series(series: pd.Series, group: pd.DataFrame, axis: str, claimed: flo
     hw = machine(ws, info["caches"], info["step_max"], rate) if info else None
     result = cost.judge(x, series.to_numpy(float), claimed, hw, process_times=process_times(group, axis, x),
                         bootstrap=bootstrap, paths=paths(group, axis, x))
-    return replace(result, why=f"{result.why}; {NO_PROBE}") if said and rate is None else result
+    return replace(result, reason=result.reason.noted(Note.NO_PROBE)) if said and rate is None else result
 
 
 def columns(result: cost.CostVerdict, claimed: float) -> dict:

@@ -127,7 +127,7 @@ def _confirming(args):
         if given:
             raise UsageError(f"{', '.join(given)}: only with --confirm (they say how its A/Bs run)")
         return None
-    from suite.analyse.rule import Rule
+    from suite.analyse.gate import Rule
     from suite.machine import compile_cache
     from suite.plan import grid as grids
     from suite.run import executors, plugins

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analyse import terms
-from suite.analyse.cost import EDGE, HIDDEN
+from suite.analyse.claim_rule import Reason, Tells, Why
 from suite.analyse.exponents import claimed_exponent
 from suite.analyse.fits import MIN_SPAN, TOLERANCE, fit_power, verdict
 from suite.plan.ladder import Ladder
@@ -49,7 +49,8 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
         first = bad.iloc[0]
         return Step(ladder, None, "failed", f"n = {int(first['seq_len'])} {first['status']} "
                     f"({str(first['reason'])[:80]}…): " + _settle(fit, claimed, width), fill)
-    status, why, longer = _verdict(fit, claimed, ok, hosts)
+    status, reason, longer = _verdict(fit, claimed, ok, hosts)
+    why = str(reason)
     marginal = longer and status != "inconclusive"  # its test at its level, or contested: the next length may turn it
     if fit is not None and fit.span >= MIN_SPAN and fit.hi - fit.lo <= width and status != "inconclusive" \
             and not marginal:
@@ -68,7 +69,7 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     # lengths, gets its top interval's midpoint: cheaper than the top call, which ran (full/sdpa stopped
     # at 4096 with 8 lengths, one short of a verdict, where a faster host's 8192 fitted in max_call_s)
     last = fill or (_top(ladder, n, fit, float(t[-1]), slope, max_call_s, stretch_call_s)
-                    if "more lengths would tell" in why else ())
+                    if reason.tells is Tells.MORE_LENGTHS else ())
     if nxt > ladder.high:
         return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + todo, last)
     call_s = float(t[-1]) * ladder.step**slope
@@ -85,14 +86,14 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     if need > memory_gib * 2**30:
         return Step(ladder, None, "memory", f"n = {nxt} needs ~{need / 2**30:.0f} GiB (memory_budget_gib = "
                     f"{memory_gib:g}): " + todo, last)
-    if status == "inconclusive" and "degrees of freedom" in why and fill:
+    if status == "inconclusive" and reason.reason is Reason.FREEDOM and fill:
         # NB: the cost model has too few lengths to look for a higher term: the midpoints (~1/6 of the
         # top call) give it more before a doubling (2x the top call) is spent
         return Step(ladder, None, "fill", f"{why}: the midpoints first", fill)
     return Step(ladder, nxt)
 
 
-def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, str, bool]:
+def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, Why, bool]:
     """The verdict the report will give: the cost model's (suite.analyse.cost), so that a series
     whose overheads still hide its leading term, or whose rise at the top may be a cache's, climbs
     on; the power law's where nothing is claimed in n; and whether only longer lengths can tell (`stretch_call_s`):
@@ -102,17 +103,17 @@ def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, s
         return (*verdict(fit, claimed), False)
     fastest = ok.groupby("seq_len")["time_min_s" if "time_min_s" in ok else "time_s"].median()
     result = terms.judge_series(fastest, ok, "seq_len", float(claimed), hosts, bootstrap=0)
-    hidden = result.verdict == "inconclusive" and (HIDDEN in result.why or EDGE in result.why)
-    test = f"{result.higher}: p = {result.higher_p:.2g}, {result.higher_share:.0%} of the time"
+    hidden = result.verdict == "inconclusive" and result.reason.tells is Tells.LONGER_LENGTHS
+    test = {"higher": result.higher, "higher_p": result.higher_p, "share": result.higher_share}
     if result.at_level:  # what the stop says: the test, not the whole why the report shows beside it
-        return result.verdict, f"with its higher term's test at its level ({test})", True
+        return result.verdict, Why(Reason.AT_LEVEL, test), True
     if result.verdict == "refuted" and fit is not None and fit.lo < claimed + TOLERANCE:
         # NB: contested: the higher term's share says the time grows faster than the claim, its power law that it
         # may not. conv/native on an Intel VM settled refuted at 4096 (n^1.5 55%, exponent [1.03, 1.19]) where AMD's
         # climbed to 16384, confirmed; random/native in stored AMD runs 4 and 7 ([1.14, 1.18], [1.15, 1.21])
-        return "refuted", (f"by its higher term's test ({test}) while its time exponent [{fit.lo:.2f}, {fit.hi:.2f}] "
-                           f"reaches the claim's {float(claimed):g} ± {TOLERANCE:g}"), True
-    return result.verdict, result.why, hidden
+        return "refuted", Why(Reason.CONTESTED, {**test, "lo": fit.lo, "hi": fit.hi, "claimed": float(claimed),
+                                                 "tolerance": TOLERANCE}), True
+    return result.verdict, result.reason, hidden
 
 
 def midpoints(ladder: Ladder, n: np.ndarray, fit, top: bool = False) -> tuple[int, ...]:

@@ -14,6 +14,7 @@ import pytest
 
 import variants
 from suite.analyse import cost, terms
+from suite.analyse.claim_rule import Note
 from suite.analyse.exponents import all_exponents
 from suite.analyse.planted import HOSTS, KV_BYTES_PER_ROW, STEP_MAX, gather_study, gathered, lengths
 from suite.analyse.steps import gather_rate, machine
@@ -97,7 +98,8 @@ def test_a_series_past_the_probes_reach_or_without_a_probe_says_the_steps_stand_
     s = gathered(np.random.default_rng(3), probe, noise=0.005)
     hosts = terms.machines({"cpu_caches": HOSTS["amd"]}, {"cpu": {"bytes_per_s": 25e9, "cache_bytes_per_s": 75e9}})
     row = all_exponents(_frame(s.y, True), hosts).query("metric == 'time' and axis == 'seq_len'").iloc[0]
-    assert terms.NO_PROBE in row["why"] and "gathers' rise" not in row["terms"]
+    assert row["why_notes"] == Note.NO_PROBE.value and "cache steps stand in" in row["why"]
+    assert "gathers' rise" not in row["terms"]
 
 
 def test_shards_probes_merge_by_the_furthest_reach():
