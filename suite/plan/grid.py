@@ -40,6 +40,7 @@ AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_le
         "num_kv_heads", "head_dim", "causal", "params")
 TOP_LEVEL = ("name", "description", "settings", "defaults", "block")
 MAX_CASES = 100_000  # a grid's cases: the full preset has a few hundred; a typo in a list should not plan millions
+MAX_EXPANSION = 1_000_000  # the combinations a grid's blocks make before repeats merge, each checked once
 
 
 class ConfigError(UsageError):
@@ -143,6 +144,7 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
             _variant(f"{source}: --variant", name)
     cases: dict[str, Case] = {}
     found: dict[str, Ladder] = {}
+    expansion = 0
     for index, block in enumerate(blocks):
         where = f"{source}: block {index + 1}"
         if not isinstance(block, dict):
@@ -151,6 +153,7 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
         axes = {**defaults, **block}
         if devices is not None:
             axes["device"] = devices
+        expansion += _check_expansion(axes, where, expansion)
         for case, ladder in _expand(axes, where, only_variants):
             if ladder is not None and found.setdefault(ladder.key, ladder) is not ladder:
                 continue  # the same series twice: the first block's range holds
@@ -167,6 +170,34 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
         raise ConfigError(str(err)) from None
     return Grid(name=str(name), description=description, settings=settings,
                 cases=tuple(cases.values()), source=source, blocks=tuple(blocks), ladders=tuple(found.values()))
+
+
+def _check_expansion(axes: dict, where: str, before: int) -> int:
+    """The combinations a block makes, counted from its lists' lengths (repeats included) before any is
+    made; ConfigError naming its longest axis where the grid's blocks would pass MAX_EXPANSION."""
+    sizes = {name: _length(value) for name, value in axes.items() if name != "params"}
+    if sizes.get("variant") is None or axes.get("variant") in ("*", ["*"]):
+        sizes["variant"] = len(variants.names())
+    if axes.get("impl", "*") in ("*", ["*"]):
+        sizes["impl"] = max(len(variants.get(name).impls) for name in variants.names())
+    params = axes.get("params", {})
+    if isinstance(params, dict):
+        sizes.update({f"params.{name}": _length(value) for name, value in params.items()})
+    total = 1
+    for size in sizes.values():
+        total *= size
+    if before + total > MAX_EXPANSION:
+        name = max(sizes, key=lambda n: sizes[n])
+        value = axes["params"][name.removeprefix("params.")] if name.startswith("params.") else axes.get(name)
+        made = f"{total}" if total < 10**12 else f"about 10^{len(str(total)) - 1}"
+        _fail(where, name, value, f"axes whose lists' lengths multiply to at most {MAX_EXPANSION} combinations in "
+              f"a grid, repeated values included; this block's make {made}: shorten {name} "
+              f"({sizes[name]} values) or split the grid")
+    return total
+
+
+def _length(value) -> int:
+    return len(value) if isinstance(value, list) else 1
 
 
 def _settings(raw: dict, where: str) -> Settings:
