@@ -9,6 +9,7 @@ is the same on every machine for the same grid.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 
@@ -21,6 +22,7 @@ from variants.rules import score_flops
 
 CALLS_PER_REPLICATE = 4  # warm-up, two samples and the memory pass, at least
 START_S = 0.05  # per case and process: messaging, check, setup
+PRICED_LENGTH = 2**14  # the longest sequence a case's theory is counted at when pricing it
 
 
 class ShardError(UsageError):
@@ -45,15 +47,29 @@ def parse(spec: str) -> tuple[int, int]:
 
 def predicted_s(case: Case, settings: Settings) -> float:
     """A rough cost in seconds of measuring the case (all replicates): enough to balance shards."""
-    try:
-        flops = theory_of(case)["flops"]
-    except Exception:  # noqa: BLE001 - a case whose theory fails costs little: it fails fast
-        flops = 0
+    flops = _flops(case)
     if _work(case) != "algorithm":  # a dense mask or a tiled kernel: count every pair
         flops = max(flops, score_flops(case.batch, case.num_heads, case.query_len * case.key_len, case.head_dim))
     call_s = flops / devices.get(case.device).assumed_flop_rate
     per_replicate = START_S + max(settings.min_run_time_s, CALLS_PER_REPLICATE * call_s)
     return per_replicate * settings.replicates
+
+
+def _flops(case: Case) -> float:
+    """The theory's FLOPs: counted at lengths up to PRICED_LENGTH (a theory may build a row's counts, O(n)), and
+    past it scaled by the claim's exponents in the lengths, so pricing a grid allocates nothing its lengths size."""
+    n_q, n_k = min(case.seq_len, PRICED_LENGTH), min(case.key_len, PRICED_LENGTH)
+    priced = dataclasses.replace(case, seq_len=n_q, kv_len=None if case.kv_len is None else n_k)
+    try:
+        theory = theory_of(priced)
+    except Exception:  # noqa: BLE001 - a case whose theory fails costs little: it fails fast
+        return 0
+    if priced == case:
+        return theory["flops"]
+    if case.kv_len is None:
+        return theory["flops"] * (case.seq_len / n_q) ** theory["claimed_exponent_n"]
+    in_q, in_k = theory["claimed_exponent_q"] or 1, theory["claimed_exponent_k"] or 1
+    return theory["flops"] * (case.seq_len / n_q) ** in_q * (case.key_len / n_k) ** in_k
 
 
 def _work(case: Case) -> str:

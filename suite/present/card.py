@@ -114,7 +114,7 @@ def _facts(run: RunDir, frame: pd.DataFrame) -> str:
     host = f"{env.get('cpu_model', '?')}, {env.get('cpu_count', '?')} CPUs; {env.get('platform', '?')}"
     torch_line = f"torch {env.get('torch', '?')}, CUDA {env.get('cuda') or '–'}, xformers {env.get('xformers') or '–'}; " \
                  f"Python {env.get('python', '?')}"
-    rows = [["grid", md.code(plan.get("grid", "?")) + (f" ({plan['source']})" if plan.get("source") else "")],
+    rows = [["grid", md.code(plan.get("grid", "?")) + (f" ({md.text(plan['source'])})" if plan.get("source") else "")],
             ["devices", ", ".join(env.get("devices", [])) or "?"],
             ["host", host], ["GPU", env.get("cuda_device") or "none"], ["software", torch_line],
             ["threads, allocator", f"{env.get('threads', '?')}, {env.get('allocator', '?')}"],
@@ -217,9 +217,10 @@ def card(run: RunDir, files: str | None = None) -> str:
     source = (", ".join(f"[`{name}`]({files}/{name})" for name in kept) if files is not None
               else ", ".join(md.code(name) for name in kept))
     return md.page(
-        f"# Run `{run.name}`: grid {plan.get('grid', '?')} on {', '.join(run.env().get('devices', [])) or '?'}",
+        f"# Run `{run.name}`: grid {md.text(plan.get('grid', '?'))} on "
+        f"{md.text(', '.join(run.env().get('devices', [])) or '?')}",
         md.GENERATED.format(command="card"),
-        (plan.get("description") or "").strip(),
+        md.text((plan.get("description") or "").strip()),  # NB: the user's grid file's text, shown, never markup
         _facts(run, frame),
         f"**Noise.** {_sentence(result.noise.line())}",
         *_verdicts(result),

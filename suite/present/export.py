@@ -3,16 +3,42 @@
 from __future__ import annotations
 
 import json
+import numbers
 
 import pandas as pd
 
+from suite.plan.case import KEY_KINDS
+from suite.store.row import CASE_FIELDS
+
+
+# A case field's prefix in a benchmark's name; a field without one is shown bare (ORDER) or as name=value
+LABELS = {"seq_len": "n", "kv_len": "nk", "valid_fraction": "valid", "batch": "B", "num_heads": "H",
+          "num_kv_heads": "Hkv", "head_dim": "d"}
+ORDER = ("impl", "device", "dtype", "mode", "seq_len", "kv_len", "valid_fraction", "batch", "num_heads",
+         "num_kv_heads", "head_dim", "causal")  # the rest of the case's fields follow, in their own order
+INTEGERS = {name for name, kind in KEY_KINDS.items() if kind is int}
+
 
 def _name(row: pd.Series) -> str:
+    """VARIANT[every other field of the case's key]: distinct cases get distinct names (a field a case
+    leaves unset, kv_len or valid_fraction, is left out, as its key leaves it out)."""
+    fields = [*ORDER, *(name for name in CASE_FIELDS if name not in (*ORDER, "variant", "params"))]
+    parts = [_part(name, row.get(name)) for name in fields]
     params = json.loads(row["params"]) if isinstance(row["params"], str) and row["params"] else {}
     extra = "".join(f",{k}={v}" for k, v in sorted(params.items()))
-    return (f"{row['variant']}[{row['impl']}-{row['device']}-{row['dtype']}-{row['mode']}-n{row['seq_len']}"
-            f"-B{row['batch']}-H{row['num_heads']}-Hkv{row['num_kv_heads']}-d{row['head_dim']}"
-            f"{'-causal' if row['causal'] else ''}{extra}]")
+    return f"{row['variant']}[{'-'.join(p for p in parts if p)}{extra}]"
+
+
+def _part(name: str, value: object) -> str:
+    if value is None or (isinstance(value, float) and value != value):  # NB: NaN: the field is unset
+        return ""
+    if name == "causal":
+        return "causal" if value else ""
+    if isinstance(value, numbers.Integral) or (name in INTEGERS and isinstance(value, float)):
+        value = int(value)  # NB: an integer column turns float where a merged table held NaN
+    elif isinstance(value, numbers.Real):
+        value = float(value)
+    return f"{LABELS[name]}{value}" if name in LABELS else str(value) if name in ORDER else f"{name}={value}"
 
 
 def _timer(device: str) -> str:

@@ -9,6 +9,7 @@ hand-written file (README.md, mkdocs.yml) sits between a `begin generated: KEY` 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -98,17 +99,34 @@ def stale(root: Path, parser) -> list[Path]:
 def write(root: Path, parser) -> list[Path]:
     """Bring every generated file up to date; the paths changed."""
     wanted = expected(root, parser)
+    leftovers = _leftovers(root, wanted)
+    figure = Path(root) / FIGURE
+    check_inside(root, [*wanted, *leftovers, figure])
     changed = []
     for path, text in wanted.items():
         if not path.is_file() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
-            changed.append(atomic.write_text(path, text, follow_links=True))
-    for path in _leftovers(root, wanted):
+            changed.append(atomic.write_text(path, text))
+    for path in leftovers:
         path.unlink()
         changed.append(path)
-    run, figure = cards(root).get(FIGURE_CARD), Path(root) / FIGURE
+    run = cards(root).get(FIGURE_CARD)
     if run is not None:  # NB: redrawn every time (a card's files or the figure's code may have changed), kept if the same
         image = card.figure(run, FIGURE_VARIANTS)
         if not figure.is_file() or figure.read_bytes() != image:
-            changed.append(atomic.write_bytes(figure, image, follow_links=True))
+            changed.append(atomic.write_bytes(figure, image))
     return changed
+
+
+def check_inside(root: Path, paths: list[Path]) -> None:
+    """UsageError naming the first path that is a symbolic link, or whose folder lies outside `root` once
+    links are followed: `suite docs` writes and removes files inside the repository only."""
+    top = Path(os.path.realpath(root))
+    for path in paths:
+        if path.is_symlink():
+            raise UsageError(f"{path}: a symbolic link (allowed: a plain file inside --root {root}; "
+                             "remove the link and run again)")
+        folder = Path(os.path.realpath(path.parent))
+        if folder != top and top not in folder.parents:
+            raise UsageError(f"{path}: its folder is {folder}, outside --root {root} once links are followed "
+                             f"(allowed: folders inside {top})")

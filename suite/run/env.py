@@ -25,15 +25,26 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _git_commit() -> str | None:
+ROOT = Path(__file__).resolve().parents[2]  # the checkout that holds the packages
+SOURCES = ("suite", "variants")  # the packages a run imports: a file git does not track there is code it runs
+
+
+def _git_commit(root: Path = ROOT) -> str | None:
+    """HEAD, with "-dirty" where a tracked file changed or a file git neither tracks nor ignores lies in
+    the packages a run imports (a new module there changes what runs as much as an edited one)."""
     try:
-        root = Path(__file__).resolve().parent.parent
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else None
+        out = _git(root, "rev-parse", "HEAD")
+        if out.returncode != 0:
+            return None
+        changed = _git(root, "status", "--porcelain", "--untracked-files=no").stdout.strip()
+        untracked = _git(root, "status", "--porcelain", "--untracked-files=all", "--", *SOURCES).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if changed or untracked else "")
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=5)
 
 
 def _xformers_version() -> str | None:

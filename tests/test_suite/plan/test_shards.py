@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 
 import pytest
 
 from suite.plan import grid as grids
 from suite.plan import shard
-from helpers import suite
+from suite.plan.case import theory_of
+from helpers import ROOT, suite
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 400])
@@ -52,3 +56,33 @@ def test_only_variants_keeps_a_block_whose_other_variants_have_impls_these_lack(
     grid = grids.resolve("pr", devices=["cuda"], only_variants=["strided"])
     assert {c.variant for c in grid.cases} == {"strided"}
     assert {c.impl for c in grid.cases} == {"native", "sdpa", "flex"} and len(grid.cases) == 9
+
+
+PRICING = """
+import resource
+from suite.plan import grid as grids, shard
+grid = grids.parse({"block": [{"variant": ["full", "sliding_window", "fixed", "global"], "impl": ["native"],
+                               "batch": [1], "num_heads": [1], "head_dim": [16], "seq_len": [2**24]}]}, "long")
+shard.split(list(grid.cases)[:1], grid.settings, 2)  # the pricing code's own first use: imports, caches
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+costs = [shard.predicted_s(case, grid.settings) for case in grid.cases]
+print(len(costs), min(costs) > 0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+
+
+@pytest.mark.slow
+def test_pricing_a_grid_of_long_sequences_allocates_nothing_its_lengths_size(tmp_path):
+    """n = 2^24 (planning accepts it at B = H = 1, d = 16): a theory's row counts alone were 128 MiB an array."""
+    res = subprocess.run([sys.executable, "-c", PRICING], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    count, positive, grown_kib = res.stdout.split()
+    assert res.returncode == 0 and int(count) >= 3 and positive == "True", res.stderr
+    assert int(grown_kib) < 32 * 1024, f"pricing grew the process by {int(grown_kib) // 1024} MiB"
+
+
+def test_pricing_past_the_counted_length_follows_the_claim():
+    grid = grids.parse({"block": [{"variant": ["full", "sliding_window"], "impl": ["native"], "seq_len": [2**15]}]},
+                       "t")
+    for case in grid.cases:
+        exact = theory_of(case)["flops"]
+        assert abs(shard._flops(case) / exact - 1) < 0.02, case.label()

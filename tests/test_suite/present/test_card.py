@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import tomllib
@@ -151,3 +152,15 @@ def test_files_are_written_whole_and_a_pipe_or_link_is_not_replaced(tmp_path):
     atomic.write_text(fifo, "streamed", follow_links=True)
     reader.join(timeout=10)
     assert got == ["streamed"] and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_a_plans_description_and_grid_name_are_shown_as_text_never_as_markup(tmp_path):
+    folder = tmp_path / "cpu-smoke"
+    shutil.copytree(RUNS / "cpu-smoke", folder)
+    plan = json.loads((folder / "plan.json").read_text())
+    plan["description"] = "<script>alert(1)</script> [x](javascript:alert(1)) !!! note --8<-- \"/etc/passwd\""
+    plan["grid"] = "g`<img src=x onerror=alert(1)>"
+    (folder / "plan.json").write_text(json.dumps(plan))
+    text = card.card(RunDir(folder))
+    assert "<script>" not in text and "<img" not in text and "--8<--" not in text and "[x](" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "\\!\\!\\! note" in text
