@@ -146,7 +146,8 @@ def _shards(tmp: Path) -> None:
         ids = {Case.from_key(key).case_id for key in keys}
         (folder / "plan.json").write_text(json.dumps({**REAL_PLAN, "cases": keys, "shard": {"k": k, "n": 2}}))
         shutil.copy(LEGACY / "env.json", folder)
-        (folder / "journal.jsonl").write_text("".join(f"{line}\n" for line in lines if json.loads(line)["case_id"] in ids))
+        held = [line for line in lines if json.loads(line)["case_id"] in ids]
+        (folder / "journal.jsonl").write_text("".join(f"{line}\n" for line in held))
         RunDir.resolve(folder.name, tmp)
 
 
