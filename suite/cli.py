@@ -6,6 +6,7 @@ Thin: it parses, delegates to the stages, prints, and maps bad input (UsageError
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -20,8 +21,8 @@ from suite.errors import UsageError
 from suite.signals import stop_on_signals
 from suite.plan.case import DTYPES, Case
 from suite.plan.settings import Settings
-from suite.store import atomic
-from suite.store.rundir import RunDir
+from suite.store import atomic, lock
+from suite.store.rundir import RunDir, reading
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -98,7 +99,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from suite.run import runner
     from suite.machine import compile_cache
     from suite.run.executors.local import WorkerError
-    from suite.store import lock
 
     try:
         compile_cache.use(args.compile_cache, Path(args.results_dir))
@@ -141,7 +141,8 @@ def make_report(run: RunDir, report_dir: Path) -> int:
     from suite.present import report
 
     started = time.perf_counter()
-    path, result = report.build(run, report_dir)
+    with lock.reading(run.path, "report"):
+        path, result = report.build(run, report_dir)
     if not result.claims.empty or (result.cross.empty and result.padding.empty and result.decode.empty):
         print(report.summary(result.claims))
     if not result.decode.empty:
@@ -161,8 +162,8 @@ def make_report(run: RunDir, report_dir: Path) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Rebuild the report of a run from its results folder alone."""
     atomic.check_folder("--reports-dir", args.reports_dir)
-    run = RunDir.resolve(args.name, Path(args.results_dir))
-    return make_report(run, Path(args.reports_dir) / run.name)
+    with reading(args.name, Path(args.results_dir), "report") as run:
+        return make_report(run, Path(args.reports_dir) / run.name)
 
 
 def _rule(args: argparse.Namespace):
@@ -177,14 +178,18 @@ def _rule(args: argparse.Namespace):
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from suite.analyse import regression
-    from suite.analyse.terms import machines
-    from suite.present import comparison
-
     rule = _rule(args)
     atomic.check_outputs({"--markdown": args.markdown, "--json": args.json}, summary=True)
-    new = RunDir.resolve(args.new, Path(args.results_dir))
-    base = RunDir.resolve(args.base, Path(args.results_dir), like=new)
+    results_dir = Path(args.results_dir)
+    with reading(args.new, results_dir, "compare") as new, reading(args.base, results_dir, "compare", new) as base:
+        return _compared(base, new, rule, args)
+
+
+def _compared(base: RunDir, new: RunDir, rule, args: argparse.Namespace) -> int:
+    """The verdict on two runs the caller reads (`reading`), confirmed where asked, printed and written."""
+    from suite.analyse import regression
+    from suite.analyse.terms import machines
+
     base_frame = base.read_table()
     hosts = tuple(machines(run.env(), run.bandwidth()) for run in (base, new))  # the cache steps each report fits
     verdict = regression.decide(base_frame, new.read_table(), base.env(), new.env(), rule, force=args.force, hosts=hosts)
@@ -254,8 +259,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         return 0
     if not args.run:
         raise UsageError("baseline save: which run? (python -m suite baseline save RUN)")
-    run = RunDir.resolve(args.run, results_dir)
-    target = rundir.save_baseline(run, results_dir, force=args.force)
+    with reading(args.run, results_dir, "baseline save") as run:
+        target = rundir.save_baseline(run, results_dir, force=args.force)
     print(f"baseline for fingerprint {run.env().get('fingerprint_id')}, grid {run.plan().get('grid')}: "
           f"{target} (from {run.name})")
     return 0
@@ -265,10 +270,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from suite.present import export
 
     atomic.check_target("--output", args.output)
-    run = RunDir.resolve(args.run, Path(args.results_dir))
-    frame = run.read_table()
-    payload = export.pytest_benchmark(frame, run.env()) if args.format == "pytest-benchmark" else \
-        export.github_action_benchmark(frame)
+    with reading(args.run, Path(args.results_dir), "export") as run:
+        frame = run.read_table()
+        payload = export.pytest_benchmark(frame, run.env()) if args.format == "pytest-benchmark" else \
+            export.github_action_benchmark(frame)
     atomic.write_text(Path(args.output), json.dumps(payload, indent=1), follow_links=True)
     print(f"{args.format}: {args.output}")
     return 0
@@ -280,8 +285,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     results_dir = Path(args.results_dir)
     atomic.check_outputs({}, {"--reports-dir": None if args.no_report else args.reports_dir})
-    shards = [RunDir.resolve(name, results_dir) for name in args.runs]
-    merged = merge(shards, RunDir.new(results_dir, args.run_id))
+    with contextlib.ExitStack() as stack:
+        shards = [stack.enter_context(reading(name, results_dir, "merge")) for name in args.runs]
+        merged = merge(shards, RunDir.new(results_dir, args.run_id))
     for problem in merged.problems:
         print(f"warning: {problem}", file=sys.stderr)
     print(f"merged {len(shards)} shard(s) into {merged.run.path}: {merged.cases} cases ("
@@ -303,19 +309,19 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_card(args: argparse.Namespace) -> int:
     """A run card from the run's own files; its verdict figure where asked."""
-    from suite.present import card
-
     atomic.check_outputs({"--figure": args.figure, "--output": args.output}, {"--into": args.into})
-    run = RunDir.resolve(args.run, Path(args.results_dir))
-    if args.figure:
-        figure = atomic.write_bytes(Path(args.figure), card.figure(run, args.variant), follow_links=True)
-        print(f"figure: {figure}", file=sys.stderr)
-    if args.into:
-        print(f"card: {card.publish(run, Path(args.into))} (then: python -m suite docs)", file=sys.stderr)
-    elif args.output:
-        print(f"card: {atomic.write_text(Path(args.output), card.card(run), follow_links=True)}", file=sys.stderr)
-    elif not args.figure:
-        print(card.card(run), end="")
+    with reading(args.run, Path(args.results_dir), "card") as run:
+        from suite.present import card
+
+        if args.figure:
+            figure = atomic.write_bytes(Path(args.figure), card.figure(run, args.variant), follow_links=True)
+            print(f"figure: {figure}", file=sys.stderr)
+        if args.into:
+            print(f"card: {card.publish(run, Path(args.into))} (then: python -m suite docs)", file=sys.stderr)
+        elif args.output:
+            print(f"card: {atomic.write_text(Path(args.output), card.card(run), follow_links=True)}", file=sys.stderr)
+        elif not args.figure:
+            print(card.card(run), end="")
     return 0
 
 

@@ -44,9 +44,12 @@ def folder_of(ref: str, results_dir: Path) -> Path:
 
 def load(ref: str, results_dir: Path, repo: Path, commit_time: str | None = None) -> Run:
     folder = folder_of(ref, results_dir)
-    holder = lock.holder(folder)
-    if holder:
-        raise UsageError(f"history add {ref}: the run is being measured by {holder} (add it once it has finished)")
+    with lock.reading(folder, "history add"):
+        return _loaded(ref, folder, results_dir, repo, commit_time)
+
+
+def _loaded(ref: str, folder: Path, results_dir: Path, repo: Path, commit_time: str | None) -> Run:
+    """The run in `folder` as a point of history (its lock held shared by the caller)."""
     env = RunDir(folder).env()  # NB: the identity first: a run refused for it is not touched
     fingerprint = check_name(f"{folder / RunDir.ENV} fingerprint_id", env.get("fingerprint_id"))
     commit = env.get("git_commit")

@@ -6,7 +6,8 @@ through it, so a link planted there cannot redirect a write elsewhere; an output
 (`-o`, `--markdown`, a card) may follow its link (`follow_links`). A target that exists and is not
 a regular file (/dev/stdout, a pipe) is written in place: there is nothing to replace. A file
 appended in place (a journal, a log) is opened with `open_plain`, which refuses a link; a folder
-replaced whole (a baseline) is swapped with `exchange`, in one step where the system can.
+replaced whole (a baseline) is swapped with `exchange`, and one written whole beside its place (a merged
+run) is renamed there with `rename_new`, each in one step where the system can.
 """
 
 from __future__ import annotations
@@ -156,13 +157,28 @@ def open_plain(path: Path, flags: int, mode: int = 0o644) -> int:
 def exchange(a: Path, b: Path) -> bool:
     """Swap two paths in one step (Linux renameat2 with RENAME_EXCHANGE): at no moment is either name
     missing. False where the system cannot (not Linux, an old kernel or C library, a file system without it)."""
+    return _renameat2(a, b, 2)
+
+
+def rename_new(source: Path, target: Path) -> None:
+    """Rename `source` (a file or a folder) to `target`, which must not exist: FileExistsError where it
+    does. In one step where the system can (renameat2 with RENAME_NOREPLACE); elsewhere the name is
+    checked first, and a folder's rename still refuses a target folder that is not empty."""
+    if not _renameat2(source, target, 1):
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
+        os.rename(source, target)
+
+
+def _renameat2(a: Path, b: Path, flags: int) -> bool:
+    """Linux renameat2(a, b, flags): True where done, False where the system cannot; OSError otherwise."""
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
         return False
     renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+    at_fdcwd = -100
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), flags) == 0:
         return True
     err = ctypes.get_errno()
     if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):

@@ -27,12 +27,13 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
 from suite.errors import UsageError, check_name
-from suite.store import atomic, shapes, table
+from suite.store import atomic, lock, shapes, table
 from suite.store.journal import Journal
 
 BASELINES = "baselines"
@@ -78,7 +79,15 @@ class RunDir:
     @classmethod
     def resolve(cls, ref: str, results_dir: Path, like: "RunDir | None" = None) -> "RunDir":
         """A finished run from a name under results_dir, a folder, or `baseline` (the saved baseline
-        of `like`'s fingerprint and grid). UsageError names what exists."""
+        of `like`'s fingerprint and grid). UsageError names what exists. A command reads it with `reading`,
+        which holds its lock too."""
+        run = cls.locate(ref, results_dir, like)
+        run.finish(ref, results_dir)
+        return run
+
+    @classmethod
+    def locate(cls, ref: str, results_dir: Path, like: "RunDir | None" = None) -> "RunDir":
+        """The folder `ref` names (as `resolve`), nothing in it read but a baseline's name."""
         results_dir = Path(results_dir)
         if ref == "baseline":
             if like is None:
@@ -92,19 +101,22 @@ class RunDir:
         if Path(ref).is_dir():
             run = cls(Path(ref).resolve())  # NB: resolved, so `x/..` is named for the folder it is
             check_name("run folder", run.name)
-        else:
-            run = cls(results_dir / check_name("run", ref))
-        if (run.path / cls.PLAN).is_file() and ((run.path / cls.JOURNAL).is_file() or not run.has_results()):
-            why = run.stale_table()
+            return run
+        return cls(results_dir / check_name("run", ref))
+
+    def finish(self, ref: str, results_dir: Path) -> None:
+        """The run's table, rebuilt from its journal where it is stale; UsageError naming the runs in
+        results_dir where it has none."""
+        if (self.path / self.PLAN).is_file() and ((self.path / self.JOURNAL).is_file() or not self.has_results()):
+            why = self.stale_table()
             if why:
-                run.table_from_journal(why)  # stopped before its table, or measured more since: nothing is lost
+                self.table_from_journal(why)  # stopped before its table, or measured more since: nothing is lost
             else:
-                run.warn_unreadable()
-        if not run.has_results():
-            known = sorted(p.parent.name for p in results_dir.glob(f"*/{cls.PARQUET}"))
-            raise UsageError(f"run {ref!r}: no {run.path / cls.PARQUET} (runs in {results_dir}/: "
+                self.warn_unreadable()
+        if not self.has_results():
+            known = sorted(p.parent.name for p in Path(results_dir).glob(f"*/{self.PARQUET}"))
+            raise UsageError(f"run {ref!r}: no {self.path / self.PARQUET} (runs in {results_dir}/: "
                              f"{', '.join(known) or 'none'})")
-        return run
 
     # ------------------------------------------------------------------ files
     def file(self, name: str) -> Path:
@@ -264,6 +276,17 @@ def damaged(path: Path, what: object) -> UsageError:
     """The error for a file the suite cannot read: which file, what is wrong, what to do."""
     return UsageError(f"{path} cannot be read: {what} (a damaged or foreign file: restore it, or remove the "
                       "run and measure again; a run's journal.jsonl rebuilds its table)")
+
+
+@contextmanager
+def reading(ref: str, results_dir: Path, command: str, like: RunDir | None = None):
+    """The finished run `ref` names (RunDir.resolve), its lock held shared for the block (lock.reading):
+    a run being measured is refused, naming its process, before anything in it is read or rebuilt, and
+    no `run --resume` starts on it while `command` reads it."""
+    run = RunDir.locate(ref, results_dir, like)
+    with lock.reading(run.path, command):
+        run.finish(ref, results_dir)
+        yield run
 
 
 # ---------------------------------------------------------------------- baselines
