@@ -99,7 +99,8 @@ def test_a_grid_past_the_sizes_and_case_count_is_named(tmp_path):
     refused(suite_in_process("run", "--grid", str(grid), "--dry-run", cwd=tmp_path),
             "field 'seq_len' = 99999999999 (allowed: integers from 1 to 2147483647)")
     lengths = ", ".join(str(16 * k) for k in range(1, 400))
-    grid = write_grid(tmp_path, f'[[block]]\nvariant = ["full"]\nseq_len = [{lengths}]\nnum_heads = [{lengths}]\n')
+    grid = write_grid(tmp_path, f'[[block]]\nvariant = ["full"]\nimpl = ["sdpa"]\nseq_len = [{lengths}]\n'
+                                f'num_heads = [{lengths}]\n')
     refused(suite_in_process("run", "--grid", str(grid), "--dry-run", cwd=tmp_path),
             "at most 100000 cases in a grid")
 
