@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -91,15 +92,52 @@ def test_sides_that_differ_in_status_say_how():
 
 
 def test_a_ref_that_is_not_a_commit_or_could_be_an_option_is_refused(tmp_path):
-    for bad in ("--upload-pack=evil", "HEAD..main", "no-such-ref-anywhere", "a b"):
+    for bad in ("--upload-pack=evil", "HEAD..main", "no-such-ref-anywhere", "a b", str(tmp_path)):
         with pytest.raises(UsageError, match="field 'base'"):
             sides.resolve("base", bad, ROOT)
-    directory, commit = sides.resolve("base", str(tmp_path), ROOT)
-    assert directory == tmp_path.resolve() and commit is None
+
+
+def _repo(folder: Path) -> tuple[Path, str]:
+    """A throwaway repository of one empty commit on branch `feature`: (its folder, the commit)."""
+    folder.mkdir()
+    for args in (("init", "-q", "-b", "feature"),
+                 ("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x")):
+        subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True)
+    return folder, head.stdout.strip()
+
+
+def test_a_folder_is_a_side_only_where_an_option_names_it(tmp_path, monkeypatch):
+    """A folder here named like a branch, or like nothing git knows, is never a side by its name: git
+    resolves the name or it is refused; --base-dir / --new-dir make a folder a side, and the positionals
+    fill the other sides in order."""
+    repo, head = _repo(tmp_path / "repo")
+    for name in ("feature", "plugins"):
+        (tmp_path / name / "suite").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert sides.resolve("base", "feature", repo) == head
+    with pytest.raises(UsageError, match="field 'new' = 'plugins'.*a folder only with --new-dir PATH"):
+        sides.chosen("feature", "plugins", None, None, repo)
+    plugins = (tmp_path / "plugins").resolve()
+    assert sides.chosen("feature", "feature", None, None, repo) == ("feature", "feature")
+    assert sides.chosen("feature", None, None, "plugins", repo) == ("feature", plugins)
+    assert sides.chosen("HEAD", None, "plugins", None, repo) == (plugins, "HEAD")
+    assert sides.chosen(None, None, "plugins", "plugins", repo) == (plugins, plugins)
+    for given, message in (((None, None, "plugins", None), "two sides in all"),
+                           (("HEAD", "HEAD", "plugins", None), "two sides in all"),
+                           (("HEAD", None, None, "nowhere"), "--new-dir 'nowhere': no such folder")):
+        with pytest.raises(UsageError, match=message):
+            sides.chosen(*given, repo)
+    with sides.checked_out(head, plugins, repo) as (a, b):
+        assert a.commit == head and a.root != repo and (b.root, b.given) == (plugins, str(plugins))
 
 
 def test_bad_input_is_refused_before_any_work(tmp_path):
+    (tmp_path / "tests").mkdir()
     for args, field in ((("no-such-ref-xyz", "HEAD"), "field 'base'"), (("HEAD", "HEAD..x"), "field 'new'"),
+                        (("tests", "HEAD"), "field 'base' = 'tests'"), (("HEAD",), "two sides in all"),
+                        (("HEAD", "HEAD", "--new-dir", "tests"), "two sides in all"),
+                        (("--base-dir", "nowhere", "HEAD"), "--base-dir 'nowhere'"),
                         (("HEAD", "HEAD", "--pairs", "1"), "--pairs 1"),
                         (("HEAD", "HEAD", "--rounds", "0"), "--rounds 0"),
                         (("HEAD", "HEAD", "--run-id", "../out"), "--run-id")):

@@ -30,8 +30,8 @@ def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
     lengths = list(range(16, 28))
     (tmp_path / "g.toml").write_text(paced_grid(lengths))
     a, b = _side(tmp_path, "a"), _side(tmp_path, "b", 1.50, slow=lengths[:3])
-    res = suite("ab", str(a), str(b), "--grid", str(tmp_path / "g.toml"), "--plugin", "fault_variants",
-                "--pairs", "5", "--rounds", "1",
+    res = suite("ab", "--base-dir", str(a), "--new-dir", str(b), "--grid", str(tmp_path / "g.toml"),
+                "--plugin", "fault_variants", "--pairs", "5", "--rounds", "1",
                 "--results-dir", str(tmp_path / "results"), "--run-id", "r", cwd=tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
     payload = json.loads((tmp_path / "results" / "r" / "compare.json").read_text())
