@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +133,42 @@ def test_a_folder_is_a_side_only_where_an_option_names_it(tmp_path, monkeypatch)
             sides.chosen(*given, repo)
     with sides.checked_out(head, plugins, repo) as (a, b):
         assert a.commit == head and a.root != repo and (b.root, b.given) == (plugins, str(plugins))
+
+
+KEEP = """import sys, time
+from pathlib import Path
+from suite.run.ab import checkouts
+with checkouts.checked_out(sys.argv[1], sys.argv[1], Path(sys.argv[2])) as (a, b):
+    print(a.root, b.root, flush=True)
+    time.sleep(120)
+"""
+
+
+def _worktrees(repo: Path) -> list[Path]:
+    listed = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=repo, capture_output=True, text=True)
+    return [Path(line[len("worktree "):]).resolve() for line in listed.stdout.splitlines()
+            if line.startswith("worktree ")]
+
+
+def test_worktrees_of_a_killed_ab_are_removed_by_the_next_command_that_makes_one(tmp_path):
+    """SIGKILL runs no cleanup: the killed process's two worktrees stay registered, one folder left in the
+    temporary folder and one gone (a cleaner took it). The next checkout removes both registrations and the
+    folder, and keeps the worktrees of a process that still lives."""
+    repo, head = _repo(tmp_path / "repo")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen([sys.executable, "-c", KEEP, head, str(repo)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        killed = [Path(p).resolve() for p in proc.stdout.readline().split()]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(killed) == 2 and set(killed) <= set(_worktrees(repo)), killed
+    shutil.rmtree(killed[1])
+    with sides.worktree(head, repo) as mine:
+        assert _worktrees(repo) == [repo.resolve(), mine.resolve()] and not killed[0].parent.exists()
+        sides.prune(repo)
+        assert mine.resolve() in _worktrees(repo) and mine.is_dir()  # its owner lives: this process
+    assert _worktrees(repo) == [repo.resolve()]
 
 
 def test_bad_input_is_refused_before_any_work(tmp_path):
