@@ -1,6 +1,6 @@
 """How small a slowdown does `suite ab` catch on this machine, and how often does it cry wolf?
 
-    python -m suite ab . . --grid pr --device cpu --pairs 12 --run-id aa   # an A/A sweep, real kernels
+    python -m suite ab --base-dir . --new-dir . --grid pr --device cpu --pairs 12 --run-id aa   # A/A, real kernels
     python benchmarks/ab_power.py results/aa [results/aa2 ...] --pairs 5 8 12 --trials 100
     python benchmarks/ab_power.py results/slow --drop-impl native   # a sweep whose native paths differed
 

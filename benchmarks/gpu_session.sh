@@ -163,7 +163,8 @@ ab_step() {  # `suite ab` of the pr grid on the GPU: side B slowed (benchmarks/s
     limit=${AB_S:-300}  # within AB_UNTIL (epoch seconds) where set: the call's time left for pack
     [ -n "${AB_UNTIL:-}" ] && limit=$(( AB_UNTIL - $(date +%s) < limit ? AB_UNTIL - $(date +%s) : limit ))
     [ "$limit" -ge 60 ] || { echo "ab $kind: not run (${limit} s left before AB_UNTIL)"; continue; }
-    timeout "$limit" env PYTHONPATH="$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH}" python3 -m suite ab "$sides/a" "$b" \
+    timeout "$limit" env PYTHONPATH="$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH}" python3 -m suite ab \
+      --base-dir "$sides/a" --new-dir "$b" \
       --grid pr --device cuda $plugin --run-id "gpu-ab-$kind" --markdown "$OUT/ab-$kind.md" > "$OUT/ab-$kind.log" 2>&1
     echo "ab $kind: exit $?"; grep -E "^(ab |Cases:|- slower|- faster|error)" "$OUT/ab-$kind.log" | head -n 20
   done

@@ -36,7 +36,8 @@ are given); `--asv-autogamma` replaces its segmentation by asv's own penalty sea
 `--confirm SWEEP` adds `history check --confirm`'s rules (`auto, confirmed` and `lengths, confirmed`): a
 series flagged by the rules above or by the screen (changes.screen_change) counts only where an
 interleaved A/B of its series' cases calls one of them slower, drawn from SWEEP, a real A/A `suite ab`
-sweep of the same grid (`python -m suite ab . . --grid benchmarks/history_steady.toml --pairs 12`): each
+sweep of the same grid (`python -m suite ab --base-dir . --new-dir . --grid benchmarks/history_steady.toml
+--pairs 12`): each
 check that flags draws `--confirm-pairs` of its process pairs, side B's log times moved by the step
 where the series stepped after the flagged change's commit before (the A/B is that commit against the
 newest run's, as `check --confirm` runs it), judged as `suite ab` judges (suite.analyse.paired.calls, as

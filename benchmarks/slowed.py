@@ -1,6 +1,7 @@
 """A test plugin for `suite ab`: an injected regression, one variant made slower on one side only.
 
-    python -m suite ab SIDE_A SIDE_B --grid pr --device cuda --plugin slowed   # benchmarks/ on PYTHONPATH
+    # benchmarks/ on PYTHONPATH:
+    python -m suite ab --base-dir SIDE_A --new-dir SIDE_B --grid pr --device cuda --plugin slowed
 
 Both sides load the plugin; only the side whose folder (the server's working directory) holds
 `slowdown.py` is slowed:

@@ -227,6 +227,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from suite.machine import compile_cache
     from suite.plan import grid as grids
     from suite.run import executors, plugins
+    from suite.run.ab import checkouts as sides
     from suite.run.ab import session
 
     rule = _rule(args)
@@ -235,18 +236,19 @@ def cmd_ab(args: argparse.Namespace) -> int:
     plugins.load(args.plugin, Path(args.results_dir))
     if not Path(args.repo).is_dir():
         raise UsageError(f"--repo {args.repo!r}: no such folder (allowed: a git repository's folder)")
+    repo = Path(args.repo).resolve()
     grid = grids.resolve(args.grid, devices=args.device, only_variants=args.variant)
     executors.check("local", None, None, grid.settings.allocator)
     pairs, rounds = session.design(grid, args.pairs, args.rounds)
+    base, new = sides.chosen(args.base, args.new, args.base_dir, args.new_dir, repo)  # a folder only where named so
     run = RunDir.new(Path(args.results_dir), args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-ab-{grid.name}")
     try:
-        frame = session.measure(run, grid, args.base, args.new, Path(args.repo).resolve(), pairs, rounds,
-                                list(args.plugin))
+        frame = session.measure(run, grid, base, new, repo, pairs, rounds, list(args.plugin))
     except RuntimeError as err:  # a side whose workers cannot start: nothing to judge
         print(f"error: {err}", file=sys.stderr)
         return 2
     verdict = paired.verdict(frame, rule)
-    return _emit(verdict, f"A {args.base}", f"B {args.new}", rule, args, also=run.path)
+    return _emit(verdict, f"A {base}", f"B {new}", rule, args, also=run.path)
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:

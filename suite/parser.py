@@ -102,8 +102,12 @@ def _compare(sub, commands: dict, rule) -> None:
 def _ab(sub, commands: dict, rule) -> None:
     a = sub.add_parser("ab", help="interleaved A/B of two commits on one grid (A, B, B, A per case and process "
                                   "pair); exit 0 no regression, 1 regression, 2 cannot judge")
-    a.add_argument("base", help="side A: a git commit-ish of --repo (checked out into a worktree), or a directory")
-    a.add_argument("new", help="side B: the same kinds")
+    a.add_argument("base", nargs="?", help="side A: a git commit-ish of --repo, checked out into a worktree (a folder "
+                                           "only with --base-dir; then the one commit-ish given is side B)")
+    a.add_argument("new", nargs="?", help="side B: a git commit-ish of --repo (a folder only with --new-dir)")
+    a.add_argument("--base-dir", metavar="PATH", help="side A is this folder as it is (e.g. . for the working tree), "
+                                                      "not a commit")
+    a.add_argument("--new-dir", metavar="PATH", help="side B is this folder as it is, not a commit")
     a.add_argument("--grid", default="pr", help="a preset or a TOML/YAML file (default: pr); read by this checkout")
     a.add_argument("--device", type=csv_list, help="override the grid's devices")
     a.add_argument("--variant", type=csv_list, help="only these variants (comma-separated)")

@@ -16,6 +16,7 @@ newest run) leaves the slowdown standing.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -24,10 +25,11 @@ from typing import Callable
 
 import pandas as pd
 
-from suite.errors import UsageError
+from suite.errors import UsageError, shown
 from suite.plan.grid import Grid
 
 CONFIRMED_KINDS = ("time", "lengths")  # an exponent is a ratio within a run: no drift between runs to cancel
+FULL_HASH = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a commit as `git rev-parse` writes it (SHA-1, SHA-256)
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,16 @@ def narrowed(grid: Grid, ask: Asked) -> Grid:
     return replace(grid, cases=tuple(cases), ladders=())
 
 
+def checked(ask: Asked) -> Asked:
+    """`ask` whose two commits, read from the history, are full hashes (what the A/B checks out: never a
+    name that git or the file system could take for something else); else exit 2."""
+    for where, commit in (("before the slowdown", ask.before), ("of the newest run", ask.after)):
+        if not isinstance(commit, str) or not FULL_HASH.fullmatch(commit):
+            raise UsageError(f"history check --confirm: the history's git_commit {where} of {ask.series} = "
+                             f"{shown(commit)} (allowed: a full commit hash, 40 or 64 hex digits)")
+    return ask
+
+
 def _unfit(ask: Asked, repo: Path) -> str | None:
     """Why `ask` cannot be measured (no case ran ok in the newest run; a commit that `repo` cannot check
     out), or None."""
@@ -116,6 +128,7 @@ def confirm(asks: list[Asked], grid: Grid, repo: Path, results_dir: Path, pairs:
     from suite.store.rundir import RunDir
 
     measure, out = measure or session.measure, out or sys.stderr
+    asks = [checked(ask) for ask in asks]  # NB: a commit that is not a full hash exits 2 before any A/B
     grids = [narrowed(grid, ask) if ask.case_ids else None for ask in asks]  # NB: a wrong grid exits 2 before any A/B
     unfit = [_unfit(ask, repo) for ask in asks]
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -28,11 +28,11 @@ def design(grid: Grid, pairs: int | None, rounds: int | None) -> tuple[int, int]
     return pairs, rounds
 
 
-def measure(run: RunDir, grid: Grid, base: str, new: str, repo: Path, pairs: int, rounds: int,
+def measure(run: RunDir, grid: Grid, base: str | Path, new: str | Path, repo: Path, pairs: int, rounds: int,
             plugins: list[str], out=None) -> pd.DataFrame:
-    """Check out `base` and `new` (commits of `repo`, or folders), time every case of `grid` A, B, B, A
-    in `pairs` process pairs, write the sweep's folder `run` and return its blocks (suite.analyse.paired's
-    frame). RuntimeError: a side's workers cannot start (nothing to judge)."""
+    """Check out `base` and `new` (a str: a commit-ish of `repo`; a Path: a folder the user named), time
+    every case of `grid` A, B, B, A in `pairs` process pairs, write the sweep's folder `run` and return its
+    blocks (suite.analyse.paired's frame). RuntimeError: a side's workers cannot start (nothing to judge)."""
     from suite.analyse import paired
 
     out = out or sys.stderr

@@ -95,7 +95,7 @@ def confirm_check(db: Path, tmp_path: Path, planted: PlantedAB, monkeypatch, *ex
     grid.write_text(GRID.format(lengths=", ".join(map(str, LENGTHS))))
     monkeypatch.setattr(session, "measure", planted)
     if resolvable:
-        monkeypatch.setattr(checkouts, "resolve", lambda field, given, repo: (None, given))
+        monkeypatch.setattr(checkouts, "resolve", lambda field, given, repo, hint="": given)
     return cli.main(["history", "check", "--db", str(db), "--confirm", "--grid", str(grid),
                      "--results-dir", str(tmp_path / "results"), *extra])
 
@@ -252,3 +252,27 @@ def test_a_slowdown_whose_commit_is_not_in_the_repository_stands(tmp_path, capsy
     out = capsys.readouterr().out
     assert planted.asked == [] and "the slowdown stands; not measured: the commit before the slowdown" in out
     assert "REGRESSION full/sdpa" in out
+
+
+def test_a_history_commit_that_names_a_folder_exits_2_and_chooses_no_code(tmp_path, monkeypatch):
+    """A history's git_commit is data: one that is a folder here (a `suite` package in it) is neither an A/B
+    side nor asked of git; anything but a full hash exits 2 naming the field, before any A/B."""
+    from suite.analyse.rule import Rule
+    from suite.errors import UsageError
+    from suite.history import confirm
+    from suite.plan import grid as grids
+
+    for name in ("before", "payload"):
+        (tmp_path / name / "suite").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "g.toml"
+    path.write_text(GRID.format(lengths=", ".join(map(str, LENGTHS))))
+    grid = grids.resolve(str(path))
+    case = grid.cases[0]
+    planted = PlantedAB({})
+    for before, after in (("before", "payload"), (commit_of(1), "payload"), (commit_of(1), commit_of(2)[:12]),
+                          (commit_of(1).upper(), commit_of(2))):
+        ask = confirm.Asked("k", "full/sdpa", before, after, (case.case_id,), (case.seq_len,))
+        with pytest.raises(UsageError, match="git_commit .*allowed: a full commit hash, 40 or 64 hex digits"):
+            confirm.confirm([ask], grid, Path("."), tmp_path / "results", 2, 1, [], Rule(), measure=planted)
+    assert planted.asked == [] and not (tmp_path / "results").exists()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -91,15 +95,88 @@ def test_sides_that_differ_in_status_say_how():
 
 
 def test_a_ref_that_is_not_a_commit_or_could_be_an_option_is_refused(tmp_path):
-    for bad in ("--upload-pack=evil", "HEAD..main", "no-such-ref-anywhere", "a b"):
+    for bad in ("--upload-pack=evil", "HEAD..main", "no-such-ref-anywhere", "a b", str(tmp_path)):
         with pytest.raises(UsageError, match="field 'base'"):
             sides.resolve("base", bad, ROOT)
-    directory, commit = sides.resolve("base", str(tmp_path), ROOT)
-    assert directory == tmp_path.resolve() and commit is None
+
+
+def _repo(folder: Path) -> tuple[Path, str]:
+    """A throwaway repository of one empty commit on branch `feature`: (its folder, the commit)."""
+    folder.mkdir()
+    for args in (("init", "-q", "-b", "feature"),
+                 ("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x")):
+        subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True)
+    return folder, head.stdout.strip()
+
+
+def test_a_folder_is_a_side_only_where_an_option_names_it(tmp_path, monkeypatch):
+    """A folder here named like a branch, or like nothing git knows, is never a side by its name: git
+    resolves the name or it is refused; --base-dir / --new-dir make a folder a side, and the positionals
+    fill the other sides in order."""
+    repo, head = _repo(tmp_path / "repo")
+    for name in ("feature", "plugins"):
+        (tmp_path / name / "suite").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert sides.resolve("base", "feature", repo) == head
+    with pytest.raises(UsageError, match="field 'new' = 'plugins'.*a folder only with --new-dir PATH"):
+        sides.chosen("feature", "plugins", None, None, repo)
+    plugins = (tmp_path / "plugins").resolve()
+    assert sides.chosen("feature", "feature", None, None, repo) == ("feature", "feature")
+    assert sides.chosen("feature", None, None, "plugins", repo) == ("feature", plugins)
+    assert sides.chosen("HEAD", None, "plugins", None, repo) == (plugins, "HEAD")
+    assert sides.chosen(None, None, "plugins", "plugins", repo) == (plugins, plugins)
+    for given, message in (((None, None, "plugins", None), "two sides in all"),
+                           (("HEAD", "HEAD", "plugins", None), "two sides in all"),
+                           (("HEAD", None, None, "nowhere"), "--new-dir 'nowhere': no such folder")):
+        with pytest.raises(UsageError, match=message):
+            sides.chosen(*given, repo)
+    with sides.checked_out(head, plugins, repo) as (a, b):
+        assert a.commit == head and a.root != repo and (b.root, b.given) == (plugins, str(plugins))
+
+
+KEEP = """import sys, time
+from pathlib import Path
+from suite.run.ab import checkouts
+with checkouts.checked_out(sys.argv[1], sys.argv[1], Path(sys.argv[2])) as (a, b):
+    print(a.root, b.root, flush=True)
+    time.sleep(120)
+"""
+
+
+def _worktrees(repo: Path) -> list[Path]:
+    listed = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=repo, capture_output=True, text=True)
+    return [Path(line[len("worktree "):]).resolve() for line in listed.stdout.splitlines()
+            if line.startswith("worktree ")]
+
+
+def test_worktrees_of_a_killed_ab_are_removed_by_the_next_command_that_makes_one(tmp_path):
+    """SIGKILL runs no cleanup: the killed process's two worktrees stay registered, one folder left in the
+    temporary folder and one gone (a cleaner took it). The next checkout removes both registrations and the
+    folder, and keeps the worktrees of a process that still lives."""
+    repo, head = _repo(tmp_path / "repo")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen([sys.executable, "-c", KEEP, head, str(repo)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        killed = [Path(p).resolve() for p in proc.stdout.readline().split()]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(killed) == 2 and set(killed) <= set(_worktrees(repo)), killed
+    shutil.rmtree(killed[1])
+    with sides.worktree(head, repo) as mine:
+        assert _worktrees(repo) == [repo.resolve(), mine.resolve()] and not killed[0].parent.exists()
+        sides.prune(repo)
+        assert mine.resolve() in _worktrees(repo) and mine.is_dir()  # its owner lives: this process
+    assert _worktrees(repo) == [repo.resolve()]
 
 
 def test_bad_input_is_refused_before_any_work(tmp_path):
+    (tmp_path / "tests").mkdir()
     for args, field in ((("no-such-ref-xyz", "HEAD"), "field 'base'"), (("HEAD", "HEAD..x"), "field 'new'"),
+                        (("tests", "HEAD"), "field 'base' = 'tests'"), (("HEAD",), "two sides in all"),
+                        (("HEAD", "HEAD", "--new-dir", "tests"), "two sides in all"),
+                        (("--base-dir", "nowhere", "HEAD"), "--base-dir 'nowhere'"),
                         (("HEAD", "HEAD", "--pairs", "1"), "--pairs 1"),
                         (("HEAD", "HEAD", "--rounds", "0"), "--rounds 0"),
                         (("HEAD", "HEAD", "--run-id", "../out"), "--run-id")):

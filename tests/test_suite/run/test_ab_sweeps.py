@@ -30,8 +30,8 @@ def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
     lengths = list(range(16, 28))
     (tmp_path / "g.toml").write_text(paced_grid(lengths))
     a, b = _side(tmp_path, "a"), _side(tmp_path, "b", 1.50, slow=lengths[:3])
-    res = suite("ab", str(a), str(b), "--grid", str(tmp_path / "g.toml"), "--plugin", "fault_variants",
-                "--pairs", "5", "--rounds", "1",
+    res = suite("ab", "--base-dir", str(a), "--new-dir", str(b), "--grid", str(tmp_path / "g.toml"),
+                "--plugin", "fault_variants", "--pairs", "5", "--rounds", "1",
                 "--results-dir", str(tmp_path / "results"), "--run-id", "r", cwd=tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
     payload = json.loads((tmp_path / "results" / "r" / "compare.json").read_text())
@@ -44,9 +44,15 @@ def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
     assert (tmp_path / "results" / "r" / "ab.parquet").is_file()
 
 
+def _worktree_folders(repo: Path) -> list[str]:
+    """The folders of `repo`'s worktrees (not their commits: other worktrees may commit meanwhile)."""
+    listed = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=repo, capture_output=True, text=True)
+    return [line for line in listed.stdout.splitlines() if line.startswith("worktree ")]
+
+
 def test_two_commits_are_checked_out_into_worktrees_and_removed_after(tmp_path):
     (tmp_path / "g.toml").write_text(paced_grid([16, 17], replicates=2))
-    before = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
+    before = _worktree_folders(ROOT)
     res = suite("ab", "HEAD", "HEAD", "--repo", str(ROOT), "--pairs", "2", "--rounds", "1",
                 "--grid", str(tmp_path / "g.toml"),
                 "--plugin", "fault_variants", "--results-dir", str(tmp_path / "results"), "--run-id", "c", cwd=tmp_path)
@@ -54,5 +60,4 @@ def test_two_commits_are_checked_out_into_worktrees_and_removed_after(tmp_path):
     plan = json.loads((tmp_path / "results" / "c" / "plan.json").read_text())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     assert plan["ab"]["sides"]["a"]["commit"] == plan["ab"]["sides"]["b"]["commit"] == head
-    after = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
-    assert after == before
+    assert _worktree_folders(ROOT) == before
