@@ -1,8 +1,9 @@
 """Two runs of one grid on two allocator settings: the spread between each case's processes, by the size of
 its output, and the second's time over the first's (docs/performance.md (21)).
 
-    python benchmarks/allocator_compare.py benchmarks/allocator_runs/amd-epyc-full-retain \
-        benchmarks/allocator_runs/amd-epyc-full-jemalloc
+    python benchmarks/allocator_compare.py results/RETAIN results/JEMALLOC
+
+RETAIN and JEMALLOC: two `python -m suite run --grid full` runs, the second with `allocator = "jemalloc"`.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 makes it (one thread, the workers' allocator), for the planted study of the gathers' term
 (benchmarks/gather_study.py): how much the probe's figure at a length differs from one process to another.
 
-    python benchmarks/gather_probes.py [--runs 9] [--longest N] [--out benchmarks/gather_probes.json]
+    python benchmarks/gather_probes.py [--runs 9] [--longest N] [--out tests/data/gather-probes/probes.json]
 
-Writes {"host": ..., "runs": [each run's record, as bandwidth.json's `gathers`]}.
+Writes {"host": ..., "runs": [each run's record, as bandwidth.json's `gathers`]}. The study and
+tests/test_suite/analyse/test_gathers.py read the stored sets in tests/data/gather-probes/ (its README).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--longest", type=int, default=None,
                         help="the probe's longest length, as a run's longest case of random gathers (default 65536)")
-    parser.add_argument("--out", default=str(Path(__file__).with_name("gather_probes.json")))
+    parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "gather-probes" / "probes.json"))
     args = parser.parse_args()
     env = {**os.environ, **environment("auto"), "PYTHONPATH": str(ROOT)}
     runs = []

@@ -3,9 +3,9 @@
 probe (runs of suite.machine.gathers, each in its own process): the fastest of 3 runs drawn at random, as a
 case's time is the fastest over its 3 processes, fitted with the fastest of 3 others, as a run's report fits the
 probe its 3 workers took; and, for comparison, the same series fitted with the cache steps alone (the model
-before the gathers' term). Two sets of probe runs: benchmarks/gather_probes.json (nine, to n = 65536) and
-benchmarks/gather_probes_long.json (twelve, to 262144), on which a series whose higher term's test sits at its
-level also climbs a doubling at a time, as the ladder does (suite.run.settle; the higher term's share is of the
+before the gathers' term). Two sets of probe runs (benchmarks/gather_probes.py writes them):
+tests/data/gather-probes/probes.json (nine, to n = 65536) and probes_long.json (twelve, to 262144), on which a
+series whose higher term's test sits at its level also climbs a doubling at a time, as the ladder does (suite.run.settle; the higher term's share is of the
 time at 65536 throughout).
 
     python benchmarks/gather_study.py [--count 300] [--out benchmarks/gather_study.csv]
@@ -48,7 +48,8 @@ def steps_only(probes: list[dict], count: int, higher, share, seed: int = 0) -> 
     return tally
 
 
-PROBES = {"nine runs to 65536": "gather_probes.json", "twelve runs to 262144": "gather_probes_long.json"}
+PROBES = {"nine runs to 65536": "probes.json", "twelve runs to 262144": "probes_long.json"}
+STORED = Path(__file__).resolve().parent.parent / "tests" / "data" / "gather-probes"
 
 
 def main() -> None:
@@ -58,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for label, name in PROBES.items():
-        probes = json.loads(Path(__file__).with_name(name).read_text())["runs"]
+        probes = json.loads((STORED / name).read_text())["runs"]
         reach = min(r["lengths"][-1] for r in probes)
         for cell, (higher, share) in CELLS.items():
             study = gather_study(probes, args.count, higher=higher, higher_share=share, climb=reach > 65536)

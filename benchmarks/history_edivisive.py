@@ -8,7 +8,9 @@ this script has three steps; only `judge` runs there, and it imports numpy and t
     python3.11 -m venv /tmp/edv/venv && /tmp/edv/venv/bin/pip install signal-processing-algorithms==2.1.6
     /tmp/edv/venv/bin/python benchmarks/history_edivisive.py judge /tmp/edv/histories.npz --out /tmp/edv/flags.npz
     python benchmarks/history_edivisive.py table /tmp/edv/histories.npz /tmp/edv/flags.npz \
-        --confirm benchmarks/history_ab_runs/aa-steady                                  # the project's venv
+        --confirm results/SWEEP                                                         # the project's venv
+
+SWEEP: an A/A `suite ab . . --grid benchmarks/history_steady.toml --pairs 12` sweep's folder (docs/history.md).
 
 `dump` draws the histories benchmarks/history_study.py draws (the same seeds and streams: its `lengths`
 and `auto` rows' series, on the steady grid's measured noise), each as check sees it on its first 58,

@@ -13,12 +13,10 @@ series):
                    shift during that run (a busy spell moves every case of a run together)
     kind=exponent  the series' fitted time exponent in n minus its median over the runs
 
-`--reuse` reads runs already in --results-dir (named history-noise-K) instead of measuring again:
-benchmarks/history_noise_runs holds the ten runs behind benchmarks/history_noise.csv (their journals,
-every call's time; their tables are rebuilt from them), measured on 2026-11-27 on this project's 2-core
-AMD EPYC host while four other workers used it:
+`--reuse` reads runs already in --results-dir (named history-noise-K) instead of measuring again (their
+journals hold every call's time; their tables are rebuilt from them):
 
-    python benchmarks/history_noise.py --reuse --results-dir benchmarks/history_noise_runs
+    python benchmarks/history_noise.py --reuse --results-dir results/history-noise
 
 Every figure comes from the runs' own rows; nothing is made up here.
 """

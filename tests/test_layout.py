@@ -31,6 +31,28 @@ def test_nothing_points_outside_the_repository():
     assert (ROOT / "docs" / "CLAIMS.md").is_file()
 
 
+MAX_FILE_KB = 1024  # a tracked file's limit, as .pre-commit-config.yaml's check-added-large-files has it
+
+
+def test_no_tracked_file_is_over_a_megabyte():
+    """Stored runs and study outputs are kept out of the repository, or trimmed to the rows a test reads
+    (tests/data/): a file past the limit is data that belongs in results/ (gitignored)."""
+    big = [f"{p.relative_to(ROOT)}: {p.stat().st_size} bytes" for p in tracked("*")
+           if p.is_file() and p.stat().st_size > MAX_FILE_KB * 1024]
+    assert big == []
+    hook = (ROOT / ".pre-commit-config.yaml").read_text()
+    assert "id: check-added-large-files" in hook and f"--maxkb={MAX_FILE_KB}" in hook
+
+
+def test_benchmarks_holds_no_stored_run():
+    """benchmarks/ holds scripts, grids and the small summaries the docs quote; a run folder (its table, its
+    journal) is measured again into results/ by the script or `suite run` that makes it, and what a test reads
+    of one is a card's run under docs/runs/ or a fixture under tests/data/."""
+    runs = [str(p.relative_to(ROOT)) for p in tracked("benchmarks/*")
+            if p.name in ("results.parquet", "results.csv", "finished.jsonl", "ab.jsonl", "plan.json", "journal.jsonl")]
+    assert runs == []
+
+
 def _ours(module: str, packages: tuple[str, ...] = PACKAGES) -> bool:
     return module.split(".")[0] in packages
 

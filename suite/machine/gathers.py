@@ -15,7 +15,7 @@ Each length is timed in every one of ROUNDS rounds, the lengths interleaved; a l
 fastest call over the rounds.
 
 Measured on the 2-core AMD EPYC VM (L2 1 MiB, L3 32 MiB; one thread, jemalloc; the median of nine
-processes, benchmarks/gather_probes.json): 5.3-6.0 ns a pair to n = 1448 (a head's K 362 KiB), 5.8 at
+processes, tests/data/gather-probes/probes.json): 5.3-6.0 ns a pair to n = 1448 (a head's K 362 KiB), 5.8 at
 2048, 7.7 at 4096, 8.8 at 8192, 9.4 at 16384, 9.7 at 32768 and 12.6 at 65536, where the nine ranged from
 11.7 to 20.7. One head alone, its K and V read again by every timed call, climbs an octave later. NB: the
 timer runs a call over RUN_TIME once, outside torch.utils.benchmark's thread setting: a process must run

@@ -21,7 +21,8 @@ from suite.analyse.steps import gather_rate, machine
 from suite.machine import gathers
 from suite.machine.probe import ROUNDS
 
-PROBES = json.loads((Path(__file__).parents[3] / "benchmarks" / "gather_probes.json").read_text())["runs"]
+STORED = Path(__file__).parents[3] / "tests" / "data" / "gather-probes"  # runs of the gather probe (its README)
+PROBES = json.loads((STORED / "probes.json").read_text())["runs"]
 X = lengths(256, 65536)
 MIB = 1 << 20
 
@@ -81,10 +82,10 @@ def test_the_study_on_planted_gathers():
 
 
 def test_in_the_study_a_verdict_at_its_tests_level_climbs_as_the_ladder_does():
-    """On the twelve probe runs to 262144 (benchmarks/gather_probes_long.json), a series whose higher term's test sits
-    at its level takes the next doubling (the study, 300 series: 8.3% of the clean ones climbed, and the same series
-    are confirmed in 98.3% against 95.0% before the climb); on the nine to 65536, none can."""
-    long = json.loads((Path(__file__).parents[3] / "benchmarks" / "gather_probes_long.json").read_text())["runs"]
+    """On the twelve probe runs to 262144 (tests/data/gather-probes/probes_long.json), a series whose higher
+    term's test sits at its level takes the next doubling (benchmarks/gather_study.py measures how often, and how
+    often the same series are confirmed before and after the climb); on the nine to 65536, none can."""
+    long = json.loads((STORED / "probes_long.json").read_text())["runs"]
     assert min(r["lengths"][-1] for r in long) == 262144
     climbing = gather_study(long, 60, climb=True)
     before = climbing["first"].get("confirmed", 0) / 60

@@ -178,17 +178,20 @@ def test_a_ladder_starts_with_the_span_a_verdict_needs():
 
 
 ROWS = "tests/data/cpu-full-rows"  # fixed/native's and reformer/native's rows of a full run (its README)
+SDPA_ROWS = "tests/data/amd-full-sdpa-rows"  # full/sdpa's rows of a full run that stopped one length short
+MHA_ROWS = "tests/data/amd-mha-fused-rows"  # mha_fused/native's rows of a full run, stopped on time at 8192
+INTEL_ROWS = "tests/data/intel-conv-rows"  # conv/native's and sliding_window/sdpa's rows of a full run on Intel
 
 
-def _stored_series(variant: str, impl: str, run: str = "amd-epyc-full-4"):
-    """A stored full run's series (benchmarks/runs/RUN, or a path from the repository's root: B = 1, H = 8,
-    d = 64) and the run's caches."""
+def _stored_series(variant: str, impl: str, run: str):
+    """A stored full run's series (RUN: a folder from the repository's root, a trimmed fixture under tests/data
+    whose README says what it holds: B = 1, H = 8, d = 64) and the run's caches."""
     from pathlib import Path
 
     from suite.analyse.terms import machines
     from suite.store.rundir import RunDir
 
-    run = RunDir(Path(__file__).resolve().parents[3] / ("" if "/" in run else "benchmarks/runs") / run)
+    run = RunDir(Path(__file__).resolve().parents[3] / run)
     df = run.read_table()
     rows = df[(df["variant"] == variant) & (df["impl"] == impl) & (df["mode"] == "fwd") & ~df["causal"].astype(bool)
               & (df["num_heads"] == 8) & (df["head_dim"] == 64) & (df["params"] == "{}")]
@@ -196,12 +199,12 @@ def _stored_series(variant: str, impl: str, run: str = "amd-epyc-full-4"):
 
 
 def test_a_series_stopped_by_time_one_length_short_of_a_verdict_gets_its_top_intervals_midpoint():
-    """full/sdpa stopped at 4096 (8192 predicted at 2 s) with its midpoints measured: 8 lengths left the cost
-    model 2 degrees of freedom, 3 needed, and its verdict inconclusive in every stored run of this host, where a
-    faster host's 8192 fitted in max_call_s and confirmed it. The top interval's midpoint costs half the top call."""
+    """A full run's full/sdpa rows (SDPA_ROWS), stopped at 4096 with 8192 predicted past max_call_s and its
+    midpoints measured: 8 lengths leave the cost model too few degrees of freedom for a verdict. The top
+    interval's midpoint costs half the top call and gives it the one it lacks."""
     ladder = grids.parse({"block": [{"variant": ["full"], "impl": ["sdpa"],
                                      "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
-    rows, hosts = _stored_series("full", "sdpa")
+    rows, hosts = _stored_series("full", "sdpa", SDPA_ROWS)
     assert sorted(rows["seq_len"]) == [256, 360, 512, 728, 1024, 1448, 2048, 4096]
     step = advance(ladder, rows, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
     assert step.stop == "time" and "degrees of freedom" in step.why and step.fill == (2896,)
@@ -215,12 +218,12 @@ def test_a_series_stopped_by_time_one_length_short_of_a_verdict_gets_its_top_int
 
 
 def test_a_series_whose_overheads_still_hide_its_claim_climbs_to_stretch_call_s_and_no_other_does():
-    """mha_fused/native stopped at 8192 (1.7 s a call; 16384 predicted at ~6 s) with "the overheads still hide
-    n^2" in stored runs 5 and 6: stretch_call_s lets that series take one more length (and a series whose rise
-    may be a step at the span's top edge: the test below), not one that lacks lengths in its span (full/sdpa)."""
+    """A full run's mha_fused/native rows (MHA_ROWS), stopped on time at 8192 with "the overheads still hide
+    n^2": stretch_call_s lets that series take one more length (and a series whose rise may be a step at the
+    span's top edge: the test below), not one that lacks lengths in its span (full/sdpa)."""
     ladder = grids.parse({"block": [{"variant": ["mha_fused"], "impl": ["native"],
                                      "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
-    rows, hosts = _stored_series("mha_fused", "native", "amd-epyc-full-6")
+    rows, hosts = _stored_series("mha_fused", "native", MHA_ROWS)
     budget = dict(width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
     held = advance(ladder, rows, **budget)
     assert held.stop == "time" and "still hide n^2" in held.why and "stretch_call_s" not in held.why
@@ -229,17 +232,15 @@ def test_a_series_whose_overheads_still_hide_its_claim_climbs_to_stretch_call_s_
     assert short.stop == "time" and "stretch_call_s = 3" in short.why
     ladder = grids.parse({"block": [{"variant": ["full"], "impl": ["sdpa"],
                                      "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
-    rows, hosts = _stored_series("full", "sdpa")
+    rows, hosts = _stored_series("full", "sdpa", SDPA_ROWS)
     step = advance(ladder, rows, **{**budget, "hosts": hosts}, stretch_call_s=8.0)
     assert step.stop == "time" and "degrees of freedom" in step.why and "stretch_call_s" not in step.why
 
 
 def test_fixed_natives_tile_path_is_judged_alone_and_asks_for_its_top_midpoint():
-    """A full run's rows (tests/data/cpu-full-rows): fixed/native runs its union path to 11584, whose time per row
-    dips at each power of two in every stored run, and its tile from 16384 to 262144. Over the whole span the model
-    missed by 12% RMS and the leading term was hidden (p = 0.21, in the card before it); on the tile alone n^1.5 is
-    needed, and its eight lengths asked for a ninth, the top interval's midpoint, within the full grid's
-    stretch_call_s: with it, confirmed."""
+    """A full run's rows (ROWS): fixed/native runs its union path to 11584, whose time per row dips at each power
+    of two, and its tile from 16384 to 262144. On the tile alone n^1.5 is needed, and its eight lengths ask for a
+    ninth, the top interval's midpoint, within the full grid's stretch_call_s: with it, confirmed."""
     from suite.analyse import terms
 
     rows, hosts = _stored_series("fixed", "native", ROWS)
@@ -260,10 +261,9 @@ def test_fixed_natives_tile_path_is_judged_alone_and_asks_for_its_top_midpoint()
 
 
 def test_a_rise_that_may_be_a_step_at_the_spans_edge_climbs_on_within_stretch_call_s():
-    """reformer/native stopped at 32768 in the card's run: a term n^1.5 needed unless the working set's nearing L3
-    is a step, and 65536 predicted at 2 s a call, past max_call_s. Longer lengths are what tell the two apart
-    (measured apart: 2.1 s at 65536, 4.2 at 131072, the step ending), so the ladder climbs on within stretch_call_s,
-    as for a leading term the overheads still hide; without a stretch it stops as before."""
+    """reformer/native stopped at 32768 in a full run (ROWS): a term n^1.5 needed unless the working set's nearing
+    L3 is a step, and 65536 predicted past max_call_s. Longer lengths are what tell the two apart, so the ladder
+    climbs on within stretch_call_s, as for a leading term the overheads still hide; without a stretch it stops."""
     rows, hosts = _stored_series("reformer", "native", ROWS)
     ladder = grids.parse({"block": [{"variant": ["reformer"], "impl": ["native"],
                                      "seq_len": {"min": 256, "max": 262144}}]}, "t").ladders[0]
@@ -274,12 +274,13 @@ def test_a_rise_that_may_be_a_step_at_the_spans_edge_climbs_on_within_stretch_ca
 
 
 ROWS_2 = "tests/data/cpu-full-rows-2"  # reformer/native's and mha_fused/native's rows of a second full run
+ROWS_3 = "tests/data/cpu-full-rows-3"  # conv/native's rows of a third full run
 
 
 def test_a_verdict_whose_higher_term_test_is_at_its_level_climbs_on_within_stretch_call_s():
-    """reformer/native at 32768 read inconclusive in two full runs and confirmed in two: in the last, n^2 (27% of
-    the time at 32768) was left out at p = 0.0104, the level 0.01. A verdict that the next length may turn climbs on
-    within stretch_call_s; mha_fused/native, confirmed with no higher term near its level, stops as before."""
+    """reformer/native at 32768 in a full run (ROWS_2): confirmed, with n^2 left out at a p just past the level
+    0.01. A verdict that the next length may turn climbs on within stretch_call_s; mha_fused/native, confirmed
+    with no higher term near its level, stops."""
     from suite.analyse import terms
 
     rows, hosts = _stored_series("reformer", "native", ROWS_2)
@@ -299,12 +300,12 @@ def test_a_verdict_whose_higher_term_test_is_at_its_level_climbs_on_within_stret
 
 
 def test_a_verdict_at_its_tests_level_does_not_settle_however_narrow_its_power_law():
-    """conv/native settled at 8192 in the card's run, confirmed with its n^1.5 test at p = 0.027 (12% of the time)
-    and the power law narrow, [1.01, 1.05] over 32x: the next length may turn that verdict, so the series climbs on,
-    and where it stops on time, says that its higher term's test is at its level."""
+    """conv/native at 8192 in a full run (ROWS_3), confirmed with its n^1.5 test between the levels and the power
+    law narrow: the next length may turn that verdict, so the series climbs on, and where it stops on time, says
+    that its higher term's test is at its level."""
     from suite.analyse import terms
 
-    rows, hosts = _stored_series("conv", "native", "tests/data/cpu-full-rows-3")
+    rows, hosts = _stored_series("conv", "native", ROWS_3)
     rows = rows[rows["status"] == "ok"]
     result = terms.judge_series(rows.groupby("seq_len")["time_min_s"].min(), rows, "seq_len", 1.0, hosts, bootstrap=0)
     assert result.verdict == "confirmed" and 0.002 <= result.higher_p < 0.05 and result.higher_share >= 0.05, result
@@ -318,10 +319,10 @@ def test_a_verdict_at_its_tests_level_does_not_settle_however_narrow_its_power_l
 
 
 def test_a_refutation_its_power_law_contests_climbs_on():
-    """conv/native on an Intel VM settled refuted at 4096 (n^1.5 55% of the time, p = 0.0048) while its power law,
-    [1.03, 1.19], reached the claim's 1 ± 0.15; AMD's climbed to 16384 and confirmed it. Such a series climbs on, and
-    where it stops on time, says both readings; a refutation its power law shares (sliding_window/sdpa, n^2) settles."""
-    rows, hosts = _stored_series("conv", "native", "intel-xeon-full-1")
+    """conv/native's rows to 4096 of a full run on an Intel VM (INTEL_ROWS) read refuted by its n^1.5 test while
+    its power law reaches the claim's 1 ± 0.15. Such a series climbs on, and where it stops on time, says both
+    readings; a refutation its power law shares (sliding_window/sdpa, n^2) settles."""
+    rows, hosts = _stored_series("conv", "native", INTEL_ROWS)
     rows = rows[(rows["status"] == "ok") & (rows["seq_len"] <= 4096)]
     ladder = grids.parse({"block": [{"variant": ["conv"], "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]},
                          "t").ladders[0]
@@ -330,7 +331,7 @@ def test_a_refutation_its_power_law_contests_climbs_on():
     held = advance(ladder, rows, **{**budget, "max_call_s": 0.05})
     assert held.stop == "time" and "refuted by its higher term's test (n^1.5: p = 0.0048, 55% of the time)" in held.why \
         and "reaches the claim's 1 ± 0.15" in held.why and "longer lengths would tell" in held.why, held
-    rows, hosts = _stored_series("sliding_window", "sdpa", "intel-xeon-full-1")
+    rows, hosts = _stored_series("sliding_window", "sdpa", INTEL_ROWS)
     dense = grids.parse({"block": [{"variant": ["sliding_window"], "impl": ["sdpa"],
                                     "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
     assert advance(dense, rows[rows["status"] == "ok"], **{**budget, "hosts": hosts}).stop == "settled"
