@@ -98,7 +98,7 @@ def measure(case: Case, settings: Settings, replicate: int = 0) -> Row:
             raise
         row = replace(row, **dict(zip(("status", "reason"), classify(err))))
         del err  # NB: a kept traceback would keep the case's tensors alive
-        gc.collect()  # only after a failure: a full collection costs ~0.1 s with torch loaded
+        gc.collect()  # only after a failure: a full collection is slow with torch loaded
     finally:
         dev.release()
     after = dev.allocated()  # NB: after an OOM too: what the case left behind is the next case's loss
@@ -150,8 +150,7 @@ def _quietest(device: str, fn, settings: Settings, warmed: float | None) -> tupl
 def _measured(row: Row, settings: Settings, replicate: int) -> Row:
     """On replicate 0: check against the dense reference; then set up and time; on replicate 0 also
     memory, where a call's time went, FLOPs, error. NB: the other processes run the same code, so
-    replicate 0's check stands for them (a flex series' check compiled once more in each of them:
-    ~0.4 min of a full run)."""
+    replicate 0's check stands for them (a flex series' check would compile once more in each of them)."""
     case = row.case
     if replicate == 0:
         err, tol = check(case, settings.check_seq_len)
