@@ -42,7 +42,7 @@ def gemm_peak(device: str, dtype: str, threads: int, min_run_time: float) -> dic
 def bandwidth(device: str, threads: int, min_run_time: float, budget_gib: float | None = None) -> dict:
     """The device's memory bandwidth, STREAM's copy and triad timed like the cases (suite.machine.stream); the
     memory level's three buffers take a quarter each at most of the run's memory budget and of the address space
-    the worker has left under it (with a 1 GiB budget, three quarters of it did not fit there: the probe failed);
+    the worker has left under it (with a small budget, three quarters of it would not fit there: the probe failed);
     where that leaves them under stream.MIN_MEMORY_BUFFER, an error says so rather than a cache's rate read as memory's."""
     dev = devices.get(device)
     sizes = dev.stream_sizes()
