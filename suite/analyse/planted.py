@@ -29,7 +29,8 @@ HOSTS = {"amd": {"L1d": {"bytes": 32 << 10}, "L2": {"bytes": 1 << 20}, "L3": {"b
 MID_SPAN = {f"{host} (L2 only)": {k: v for k, v in caches.items() if k != "L3"} for host, caches in HOSTS.items()}
 HOSTS.update(MID_SPAN)
 KV_BYTES_PER_ROW = 2 * 64 * 4  # K and V rows of one head, d = 64, float32
-STEP_MAX = 2.0  # the model's bound on a step: a host's cache over memory bandwidth, less one (docs/CLAIMS.md, "Verdicts")
+# the model's bound on a step: a host's cache over memory bandwidth, less one (docs/CLAIMS.md, "Verdicts")
+STEP_MAX = 2.0
 
 
 @dataclass(frozen=True)

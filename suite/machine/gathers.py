@@ -93,8 +93,10 @@ def measure(timer, device: str, threads: int, longest: int | None = None) -> dic
         qkv = tables(sizes[-1], device)
         fns = {n: call(n, device, qkv) for n in sizes}
     rounds: dict[int, list[float]] = {n: [] for n in sizes}
-    for r in range(ROUNDS):  # NB: one call a round where a call is over RUN_TIME, warmed up once: several calls a
-        for n in sizes:      # round at the longest lengths made the probe a worker's longest task (docs/performance.md, (28))
+    # NB: one call a round where a call is over RUN_TIME, warmed up once: several calls a round at the longest
+    # lengths made the probe a worker's longest task (docs/performance.md, "Figures behind the code's choices")
+    for r in range(ROUNDS):
+        for n in sizes:
             warmed = None if r == 0 else min(rounds[n]) * HEADS * n * KEYS * 1e-9
             seconds = min(timer(fns[n], RUN_TIME, 50, 1, threads, warmed=warmed))
             rounds[n].append(seconds / (HEADS * n * KEYS) * 1e9)
@@ -111,8 +113,8 @@ def fastest(runs: list) -> dict:
     """Several processes' runs (or several shards' probes, suite.store.merge) as one: of those that reach
     furthest, each length's fastest, as a case's time is its fastest call over the processes that timed it
     (each worker's memory is its own, and one process is one draw: docs/performance.md, "(28) Random gathers
-    at the machine's measured rate, and the card on it"); each one's figures kept (`processes`), `spread` the largest range
-    over them. An error where none measured."""
+    at the machine's measured rate, and the card on it"); each one's figures kept (`processes`), `spread` the
+    largest range over them. An error where none measured."""
     good = [r for r in runs if isinstance(r, dict) and "ns_per_pair" in r and "lengths" in r]
     if not good:
         return {"error": "; ".join(str(r.get("error", "no figures")) for r in runs if isinstance(r, dict)) or "no worker"}

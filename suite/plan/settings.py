@@ -32,7 +32,7 @@ class Settings:
     max_call_s: float = 10.0  # adaptive lengths: no length whose one call is predicted to take longer
     stretch_call_s: float = 0.0  # ... but this long, where the overheads hide its claim, its top may be a step or its
     # higher term's test is at its level (0: none)
-    probe: bool = True  # the GEMM and bandwidth probes (seconds a run); false: no peak, no roofline, no cache-step bound
+    probe: bool = True  # the GEMM and bandwidth probes; false: no peak, no roofline, no cache-step bound
 
     def to_plan(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -66,8 +66,9 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     nxt = int(n.max()) * ladder.step
     slope = min(3.0, max(1.0, fit.slope if fit is not None else 2.0))
     # NB: a series that cannot climb, whose midpoints are measured and whose cost model still lacks
-    # lengths, gets its top interval's midpoint: cheaper than the top call, which ran (a series can stop one
-    # length short of a verdict where a faster host's next length fits in max_call_s: docs/performance.md, "Figures behind the code's choices")
+    # lengths, gets its top interval's midpoint: cheaper than the top call, which ran (a series can stop one length
+    # short of a verdict where a faster host's next length fits in max_call_s: docs/performance.md, "Figures behind
+    # the code's choices")
     last = fill or (_top(ladder, n, fit, float(t[-1]), slope, max_call_s, stretch_call_s)
                     if reason.tells is Tells.MORE_LENGTHS else ())
     if nxt > ladder.high:

@@ -11,7 +11,8 @@ import multiprocessing.forkserver
 
 # Imported once, by the fork server, before any worker is forked. The server runs no torch operation, so
 # no thread pool is copied into a fork. NB: not torch._dynamo, which replicate 0's FLOP count imports:
-# preloaded into every worker, it raised the A/A false alarms (docs/performance.md, "Workers: spawned, forked and preloaded").
+# preloaded into every worker, it raised the A/A false alarms (docs/performance.md, "Workers: spawned, forked and
+# preloaded").
 PRELOAD = ["torch", "variants"]
 
 
@@ -21,8 +22,8 @@ _SERVER: dict[str, str] = {}  # "allocator": what the fork server was started on
 def context(allocator: str = "auto"):
     """Workers forked from the server, which runs on the allocator it was started with (jemalloc
     preloaded, or glibc): a worker of another allocator is spawned. NB: a spawned worker spends its start
-    importing the preload, where a fork starts at once (docs/performance.md, "Workers: spawned, forked and preloaded"). Where there is no fork
-    server: spawn."""
+    importing the preload, where a fork starts at once (docs/performance.md, "Workers: spawned, forked and
+    preloaded"). Where there is no fork server: spawn."""
     from suite.machine import allocator as allocators
 
     if "forkserver" not in multiprocessing.get_all_start_methods():
