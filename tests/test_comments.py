@@ -45,14 +45,15 @@ TOP = {
     "tests": ("tests", ()),
 }
 GRIDS = ("suite/plan/grids/*.toml", "benchmarks/*.toml")
-NOT_YET = {"tests", "suite/history", "suite/run/ab"}  # comments not yet rewritten
+NOT_YET = {"tests"}  # comments not yet rewritten (suite/history and suite/run/ab may join it while rewritten)
 
 
 def _strings(tree: ast.AST):
     """Every bare string statement: docstrings of modules, classes and functions, and attribute docstrings."""
     for node in ast.walk(tree):
         for stmt in getattr(node, "body", ()) if isinstance(getattr(node, "body", None), list) else ():
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value,
+            str):
                 yield stmt.lineno, stmt.value.value
 
 
