@@ -9,8 +9,8 @@ fits its workers' probe: the study counts the probe's own process-to-process noi
 The cache steps are planted with a shape the model does not assume (a logistic in the working set's
 octaves of random width, 10–90% over 0.7 to 2.2 octaves, and random centre up to an octave below
 the cache's size), so that the study does not test the model against itself; their size, up to
-+50% of the time per unit of work a level, is what this host's runs show (random's gathers and
-performer's feature maps rise 30–40% at L2).
++50% of the time per unit of work a level, is the size the full runs' steps show (docs/CLAIMS.md,
+"Verdicts").
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Cache sizes of the two host kinds the project is developed on (sysfs, cpu0): this AMD EPYC VM's,
-# and an Intel Xeon's (Ice Lake SP: 1.25 MiB of L2 a core, 48 MiB of L3).
+# Cache sizes of the two host kinds the project is developed on (sysfs, cpu0): an AMD EPYC's (1 MiB of L2
+# a core, 32 MiB of L3) and an Intel Xeon's (Ice Lake SP: 1.25 MiB of L2 a core, 48 MiB of L3).
 HOSTS = {"amd": {"L1d": {"bytes": 32 << 10}, "L2": {"bytes": 1 << 20}, "L3": {"bytes": 32 << 20}},
          "intel": {"L1d": {"bytes": 48 << 10}, "L2": {"bytes": 1280 << 10}, "L3": {"bytes": 48 << 20}}}
 # The same hosts without their last level: every step mid-span (K and V pass L2 near n = 2048, five
@@ -29,7 +29,8 @@ HOSTS = {"amd": {"L1d": {"bytes": 32 << 10}, "L2": {"bytes": 1 << 20}, "L3": {"b
 MID_SPAN = {f"{host} (L2 only)": {k: v for k, v in caches.items() if k != "L3"} for host, caches in HOSTS.items()}
 HOSTS.update(MID_SPAN)
 KV_BYTES_PER_ROW = 2 * 64 * 4  # K and V rows of one head, d = 64, float32
-STEP_MAX = 2.0  # the model's bound on a step: this AMD host's cache over memory bandwidth (81 / 27 GB/s), less one
+# the model's bound on a step: a host's cache over memory bandwidth, less one (docs/CLAIMS.md, "Verdicts")
+STEP_MAX = 2.0
 
 
 @dataclass(frozen=True)

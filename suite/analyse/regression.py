@@ -31,7 +31,8 @@ BLOCKING = {"missing": "in the baseline, not in the new run", "failed": "ok in t
 
 
 MIN_PROCESS_SIGMA = 0.005  # a case's processes never agree better than 0.5% (log time)
-MIN_RUN_SIGMA = 0.02  # cases move between runs by ±2% at least (±8% seen here on 0.3-2 ms cases)
+# cases move between runs by ±2% at least, short ones more (docs/performance.md, "Figures behind the code's choices")
+MIN_RUN_SIGMA = 0.02
 MIN_CASES_FOR_SHIFT = 5  # fewer tested cases: no grid shift is estimated, the run noise is the minimum
 
 
@@ -48,8 +49,8 @@ def log_change(base: np.ndarray, new: np.ndarray) -> tuple[float, float]:
     """(change of log time, its standard error): medians, so that a minority of slow processes does
     not move the estimate, and a spread that does not hide them either.
 
-    NB: per process, some sub-millisecond cases here are bimodal (a third of the processes 30-40%
-    slower, whatever the core): the spread is the larger of the standard deviation and the
+    NB: per process, some sub-millisecond cases are bimodal (some of the processes markedly slower,
+    whatever the core): the spread is the larger of the standard deviation and the
     MAD-based σ, times √(π/2) for the median's efficiency, and never under MIN_PROCESS_SIGMA.
     """
     lb, ln = np.log(base), np.log(new)
@@ -65,9 +66,9 @@ def log_change(base: np.ndarray, new: np.ndarray) -> tuple[float, float]:
 def bootstrap_se(lb: np.ndarray, ln: np.ndarray, draws: int = 2000) -> float:
     """The spread of the difference of medians over resamples of each side's processes (seeded).
 
-    NB: where a case's processes are bimodal (3 of 10 processes 1.5x slower, seen here on 0.3 ms
-    native kernels), a side's median jumps between the modes with the draw: the normal formula
-    above does not see it and called 1.3-3% of A/A comparisons changed (stop 26); this does."""
+    NB: where a case's processes are bimodal (a few of them much slower, as short native kernels can be), a
+    side's median jumps between the modes with the draw: the normal formula above does not see it and calls
+    too many A/A comparisons changed; this does (docs/performance.md, "Figures behind the code's choices")."""
     rng = np.random.default_rng(0)
     mb = np.median(lb[rng.integers(0, len(lb), (draws, len(lb)))], axis=1)
     mn = np.median(ln[rng.integers(0, len(ln), (draws, len(ln)))], axis=1)

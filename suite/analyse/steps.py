@@ -77,9 +77,10 @@ def gather_rate(probe: dict | None, table_bytes, monotone: bool = True) -> np.nd
     past them; None where the run has no such probe, or one whose longest table falls REACH octaves short
     of the series'. `monotone`: past the probe's least the figures are
     made non-decreasing (isotonic regression): a random pair does not get cheaper as its table grows, and
-    a length the probe read a few percent low (its noise: 9.5 ns at n = 32768 between 9.9 and 10.1 in the ninth run of tests/data/gather-probes/probes.json)
-    would otherwise read as the series' own excess there. Below its least the probe's own per-call floor
-    shows (6.2 ns at n = 256, 5.5 at 1024): left as measured, where the leading term is a sliver of the time."""
+    a length the probe read a few percent low (its noise between processes) would otherwise read as the
+    series' own excess there. Below its least the probe's own per-call floor shows (the short lengths read
+    higher than the next: docs/performance.md, "(28) Random gathers at the machine's measured rate, and the
+    card on it"): left as measured, where the leading term is a sliver of the time."""
     from scipy.optimize import isotonic_regression
 
     try:

@@ -26,6 +26,6 @@ def limit_address_space(budget_gib: float) -> None:
 def address_room() -> int | None:
     """The address space this process may still map under its RLIMIT_AS, in bytes; None where it has no limit.
     Less than the budget once the worker has mapped more (a probe's GEMMs, oneDNN's JIT, the allocator's arenas:
-    200 MiB of a 1 GiB budget before the bandwidth probe here)."""
+    a fair share of a small budget before the bandwidth probe)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     return None if soft == resource.RLIM_INFINITY else max(0, soft - _held())

@@ -14,10 +14,9 @@ scale, for an implementation that says its leading term's work is such gathers (
 Each length is timed in every one of ROUNDS rounds, the lengths interleaved; a length's figure is its
 fastest call over the rounds.
 
-Measured on the 2-core AMD EPYC VM (L2 1 MiB, L3 32 MiB; one thread, jemalloc; the median of nine
-processes, tests/data/gather-probes/probes.json): 5.3-6.0 ns a pair to n = 1448 (a head's K 362 KiB), 5.8 at
-2048, 7.7 at 4096, 8.8 at 8192, 9.4 at 16384, 9.7 at 32768 and 12.6 at 65536, where the nine ranged from
-11.7 to 20.7. One head alone, its K and V read again by every timed call, climbs an octave later. NB: the
+The rate is flat while a head's K fits L2, rises as it leaves L2 and again past L3, and one process is one
+draw of it (docs/performance.md, "(28) Random gathers at the machine's measured rate, and the card on it").
+One head alone, its K and V read again by every timed call, climbs an octave later. NB: the
 timer runs a call over RUN_TIME once, outside torch.utils.benchmark's thread setting: a process must run
 at `threads` itself, as a worker does.
 """
@@ -36,7 +35,8 @@ RUN_TIME = 0.05  # s a measurement
 
 def tables(longest: int, device: str, seed: int = 0) -> tuple:
     """q, k and v of HEADS heads at the longest length, made once: a length n reads each head's first n rows
-    (contiguous, as a case's head is). NB: uniform values: normal ones took 12 s a length at n = 262144 here."""
+    (contiguous, as a case's head is). NB: uniform values: normal ones are far slower to draw at the longest
+lengths (docs/performance.md, "Figures behind the code's choices")."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -93,8 +93,10 @@ def measure(timer, device: str, threads: int, longest: int | None = None) -> dic
         qkv = tables(sizes[-1], device)
         fns = {n: call(n, device, qkv) for n in sizes}
     rounds: dict[int, list[float]] = {n: [] for n in sizes}
-    for r in range(ROUNDS):  # NB: one call a round where a call is over RUN_TIME, warmed up once: 3 calls of 1.4 s
-        for n in sizes:      # at n = 262144 where 12 took the probe to 95 s a worker
+    # NB: one call a round where a call is over RUN_TIME, warmed up once: several calls a round at the longest
+    # lengths made the probe a worker's longest task (docs/performance.md, "Figures behind the code's choices")
+    for r in range(ROUNDS):
+        for n in sizes:
             warmed = None if r == 0 else min(rounds[n]) * HEADS * n * KEYS * 1e-9
             seconds = min(timer(fns[n], RUN_TIME, 50, 1, threads, warmed=warmed))
             rounds[n].append(seconds / (HEADS * n * KEYS) * 1e9)
@@ -110,9 +112,9 @@ def measure(timer, device: str, threads: int, longest: int | None = None) -> dic
 def fastest(runs: list) -> dict:
     """Several processes' runs (or several shards' probes, suite.store.merge) as one: of those that reach
     furthest, each length's fastest, as a case's time is its fastest call over the processes that timed it
-    (each worker's memory is its own: the same gathers at n = 65536 took 11.7 to 20.7 ns a pair in nine
-    processes of the 2-core AMD EPYC VM); each one's figures kept (`processes`), `spread` the largest range
-    over them. An error where none measured."""
+    (each worker's memory is its own, and one process is one draw: docs/performance.md, "(28) Random gathers
+    at the machine's measured rate, and the card on it"); each one's figures kept (`processes`), `spread` the
+    largest range over them. An error where none measured."""
     good = [r for r in runs if isinstance(r, dict) and "ns_per_pair" in r and "lengths" in r]
     if not good:
         return {"error": "; ".join(str(r.get("error", "no figures")) for r in runs if isinstance(r, dict)) or "no worker"}

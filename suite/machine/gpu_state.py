@@ -2,7 +2,7 @@
 draw, temperature, the energy it used, and the reasons its clock was held down.
 
 A Sampler reads the energy counter at the window's ends and the rest on a background thread every
-~10 ms, and summarises the window as a GpuState. Nothing here raises: without the library, without a
+INTERVAL_S, and summarises the window as a GpuState. Nothing here raises: without the library, without a
 GPU, or where NVML fails, `open_gpu` answers None, and a reading that fails is left out. The NVML
 module is a parameter, so a test scripts the clocks with a fake one.
 """

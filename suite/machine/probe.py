@@ -7,9 +7,9 @@ lands on all of them rather than on one. The peak is the best shape's median ove
 its spread across the rounds is reported beside it.
 
 A shape goes through a kernel: batched `torch.bmm` (MKL's sgemm on an x86 CPU, cuBLAS on CUDA), or,
-on the CPU, oneDNN's matmul (`onednn`, torch's `mkldnn` backend, which its convolutions use). On
-the project's Zen 5 VM MKL took a narrower code path than the CPU has: 104-106 GFLOP/s at m = k = n
-= 256-1024, one thread, where oneDNN's took 223-241 (benchmarks/gemm_backends.py). The ceiling is
+on the CPU, oneDNN's matmul (`onednn`, torch's `mkldnn` backend, which its convolutions use). MKL may
+take a narrower code path than the CPU has, at half oneDNN's rate (docs/performance.md, "(17) The matmul
+probe measured one library, not the machine"). The ceiling is
 the machine's best, so every kernel the device has is timed, each checked once against the first.
 """
 

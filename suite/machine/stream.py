@@ -118,7 +118,7 @@ def reach(buffer_bytes: list[int], rates: list[float]) -> int | None:
     """The last cache level's reach, in bytes of all three buffers: where triad's rate, falling from its best (past
     L2) to the largest size's (memory), crosses their geometric mean, interpolated in octaves; None where it never
     falls by 25% (no level ends within the sweep). The last such crossing: a reading the host's noise dipped below it
-    earlier (one octave at 20.5 GB/s among 26-28) would otherwise end the level there."""
+    earlier (one octave a quarter below its neighbours) would otherwise end the level there."""
     if len(rates) < 2:
         return None
     best, low = max(rates), rates[-1]
@@ -147,12 +147,13 @@ PAST_LAST_LEVEL = 4  # a memory-level buffer is this many last-level caches
 IN_L2 = 8  # a cache-level buffer is L2 over this: its three buffers take 3/8 of L2
 UNKNOWN_LAST_LEVEL = 64 << 20  # where sysfs says nothing: a last-level cache this large is assumed
 UNKNOWN_L2 = 1 << 20
-# NB: a VM's sysfs can report its socket's whole shared last level: 480 MiB on a 2-CPU Intel Xeon VM, where 4× made
-# three buffers of 1920 MiB (22 s alone, past a 60 s case budget in a busy test run, and 5.6 GiB against a 4 GiB one),
-# while buffers of 256 MiB already streamed at the 1920 MiB rate (13.0 against 13.0 GB/s, copy).
+# NB: a VM's sysfs can report its socket's whole shared last level, where 4× made buffers past a case's time and
+# memory budgets, while buffers of a quarter of that already streamed at memory's rate (docs/performance.md,
+# "Figures behind the code's choices").
 MAX_MEMORY_BUFFER = 1 << 30
 # a memory-level buffer capped below this (a small memory budget) would read a cache's rate as memory's: three of
-# 64 MiB are past the last level's reach on the 2-CPU Xeon VM (74-127 MiB) and 4x an AMD host's 32 MiB L3
+# 64 MiB are past the last level's reach of the hosts measured (docs/performance.md, "Figures behind the code's
+# choices")
 MIN_MEMORY_BUFFER = 64 << 20
 
 

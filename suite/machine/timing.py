@@ -21,7 +21,7 @@ def time_cpu(fn, min_run_time: float, max_samples: int, min_samples: int, thread
     """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least `min_samples`.
 
     `warmed`: the seconds of a call just made (the peak-memory call), which is then the warm-up.
-    NB: that call ran under the profiler (its first use in a process adds ~10 ms here), so it only says
+    NB: that call ran under the profiler (its first use in a process adds its own start), so it only says
     "maybe slow": the first plain call decides, and is a sample when it is slow."""
     import torch.utils.benchmark as benchmark
 
@@ -50,7 +50,7 @@ def l2_flusher(cuda=None):
     """A call that evicts the L2 cache: zeroes a buffer twice its size, 256 MB at least as do_bench's.
 
     NB: the flush's length matters for short calls: while the device zeroes, the host queues the
-    next call. A 100 MB flush (35 µs on an H100) left a 17 µs kernel timed at 31 µs, 1.8x do_bench.
+    next call, and a short flush left a short kernel timed long (docs/performance.md, "GPU sessions").
     """
     cuda = cuda or torch.cuda
     props = cuda.get_device_properties(cuda.current_device())
@@ -65,8 +65,8 @@ def time_cuda(fn, min_run_time: float, max_samples: int, min_samples: int, threa
     end, so the host's launch overhead overlaps the device's work as it does in a model.
 
     The count comes from the warm-up calls' time: enough calls for `min_run_time`, within
-    [min_samples, max_samples]. NB: synchronizing after every call (this timer before 2026-11)
-    added the launch latency to every sample: 2.7x do_bench's time for a 17 µs kernel on an H100.
+    [min_samples, max_samples]. NB: synchronizing after every call adds the launch latency to every
+    sample, which for a short kernel is most of it (docs/performance.md, "GPU sessions").
     `cuda` stands in for `torch.cuda` and `flush` for the L2 flush (a test passes fakes); `warmed`
     says a call was just made (compiled, autotuned), as time_cpu's.
     """
@@ -98,7 +98,7 @@ def peak_cpu(fn) -> int:
     """Allocator peak of one call above what existed before it, from the profiler's memory events.
 
     NB: autograd's profiler, which torch.profiler wraps: the same events, but torch.profiler's start asks
-    `hasattr(torch, "_inductor")`, which imports inductor and dynamo (2.5 s of each fresh worker here)."""
+    `hasattr(torch, "_inductor")`, which imports inductor and dynamo (seconds of a fresh worker's start)."""
     from torch.autograd.profiler import profile
 
     with profile(use_cpu=True, profile_memory=True) as prof:
@@ -119,8 +119,8 @@ def ops_cpu(fn) -> dict[str, float]:
     """Where one warm call's time went: self CPU seconds per operator (`op_seconds`).
 
     A warm call (after the timing): the first call of a case pays its fresh memory's page faults in
-    whichever operator touches it first (global's fwd_bwd at n = 4096 read 8 ms in fill_ and 7 in
-    mul cold, none and 2 warm). The profiler adds a few microseconds to every operator, so a path of
+    whichever operator touches it first (docs/performance.md, "(12) Where a call's time goes, and two feature
+    maps compiled"). The profiler adds a few microseconds to every operator, so a path of
     many small operators reads heavier in them than it is; the shares are of this one call."""
     from torch.autograd.profiler import profile
 

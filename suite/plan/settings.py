@@ -18,7 +18,7 @@ from suite.machine.allocator import MODES as ALLOCATORS
 class Settings:
     """Chosen for a 2-core machine (docs/regression.md, "Noise"; the figures: docs/performance.md)."""
 
-    threads: int = 1  # NB: two threads gave bimodal timings here (CV ~35%); one gives CV ~1-2%
+    threads: int = 1  # NB: two threads gave bimodal timings (docs/performance.md, "Noise: the settings measured")
     min_run_time_s: float = 0.2  # torch.utils.benchmark blocked_autorange
     max_samples: int = 50
     case_timeout_s: float = 300.0
@@ -32,7 +32,7 @@ class Settings:
     max_call_s: float = 10.0  # adaptive lengths: no length whose one call is predicted to take longer
     stretch_call_s: float = 0.0  # ... but this long, where the overheads hide its claim, its top may be a step or its
     # higher term's test is at its level (0: none)
-    probe: bool = True  # the GEMM and bandwidth probes (8-12 s a run); false: no peak, no roofline, no cache-step bound
+    probe: bool = True  # the GEMM and bandwidth probes; false: no peak, no roofline, no cache-step bound
 
     def to_plan(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -54,8 +54,8 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     marginal = longer and status != "inconclusive"  # its test at its level, or contested: the next length may turn it
     if fit is not None and fit.span >= MIN_SPAN and fit.hi - fit.lo <= width and status != "inconclusive" \
             and not marginal:
-        # NB: a 5-point fit settled in one run and not in the next (run L: reformer-pytorch 1.21
-        # [1.19, 1.24] on 5 points, 1.08 [1.05, 1.12] on 9 in run J): it stands once its midpoints agree
+        # NB: a 5-point fit can settle in one run and not in the next: it stands once its midpoints agree
+        # (docs/performance.md, "How often two full runs agree")
         return Step(ladder, None, "settled", f"{status}: [{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x", fill)
     if status == "inconclusive":
         todo = why
@@ -66,17 +66,17 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     nxt = int(n.max()) * ladder.step
     slope = min(3.0, max(1.0, fit.slope if fit is not None else 2.0))
     # NB: a series that cannot climb, whose midpoints are measured and whose cost model still lacks
-    # lengths, gets its top interval's midpoint: cheaper than the top call, which ran (full/sdpa stopped
-    # at 4096 with 8 lengths, one short of a verdict, where a faster host's 8192 fitted in max_call_s)
+    # lengths, gets its top interval's midpoint: cheaper than the top call, which ran (a series can stop one length
+    # short of a verdict where a faster host's next length fits in max_call_s: docs/performance.md, "Figures behind
+    # the code's choices")
     last = fill or (_top(ladder, n, fit, float(t[-1]), slope, max_call_s, stretch_call_s)
                     if reason.tells is Tells.MORE_LENGTHS else ())
     if nxt > ladder.high:
         return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + todo, last)
     call_s = float(t[-1]) * ladder.step**slope
-    # NB: only where the length alone would tell: mha_fused/native stopped at 8192 (1.7 s a call), "the overheads
-    # still hide n^2", in stored runs 5 and 6; and reformer/native at 32768 (65536 at 2 s a call), its rise either
-    # a higher term or L3's step at the span's top edge, where 65536 and 131072 (4.2 s) showed the step end;
-    # and where the higher term's test is at its level (suite.analyse.cost.MARGIN)
+    # NB: only where the length alone would tell: where the overheads still hide the claim, where the rise at the
+    # span's top edge may be a higher term or a cache's step, and where the higher term's test is at its level
+    # (suite.analyse.cost.MARGIN); the series that showed each: docs/CLAIMS.md, "Verdicts"
     limit = max(max_call_s, stretch_call_s) if longer else max_call_s
     if call_s > limit:
         allowed = f"max_call_s = {max_call_s:g}" + (f", stretch_call_s = {limit:g}" if limit > max_call_s else "")
@@ -109,8 +109,8 @@ def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, W
         return result.verdict, Why(Reason.AT_LEVEL, test), True
     if result.verdict == "refuted" and fit is not None and fit.lo < claimed + TOLERANCE:
         # NB: contested: the higher term's share says the time grows faster than the claim, its power law that it
-        # may not. conv/native on an Intel VM settled refuted at 4096 (n^1.5 55%, exponent [1.03, 1.19]) where AMD's
-        # climbed to 16384, confirmed; random/native in stored AMD runs 4 and 7 ([1.14, 1.18], [1.15, 1.21])
+        # may not: such a series settled refuted on one host and climbed to a confirmation on another (docs/CLAIMS.md,
+        # "Verdicts"; docs/performance.md, "Figures behind the code's choices")
         return "refuted", Why(Reason.CONTESTED, {**test, "lo": fit.lo, "hi": fit.hi, "claimed": float(claimed),
                                                  "tolerance": TOLERANCE}), True
     return result.verdict, result.reason, hidden
@@ -138,8 +138,9 @@ def midpoints(ladder: Ladder, n: np.ndarray, fit, top: bool = False) -> tuple[in
 def _top(ladder: Ladder, n: np.ndarray, fit, top_s: float, slope: float, max_call_s: float,
          stretch_call_s: float) -> tuple[int, ...]:
     """The top interval's midpoint, where its call (from the top call's time and the fit's slope) is within
-    max_call_s, or within stretch_call_s where the top call ran past max_call_s (a stretched series:
-    fixed/native's tile path, fitted alone over 16384-262144, 3.3 s a call at the top, asked for a ninth length)."""
+    max_call_s, or within stretch_call_s where the top call ran past max_call_s (a stretched series whose top
+    path is fitted alone asks for one more length so: docs/performance.md, "(28) Random gathers at the
+    machine's measured rate, and the card on it", item (29))."""
     limit = max(max_call_s, stretch_call_s) if top_s > max_call_s else max_call_s
     return tuple(m for m in midpoints(ladder, n, fit, top=True) if top_s * (m / n.max()) ** slope <= limit)
 

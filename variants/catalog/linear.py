@@ -15,11 +15,10 @@ from variants.native.linearized import FeatureMap
 
 
 def elu_plus_one(x):
-    """elu(x) + 1. Where autograd does not record, one compiled pass where it warmed (ELU_PLUS_ONE),
-    else as e^min(x, 0) + max(x, 0) with the exponential of variants.native.core.expo: 0.43 ns an element here
-    against F.elu(x) + 1's 0.89 (float32, one thread), and closer to float64 below -8, where
-    e^x − 1 + 1 cancels. Where it records, F.elu: one op with its own backward (the chain's
-    autograd made linear's fwd_bwd 1.37x slower at n = 2048)."""
+    """elu(x) + 1. Where autograd does not record, one compiled pass where it warmed (ELU_PLUS_ONE), else as e^min(x, 0)
+    + max(x, 0) with the exponential of variants.native.core.expo: faster than F.elu(x) + 1, and closer to float64
+    below -8, where e^x − 1 + 1 cancels. Where it records, F.elu: one op with its own backward, where the chain's
+    autograd is slower (docs/performance.md, "Changes read off the profiler, (1) to (5)")."""
     if x.requires_grad and torch.is_grad_enabled():
         return F.elu(x).add_(1)
     return ELU_PLUS_ONE(x)

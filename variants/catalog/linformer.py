@@ -56,8 +56,9 @@ def make(name: str, run, cost: str, library: str | None = None) -> Impl:
 def native(q, k, v, e, f) -> torch.Tensor:
     """Attention over the k projected keys, (B, H, n, d) from (B, H, k, d): on the CPU in float32 a group of one head
     (variants.native.grouped): two oneDNN products per head and chunk of rows, or its batched products where a chunk
-    has under 64 rows (the fused kernel ran the part at 23.0 ms, the products at 14.7, n = 4096, H = 8, k = 256, one
-    thread); elsewhere, and under autograd, the fused kernel."""
+    has under 64 rows (faster than the fused kernel on so few keys: docs/performance.md, "(25) Tiles through oneDNN:
+    linformer's projected keys, fixed's blocks, the linearized first pass");
+    elsewhere, and under autograd, the fused kernel."""
     kp, vp = project(e, k), project(f, v)
     if onednn.onednn(q, kp):
         return grouped(q, kp, vp, causal=False)
@@ -67,8 +68,8 @@ def native(q, k, v, e, f) -> torch.Tensor:
 def project(e: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """E·x for every head, (k, n)·(B, H, n, d) → (B, H, k, d): on the CPU in float32 one oneDNN product a head, x's
     transpose its weight, read in place (variants.native.core.onednn), else E @ x. NB: one product over every head's
-    columns, x's transpose copied first, took 185.7 ms at n = 65536 (H = 8, k = 256, one thread), a product a head
-    78.8; at n = 4096 6.5 and 4.5."""
+    columns, x's transpose copied first, is slower than a product a head (docs/performance.md, "(25) Tiles through
+    oneDNN: linformer's projected keys, fixed's blocks, the linearized first pass")."""
     if not onednn.onednn(x, e):
         return e @ x
     b, h, _, d = x.shape

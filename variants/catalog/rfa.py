@@ -58,7 +58,8 @@ def _sincos_eager(angles, scale):
     return out.mul_(scale)
 
 
-SINCOS = Fused(_sincos_eager, _sincos, min_elements=1 << 13, name="sin and cos")  # variants.impls.compiled: one pass, 6x eager's on a Zen 4
+# variants.impls.compiled: one pass, several times eager's (docs/performance.md, "Figures behind the code's choices")
+SINCOS = Fused(_sincos_eager, _sincos, min_elements=1 << 13, name="sin and cos")
 
 
 class Fourier(FeatureMap):

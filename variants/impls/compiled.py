@@ -1,13 +1,12 @@
 """Elementwise steps compiled into one pass by inductor (torch.compile), the eager form beside them.
 
-Eager torch runs an elementwise chain one operator at a time, a pass over memory each, and some of
-its transcendental kernels are slow on the CPU: torch.sin of (8, 4096, 128) float32 took 4.4 ms on
-one thread of an AMD EPYC Zen 4 (AVX-512), sin and cos into one buffer 10.4, where inductor's one
-kernel for both took 1.7 (its error against float64 1.1e-7, eager's 3.6e-8). So a feature map's
-elementwise chain may be a `Fused` step: the eager function, compiled with dynamic shapes in setup.
-A compiled call costs about 28 µs more than an eager one (dynamo's guards, inductor's wrapper), so a
-step names the least elements its compiled form is for: elu+1 broke even at 2^17 elements (55 µs
-compiled, 59 eager), sin and cos at 2^13. A named step records, call by call, which form ran on how many
+Eager torch runs an elementwise chain one operator at a time, a pass over memory each, and some of its transcendental
+kernels are slow on the CPU, where inductor's one kernel for sin and cos together is several times faster and about as
+exact (docs/performance.md, "(12) Where a call's time goes, and two feature maps compiled"). So a feature map's
+elementwise chain may be a `Fused` step: the eager function, compiled with dynamic shapes in setup. A compiled call
+costs more than an eager one (dynamo's guards, inductor's wrapper), so a step names the least elements its compiled
+form is for, where the two broke even (elu+1 at 2^17 elements, sin and cos at 2^13). A named step records, call by
+call, which form ran on how many
 elements (variants.rules.paths.share): the row's path names the form that took most of them, so linear's
 map reads eager where all its chunks are under 2^17 elements (n ≤ 1448 at H = 8, d = 64) and compiled past.
 
@@ -37,9 +36,9 @@ EAGER_ENV = "ATTN_EAGER"  # set to 1: every Fused step runs its eager form (a ch
 
 @functools.cache
 def sweep_dynamo():
-    """torch._dynamo, set once per process for a sweep, imported on the first compile (0.85 s of
-    every process that imports the variants, where most never compile). Past dynamo's recompile
-    limit (8) a compiled function silently runs unfused and eager, which a benchmark would then time
+    """torch._dynamo, set once per process for a sweep, imported on the first compile (its import is a
+    large part of the start of every process that imports the variants, where most never compile). Past
+    dynamo's recompile limit (8) a compiled function silently runs unfused and eager, which a benchmark would then time
     as the compiled path: the limit is raised, and hitting it becomes an error rather than a quiet
     fallback. FlexAttention's compile (variants.impls) and every Fused step share this."""
     import torch._dynamo
@@ -55,7 +54,7 @@ def sweep_dynamo():
 
 @functools.cache
 def _no_recompile():
-    """A call's guard (3 µs a call): raise rather than compile; and the errors that say it would."""
+    """A call's guard (microseconds a call): raise rather than compile; and the errors that say it would."""
     dynamo = sweep_dynamo()
     return (dynamo.config.patch(error_on_recompile=True),
             (dynamo.exc.RecompileError, dynamo.exc.FailOnRecompileLimitHit))
@@ -70,7 +69,7 @@ class Fused:
                  min_elements: int = 0, name: str | None = None):
         self.eager, self.traced = eager, traced or eager  # traced: the same values, written for the compiler
         self.name = name  # the path's name (variants.rules.paths.share): "<name> compiled" or "<name> eager"
-        self.min_elements = min_elements  # smaller calls run eager: a compiled call costs ~28 µs more
+        self.min_elements = min_elements  # smaller calls run eager: a compiled call costs more
         self._compiled = None
         self._ready: set[tuple] = set()
         self.note = "eager (not warmed)"
@@ -82,7 +81,7 @@ class Fused:
         note: how the step will run for them. float64, the dtype the checks' references compute in,
         and meta tensors (the FLOP counter's) stay eager and take none of the function's few graphs.
         `most`: the most elements a call will have; under `min_elements` every call runs eager, so
-        nothing is compiled (a compile is 3 s of each worker process's setup here)."""
+        nothing is compiled (a compile is seconds of each worker process's setup)."""
         if os.environ.get(EAGER_ENV) == "1":
             self.note = f"eager ({EAGER_ENV}=1)"
             return self.note

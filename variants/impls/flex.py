@@ -19,18 +19,19 @@ def _compiled_flex(dynamic: bool = True):
     # NB: past dynamo's recompile limit (8) flex_attention silently falls back to an unfused eager
     # path that materializes n×n scores, which a benchmark would then time as "flex" (sweep_dynamo).
     sweep_dynamo()
-    # Dynamic shapes: one kernel serves many n (measured here: as fast as static kernels, 0.4–1 s
-    # per later shape instead of ~4 s). NB: changing torch's thread count between compile and
-    # call is a guard failure and recompiles; the suite keeps one thread count per process.
+    # Dynamic shapes: one kernel serves many n, as fast as static kernels and a fraction of a static
+    # compile per later shape (docs/performance.md, "Figures behind the code's choices"). NB: changing
+    # torch's thread count between compile and call is a guard failure and recompiles; the suite keeps
+    # one thread count per process.
     return torch.compile(flex_attention, dynamic=dynamic)
 
 
 _BLOCK_MASKS: dict = {}
 _STATIC_ONLY: set[str] = set()  # variants whose mask failed to compile with dynamic shapes
 # Above this many (query, key) pairs the block mask is built by a compiled create_block_mask. The eager one
-# evaluates the mask_mod over every pair at once, its index arithmetic in int64: bigbird at n = 32768 held
-# 18 GB of host memory for 50 s (9 s and 1.6 GB compiled, the same mask), and at 65536 asked an H100 for
-# 32 GiB and failed. Below it the eager build is quicker than a compile (1 s against 7 s at n = 8192).
+# evaluates the mask_mod over every pair at once, its index arithmetic in int64: at long lengths that takes
+# many times a compiled build's memory and time, past a GPU's memory; below it the eager build is quicker than
+# a compile (docs/performance.md, "Figures behind the code's choices").
 EAGER_MASK_PAIRS = 8192 * 8192
 
 

@@ -10,9 +10,9 @@ import multiprocessing
 import multiprocessing.forkserver
 
 # Imported once, by the fork server, before any worker is forked. The server runs no torch operation, so
-# no thread pool is copied into a fork. NB: not torch._dynamo, which replicate 0's FLOP count imports
-# (2-3 s): preloaded into every worker, A/A false alarms over 10 processes (test_compare's) rose from
-# 16 to 51 in 19500 comparisons, five runs alternating on the AMD host (2026-11-26).
+# no thread pool is copied into a fork. NB: not torch._dynamo, which replicate 0's FLOP count imports:
+# preloaded into every worker, it raised the A/A false alarms (docs/performance.md, "Workers: spawned, forked and
+# preloaded").
 PRELOAD = ["torch", "variants"]
 
 
@@ -21,9 +21,9 @@ _SERVER: dict[str, str] = {}  # "allocator": what the fork server was started on
 
 def context(allocator: str = "auto"):
     """Workers forked from the server, which runs on the allocator it was started with (jemalloc
-    preloaded, or glibc): a worker of another allocator is spawned. NB: a spawned worker spent its start
-    importing the preload (2.4 s of CPU here, 7 s for the five workers of a 5-replicate run on 2 cores);
-    a fork starts in 0.1 s. Where there is no fork server: spawn."""
+    preloaded, or glibc): a worker of another allocator is spawned. NB: a spawned worker spends its start
+    importing the preload, where a fork starts at once (docs/performance.md, "Workers: spawned, forked and
+    preloaded"). Where there is no fork server: spawn."""
     from suite.machine import allocator as allocators
 
     if "forkserver" not in multiprocessing.get_all_start_methods():
@@ -40,6 +40,6 @@ def context(allocator: str = "auto"):
 
 
 def start_early() -> None:
-    """Start the server now, on the default allocator, so that its imports (3.5 s here) run beside the
+    """Start the server now, on the default allocator, so that its imports (torch's: seconds) run beside the
     caller's rather than after them. It exits with this process."""
     context()

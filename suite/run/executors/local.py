@@ -186,9 +186,9 @@ class LocalPool:
     def start(self, slots) -> None:
         """Start the workers of these (device, replicate) slots side by side, and wait for them all.
 
-        NB: a worker spends its start importing torch and the variants (2.4 s of CPU here); started
-        one by one, the five of a 5-replicate run took that five times over. All are ready before any
-        case is timed, so no case is timed beside another worker's start."""
+        NB: a worker spends its start importing torch and the variants; started one by one, the workers of a
+        many-replicate run take that as many times over (docs/performance.md, "Workers: spawned, forked and
+        preloaded"). All are ready before any case is timed, so no case is timed beside another worker's start."""
         pending = [(slot, Worker(slot[0], self.settings, self.plugins, self.log_path, wait=False))
                    for slot in dict.fromkeys(slots)
                    if slot not in self.workers or not self.workers[slot].alive()]
@@ -212,8 +212,8 @@ class LocalPool:
             yield case, r, row
 
     def close(self) -> None:
-        """Stop every worker, then wait for each: a worker's exit (torch's teardown) took 0.7 s here,
-        five in turn 3.6 s at the end of every run."""
+        """Stop every worker, then wait for each: a worker's exit is torch's teardown, which in turn would
+        add up at the end of every run (docs/performance.md, "Workers: spawned, forked and preloaded")."""
         for worker in self.workers.values():
             worker.stop()
         for worker in self.workers.values():

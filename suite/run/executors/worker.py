@@ -35,8 +35,8 @@ def setup(settings: Settings, plugins: list[str], device: str) -> None:
     import torch
 
     torch.set_num_threads(settings.threads)
-    # float32 means float32: cuDNN (LSTM, conv) would otherwise round to TF32 (seen on an H100: the
-    # LSTM 4.9e-4 from the float64 reference, past float32's tolerance); matmul is IEEE by default
+    # float32 means float32: cuDNN (LSTM, conv) would otherwise round to TF32 (its LSTM then misses the float64
+    # reference by more than float32's tolerance); matmul is IEEE by default
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     import variants  # noqa: F401  registers the built-in variants
     for module in plugins:

@@ -42,7 +42,7 @@ def gemm_peak(device: str, dtype: str, threads: int, min_run_time: float) -> dic
 def bandwidth(device: str, threads: int, min_run_time: float, budget_gib: float | None = None) -> dict:
     """The device's memory bandwidth, STREAM's copy and triad timed like the cases (suite.machine.stream); the
     memory level's three buffers take a quarter each at most of the run's memory budget and of the address space
-    the worker has left under it (with a 1 GiB budget, three quarters of it did not fit there: the probe failed);
+    the worker has left under it (with a small budget, three quarters of it would not fit there: the probe failed);
     where that leaves them under stream.MIN_MEMORY_BUFFER, an error says so rather than a cache's rate read as memory's."""
     dev = devices.get(device)
     sizes = dev.stream_sizes()
@@ -98,7 +98,7 @@ def measure(case: Case, settings: Settings, replicate: int = 0) -> Row:
             raise
         row = replace(row, **dict(zip(("status", "reason"), classify(err))))
         del err  # NB: a kept traceback would keep the case's tensors alive
-        gc.collect()  # only after a failure: a full collection costs ~0.1 s with torch loaded
+        gc.collect()  # only after a failure: a full collection is slow with torch loaded
     finally:
         dev.release()
     after = dev.allocated()  # NB: after an OOM too: what the case left behind is the next case's loss
@@ -150,8 +150,7 @@ def _quietest(device: str, fn, settings: Settings, warmed: float | None) -> tupl
 def _measured(row: Row, settings: Settings, replicate: int) -> Row:
     """On replicate 0: check against the dense reference; then set up and time; on replicate 0 also
     memory, where a call's time went, FLOPs, error. NB: the other processes run the same code, so
-    replicate 0's check stands for them (a flex series' check compiled once more in each of them:
-    ~0.4 min of a full run)."""
+    replicate 0's check stands for them (a flex series' check would compile once more in each of them)."""
     case = row.case
     if replicate == 0:
         err, tol = check(case, settings.check_seq_len)

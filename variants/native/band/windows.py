@@ -41,8 +41,7 @@ def band_bias(
 
 # NB: blocks of 32 rows for the fused forward (variants.native.core.fused_kernel) of a reach-defined
 # band: w = 128 then scores 288 keys a row, not 384 (blocks of 128), and the kernel keeps its tiles
-# in cache. Sliding window, n = 8192, H = 8, d = 64, interior, one process: 158 ms (steps of baddbmm,
-# softmax, bmm in blocks of 128), fused 134 ms in blocks of 128, 117 in 64, 109 in 32.
+# in cache; smaller blocks were faster down to 32 (docs/performance.md, "Figures behind the code's choices").
 FUSED_BLOCK = 32
 
 
@@ -135,7 +134,7 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
             whole = s1 - s0 == rows and k1 - k0 == span and not grad  # out= buffers have no autograd
             if whole and buffers is None:
                 # NB: interior blocks reuse two buffers: fresh megabyte-sized tensors at every block
-                # cost page faults (glibc maps and unmaps them), about a third of the time here.
+                # cost page faults (glibc maps and unmaps them), a large share of the time.
                 buffers = (q3.new_empty(q3.shape[0], rows, span), q3.new_empty(q3.shape[0], rows, d))
             scores = torch.baddbmm(  # (heads, rows, keys) = bias + scale · q kᵀ
                 bias[t, own, k0 - first : k1 - first], q3[:, s0:s1], k3[:, k0:k1].transpose(1, 2),
@@ -267,8 +266,8 @@ class BandPlan(KeySet):
 
 
 # NB: the backward of blocks under 128 rows goes head by head in runs of interior blocks (batched
-# tiles against overlapping windows of K and V), not block by block over all heads: fixed's own
-# block (64 rows) at n = 4096, H = 8, d = 64: 37-45 ms against 47-59 (grads alone, one process).
+# tiles against overlapping windows of K and V), not block by block over all heads, which was slower
+# (docs/performance.md, "Figures behind the code's choices").
 RUN_BLOCK = 128
 
 
@@ -322,11 +321,8 @@ def _band_block(reach: int) -> int:
 
 # NB: the backward's tiles on the CPU are a quarter of the reach (64 rows at least): each tile is
 # five products against span = (2·⌈reach/block⌉ + 1)·block keys, and smaller blocks mask fewer of
-# them (w = 128: 320 keys in blocks of 64, 384 in 128), where the GEMMs stay large enough. Sliding
-# window fwd_bwd, n = 4096, H = 8, d = 64, one process, AMD EPYC Zen 4, median of 5, blocks of the
-# reach against these: w = 128 126.8 -> 114.4 ms (causal 85.9 -> 72.2), w = 256 238.6 -> 206.5,
-# w = 512 439.6 -> 360.9; w = 64 already 64 (70.6; 69.1 in 32). Only where 3/4 of the tiles are
-# interior (the runs of `_run_grads`): w = 128 at n = 512 took 17.3 ms against 15.3, at 1024 30.5
-# against 32.6; w = 256 at n = 1024 57.1 against 54.7.
+# them (w = 128: 320 keys in blocks of 64, 384 in 128), where the GEMMs stay large enough; only where
+# 3/4 of the tiles are interior (the runs of `_run_grads`), else the short lengths lose (docs/performance.md,
+# "Figures behind the code's choices").
 def _backward_block(reach: int) -> int:
     return min(_band_block(reach), max(64, -(-reach // 128) * 32))

@@ -37,10 +37,9 @@ def softmax_part(scores: torch.Tensor, apply_v: Callable[[torch.Tensor], torch.T
     per-row tensors, never the scores again.
     """
     if not need_lse:  # in place (out= the scores) where autograd does not need them: no second buffer
-        # NB: but torch's CPU softmax in place over a last dim that is not a multiple of 16 took
-        # twice its out-of-place time at narrow widths (ns an element: 1.96 against 0.94 at 33 keys,
-        # 3.5 against 1.7 at 17, 1.16 against 0.67 at 65; 1.25x at 150, 1.1x at 400; the same at 16,
-        # 48, 64, 128): below 64 keys a fresh buffer, a step's size (wider, the memory counts more).
+        # NB: but torch's CPU softmax in place over a last dim that is not a multiple of 16 takes about twice its
+        # out-of-place time at narrow widths, less as they grow (docs/performance.md, "Figures behind the code's
+        # choices"): below 64 keys a fresh buffer, a step's size (wider, the memory counts more).
         width = scores.shape[-1]
         in_place = not scores.requires_grad and (width % 16 == 0 or width >= 64)
         return apply_v(torch.softmax(scores, dim=-1, out=scores if in_place else None)), None

@@ -1,11 +1,10 @@
 """e^x in place, as fast as the device allows: the exponential of every softmax and feature map.
 
-On this CPU (AVX-512, torch 2.13) `exp_` took 0.56 ns an element and `exp2_` 0.13: float32 on the
-CPU goes as 2^(x·log2 e), a multiply and exp2_ (0.17 ns an element together, measured on scores of
-(8, 128, 384) and (8, 2048, 33)). Its relative error was 9e-7 at |x| ≤ 15 (exp_'s 6e-8), from rounding
-x·log2 e, and smaller nearer 0, where a softmax's largest terms are. Other dtypes and devices keep
-exp_: bfloat16 rounds the product to 8 bits (0.07 off at |x| ≤ 3), and on a GPU the multiply would
-be a second pass over memory for an exp that costs no more than exp2.
+torch's CPU `exp_` is several times slower than its `exp2_` (docs/performance.md, "Changes read off the profiler, (1)
+to (5)"): float32 on the CPU goes as 2^(x·log2 e), a multiply and exp2_. Its relative error is about 1e-6 at |x| ≤ 15
+(exp_'s 6e-8), from rounding x·log2 e, and smaller nearer 0, where a softmax's largest terms are. Other dtypes and
+devices keep exp_: bfloat16 rounds the product to 8 bits (0.07 off at |x| ≤ 3), and on a GPU the multiply would be a
+second pass over memory for an exp that costs no more than exp2.
 """
 
 from __future__ import annotations

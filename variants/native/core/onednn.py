@@ -1,11 +1,10 @@
 """A product with a shared weight, x·wᵀ, through oneDNN on the CPU: a feature map's projection.
 
-On an x86 CPU `x @ w.T` is MKL's sgemm, which on the project's Zen 5 VM runs a code path about half as
-wide as the CPU has (docs/performance.md, (17)); oneDNN's matmul on the same dense tensors
-(`torch.ops.mkldnn._linear_pointwise`, the op inductor's CPU linear uses) takes the widest. Measured
-there, one thread: a performer-shaped (32768 × 64)·(64 × 256) at 43.3 GFLOP/s through `@` and 55.9
-through oneDNN, and performer's forward 55 → 45 ms at n = 4096 (440 → 346 at 32768). Elsewhere, and
-wherever autograd records x, the plain product.
+On an x86 CPU `x @ w.T` is MKL's sgemm, which on some CPUs runs a code path about half as wide as the
+CPU has; oneDNN's matmul on the same dense tensors (`torch.ops.mkldnn._linear_pointwise`, the op
+inductor's CPU linear uses) takes the widest, and a feature map's projection and performer's forward
+are faster so (docs/performance.md, "(17) The matmul probe measured one library, not the machine").
+Elsewhere, and wherever autograd records x, the plain product.
 """
 
 from __future__ import annotations
@@ -25,8 +24,9 @@ def onednn(x: torch.Tensor, w: torch.Tensor) -> bool:
 
 def linear(x: torch.Tensor, w: torch.Tensor, strided: bool = False) -> torch.Tensor:
     """x (…, k) · wᵀ with w (m, k): (…, m). A transposed w (a backward's ω·) is copied contiguous in the call (m·k
-    elements, a few µs), so the call reads the one ω its byte count has; with `strided`, oneDNN reads w's
-    strides itself (a block's vᵀ, a view of v: (128 × 384)·(384 × 64) took 38.5 µs either way, the copy 11)."""
+    elements, a small copy), so the call reads the one ω its byte count has; with `strided`, oneDNN reads w's
+    strides itself (a block's vᵀ, a view of v: as fast as on a copy, without the copy's time: docs/performance.md,
+    "Figures behind the code's choices")."""
     if not onednn(x, w):
         return x @ w.T
     flat = x.reshape(-1, x.shape[-1])

@@ -69,8 +69,8 @@ def tile_grads(scores, qr, kt, vt, lse, dor, shift, scale: float):
 
 def _grads_onednn(p, qr, kt, vt, dor, shift, scale: float):
     """A 2-D tile's four products through oneDNN (variants.native.core.onednn): Pᵀ and dSᵀ are read as
-    copies, one alive at a time beside P. A GQA group's tile at R = 256, K = 2048: 6.4 ms batched through
-    MKL, 3.9 ms through oneDNN, copies included (one thread, this host)."""
+    copies, one alive at a time beside P: faster than MKL's batched products, copies included
+    (docs/performance.md, "(18) The grouped heads' products, one group at a time through oneDNN")."""
     pt = p.T.contiguous()
     dv = onednn.linear(pt, dor.T)  # (K, d) = Pᵀ·dO
     del pt

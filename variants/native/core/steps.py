@@ -6,10 +6,8 @@ step is a handful of kernel launches of several µs each, and a step of a few hu
 below what fills the device. There a step takes as much as the memory rule allows: `step_elements`,
 half an output, with as many heads in it as fit.
 
-Measured on an H200 (bf16, B = 1, H = 16, d = 64, n = 16384, benchmarks/gpu_profile.py; the files
-in benchmarks/gpu_profile/h200-2026-11-26): strided's forward launched 11138 kernels in 144-150 ms
-a call, 20 ms of them busy; launch-sized, 1268 kernels in 19-20 ms, 4 ms busy. linear's forward
-41-44 ms -> 2.3-2.4.
+Cache-sized steps on a GPU launch many times the kernels, and spend most of a call launching them
+(docs/performance.md, "GPU sessions").
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ def step_elements(x: torch.Tensor) -> int:
     With the output itself and the small per-row tensors of a fold, a call's peak stays within
     2 outputs at every n (at n = 256 a block of 128 rows × 384 keys over 8 heads is 3 outputs).
     NB: a loop drops its step's tensors (`del`) before the next step makes its own: a name still
-    bound to the last step's scores or output kept two steps alive at once (measured: up to 1 output)."""
+    bound to the last step's scores or output kept two steps alive at once (up to one output more)."""
     return max(1, x.numel() // 2)
 
 

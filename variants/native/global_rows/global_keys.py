@@ -92,8 +92,8 @@ def attend(q, k, v, kg, vg, out):
 
     NB: this order (the own key's dot, streaming q and k, before the GEMM that then reads q from the
     cache; the output made in a fresh buffer and copied) took the same time as the GEMMs first and
-    writing into `out` (51.9 against 51.9 ms, medians of 5 rounds, n = 32768, H = 8, one thread),
-    though each GEMM alone was faster so (kg·qᵀ on cold rows 10.5 ms, on cached ones 6.4)."""
+    writing into `out`, though each GEMM alone was faster so (docs/performance.md, "(16) Global's key sets
+    as one, keys-first both ways")."""
     probs = torch.softmax(_scores(q, k, kg), dim=1)  # NB: no autograd here
     return out.copy_(_apply(probs, vg, v))
 

@@ -14,8 +14,9 @@ from variants.rules.paths import took
 
 MIN_ROWS = 64  # a group's query rows (n_q · H/G) from which its products go through oneDNN
 # A oneDNN chunk's scores at most SCORES_ELEMENTS, or CACHED_ROWS query positions where those are more: few keys
-# (linformer's 256 projected ones) would otherwise make a whole step one chunk. n = 65536 in one chunk of 64 MB
-# scores a head took 697 ms, in chunks of 4096 rows 450 (one thread); MQA's and GQA's chunks are fewer rows.
+# (linformer's 256 projected ones) would otherwise make a whole step one chunk, slower than chunks that stay in
+# cache (docs/performance.md, "(25) Tiles through oneDNN: linformer's projected keys, fixed's blocks, the linearized
+# first pass"); MQA's and GQA's chunks are fewer rows.
 SCORES_ELEMENTS, CACHED_ROWS = 1 << 20, 256
 
 
@@ -54,8 +55,8 @@ class GroupedKeys(KeySet):
 
     def _by_groups(self, q, k) -> bool:
         """Per group through oneDNN: float32 on the CPU, where a group's chunk holds enough query rows to pay
-        for V's copy (a decode step, 4 or 8 rows against 65536 keys, ran 2.6-2.9x slower so: suite ab,
-        docs/performance.md (18))."""
+        for V's copy (a decode step of a few rows would be slower so: docs/performance.md, "(18) The grouped
+        heads' products, one group at a time through oneDNN")."""
         r = q.shape[1] // k.shape[1]
         return onednn.onednn(q, k) and r * self._group_rows(q, k) >= MIN_ROWS
 
@@ -70,7 +71,7 @@ class GroupedKeys(KeySet):
 
     def _by_group(self, q, k, v, need_lse: bool) -> Partial:
         """The forward as one oneDNN product per (batch, group) and chunk, each group's scores its own 2-D
-        tensor (variants.native.core.onednn: MKL's batched product ran at half oneDNN's rate here)."""
+        tensor (variants.native.core.onednn: MKL's batched product may run at half oneDNN's rate)."""
         b, h, n_q, d = q.shape
         g, n_k = k.shape[1], k.shape[2]
         r, chunk = h // g, self._group_rows(q, k)
@@ -135,8 +136,8 @@ class GroupedKeys(KeySet):
         b, h, n_q, d = q.shape
         g, n_k = k.shape[1], k.shape[2]
         r = h // g  # query heads per group: h = group·r + j
-        # NB: a whole step held 2.0-2.25 outputs at n = 256-4096 while the last chunk's scores outlived it;
-        # dropped before the next (del), 1.52-1.75 (measured)
+        # NB: the last chunk's scores are dropped before the next chunk's (del): kept, they outlived the chunk
+        # and a whole step held half an output more
         chunk = max(1, min(n_q, step_elements(q) // (tensors * groups * r * n_k)))
         for s0 in range(0, n_q, chunk):
             s1 = min(s0 + chunk, n_q)

@@ -6,10 +6,9 @@ others: every pair of the (l, l + s) tile is needed, so the tile is two 2-D oneD
 (l + s, d) buffer per head whose subset part is gathered once; the own block's summaries, which the block counts
 already, are masked in the subset's columns.
 
-Measured against the union of the band of reach 0 and the subset through the fused kernel (one thread, H = 8, d =
-64, l = ⌈√n⌉, c = 1, minimum of 3): n = 4096 (l = 64) 20.8 → 31.0 ms, 16384 (l = 128) 151.4 → 117.0, 32768 (l =
-182) 383.2 → 262.1, 65536 (l = 256) 1019.2 → 565.7. Tiles of fewer than MIN_BLOCK rows pay more per call than the
-products save, and stay in the union.
+Against the union of the band of reach 0 and the subset through the fused kernel, it is faster from blocks of
+MIN_BLOCK rows on, and more so as the blocks grow (docs/performance.md, "Figures behind the code's choices"). Tiles of
+fewer than MIN_BLOCK rows pay more per call than the products save, and stay in the union.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import torch
 
 from variants.native.core import NEG_INF, onednn, step_elements
 
-MIN_BLOCK = 128  # rows of a block from which its tile goes through oneDNN (l = 64 ran 1.5x slower so)
+MIN_BLOCK = 128  # rows of a block from which its tile goes through oneDNN (smaller blocks ran slower so)
 
 
 def applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block: int, subset: int, causal: bool) -> bool:

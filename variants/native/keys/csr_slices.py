@@ -10,11 +10,10 @@ row), so a slice keeps at least MIN_ENTRIES entries a row on average. The produc
 (the forward's P·V, the backward's dS·K, dSᵀ·Q and Pᵀ·dO) need no slices on the CPU: `csr_matmul`
 runs them as embedding bags, which prefetch.
 
-Measured (one head, w = 33, d = 64, float32, one thread): on an AMD EPYC Zen 3 (AVX2, 512 KiB L2),
-the SDDMM at n = 65536 took 106 ms in one pass and 40 ms in 4 slices of 16384 keys (best of 5); on a
-Zen 4 (AVX-512, 1 MiB L2) 16.8 ms in one pass and 20.7 ms in 4 slices (median of 7), the slices'
-own calls 17.9 ms and their scatter into the row's order 3.6. Which is faster depends on the
-machine, so `fastest` times both on the pattern itself, in setup, and keeps the faster.
+On a CPU with a small L2 the slices were several times faster than one pass; on one with a larger L2 and
+wider vectors one pass won (docs/performance.md, "(7) `random`'s keys by slices that stay in cache" and "(11)
+A third host, and what it changed"). Which is faster depends on the machine, so `fastest` times both on
+the pattern itself, in setup, and keeps the faster.
 """
 
 from __future__ import annotations
@@ -107,9 +106,9 @@ def csr_matmul(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, tabl
     Σ_e values_e · table[col_e] over its entries e in [crow_i, crow_i+1), (n, d).
 
     On the CPU by `embedding_bag` (sum with per-sample weights: each row a bag of the table's rows),
-    whose kernel (FBGEMM's) prefetches the rows it gathers: one head, w = 33, d = 64, float32, best
-    of 5, 4.0 ms at n = 16384 and 22 ms at 65536, where the CSR product took 8.0 ms and 43 ms (in 4
-    slices of keys; 137 ms in one). Elsewhere torch's CSR × dense product."""
+    whose kernel (FBGEMM's) prefetches the rows it gathers, about twice as fast as the CSR product
+    (docs/performance.md, "(9) `random`'s products by the pattern as embedding bags"). Elsewhere torch's
+    CSR × dense product."""
     if table.device.type == "cpu":
         return F.embedding_bag(col, table, crow[:-1], mode="sum", per_sample_weights=values)
     return _csr(crow, col, values, (crow.numel() - 1, table.shape[0])) @ table

@@ -37,12 +37,12 @@ def causal_chunks(phi: FeatureMap, q, k, v, step: int):
 
 
 # NB: the oneDNN pass's chunks hold about 2^20 features (4 MB in float32) over the heads: linear (m = 64, H = 8)
-# 2048 rows, performer and rfa (m = 256) 512. Forward at n = 32768, one thread, the Zen 5 VM, min of 7: linear 63.2 ms
-# in chunks of 512, 58.5 of 1024, 54.6 of 2048, 55.8 of 4096; performer 293.4 in 512, 285.2 in 1024, 298.2 in 2048;
-# rfa 258.7 in 512, 270.2 in 1024.
+# 2048 rows, performer and rfa (m = 256) 512: the chunk sizes that ran fastest (docs/performance.md, "(23) The
+# linearized paths' second pass through oneDNN").
 APPLY_ELEMENTS = 1 << 20
-# The first pass through oneDNN from this many features: performer's m = 256, C = 256 rows, H = 8 summed in 561 µs
-# against baddbmm_'s 774; linear's m = 64, C = 512 in 442 against 365 (one thread, the Zen 5 VM).
+# The first pass through oneDNN from this many features: faster than baddbmm_ for performer's m = 256, slower for
+# linear's m = 64 (docs/performance.md, "(25) Tiles through oneDNN: linformer's projected keys, fixed's blocks, the
+# linearized first pass").
 SUM_FEATURES = 128
 
 

@@ -33,9 +33,9 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 18
     if causal:  # NB: each chunk's (C × C) scores are at most a quarter of the output's size: C² ≤ n·d/4
         step = rows_per_step(phi, q, min(cache_rows(q, masked_rows(m, d)), max(32, budget // (b * h * max(d, m))),
                                          max(32, math.isqrt(n * d // 4))), causal=True)
-    else:  # NB: 256 rows at least: with 128 (m = 256 features, 8 heads) rfa's forward took 6-7% longer at n = 4096
-        # and 16384 (equal at 65536) and performer's 3-5% (one process, float32, one thread, AMD EPYC); elu+1's
-        # 512 (m = d = 64) stay, where 1024 took 1.4x as long at n = 32768
+    else:  # NB: 256 rows at least: rfa's and performer's forwards (m = 256 features) were slower with 128;
+        # elu+1's 512 (m = d = 64) stay, where 1024 was slower (docs/performance.md, "Figures behind the code's
+        # choices")
         step = rows_per_step(phi, q, max(MIN_ROWS, budget // (b * h * max(d, m))))
     if recording(q, k, v):
         return (Causal if causal else Bidirectional).apply(q, k, v, phi, step)

@@ -1,7 +1,7 @@
 """Linearized attention's own backward, bidirectional and causal: memory of a few outputs both ways.
 
-Autograd through the forward's chunks kept every chunk's features and products (causal performer
-33 outputs at n = 1024). Here the forward runs without autograd and keeps its output (and, when
+Autograd through the forward's chunks kept every chunk's features and products (tens of outputs for
+a causal performer). Here the forward runs without autograd and keeps its output (and, when
 bidirectional, S and z); the backward recomputes φ chunk by chunk, through autograd of that chunk's
 φ alone. With N_i = φ(q_i)ᵀS_i, D_i = φ(q_i)ᵀz_i (S_i = Σ φ(k_j)v_jᵀ, z_i = Σ φ(k_j) over the keys
 row i sees), out = N/D:

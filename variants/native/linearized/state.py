@@ -77,7 +77,7 @@ def add_product(state, fk, v):
 
 def normalizer(f, z):
     """φ(q)ᵀz for each row: (B, H, C) from f (B, H, C, m) and z (B, H, m). An einsum, not a GEMM
-    with one column: MKL's took 5.7x as long (222 against 39 µs at C = 512, m = 64, H = 8)."""
+    with one column, which MKL runs several times slower (docs/performance.md, "Figures behind the code's choices")."""
     return torch.einsum("bhcm,bhm->bhc", f, z)
 
 
@@ -91,7 +91,7 @@ def masked_rows(m: int, d: int) -> int:
     """Rows of a causal chunk where steps are sized to the cache: at most 2·m·d/(m + d), so that the
     chunk's masked products (φ(q)φ(k)ᵀ and its product with v: 2·C²·(m + d) FLOPs) cost no more
     than its share of the algorithm's (4·C·m·d), which alone is counted. Linear (m = d = 64): 64
-    rows, where 256 took 1.23-1.45x as long at n = 4096-65536 (one process, float32, one thread, AMD EPYC)."""
+    rows, where 256 were slower (docs/performance.md, "Figures behind the code's choices")."""
     return max(32, 2 * m * d // (m + d))
 
 

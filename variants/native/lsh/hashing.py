@@ -89,8 +89,8 @@ def _pick(proj: torch.Tensor) -> torch.Tensor:
 
 def sort_order(buckets: torch.Tensor) -> torch.Tensor:
     """Positions sorted by (bucket, position): (B, H, R, n). A stable sort of the buckets (positions
-    in order within one), a third faster than argsort of bucket·n + position (31 against 47 ms at
-    n = 32768, 8 heads, 4 rounds; one thread, AMD EPYC)."""
+    in order within one), faster than argsort of bucket·n + position (docs/performance.md, "(15) Reformer's
+    hashing in float32, and linear's share on a faster memory")."""
     return torch.sort(buckets, dim=-1, stable=True).indices
 
 

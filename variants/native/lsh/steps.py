@@ -63,7 +63,7 @@ def flat_rows(at: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
 
 def gathered(flat: torch.Tensor, rows: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
     """`flat`'s rows (B·H·n, d) at `rows`, shaped as the positions `at` (B, H, G, w): (B, H, G, w, d).
-    NB: whole rows by index_select; gather with an index expanded over d was 2x slower."""
+    NB: whole rows by index_select; gather with an index expanded over d is slower."""
     return flat.index_select(0, rows).view(*at.shape, flat.shape[-1])
 
 
@@ -78,7 +78,7 @@ def scores(sq, sk, hidden) -> torch.Tensor:
 def own(s: torch.Tensor) -> torch.Tensor:
     """The view of a step's (…, c, 2c) scores at each query's own key: key a of the first c (its
     chunk), the previous chunk holding other positions. NB: was a comparison of positions and a
-    masked fill, a pass over the scores each: with `hidden` 16% of a forward at n = 16384."""
+    masked fill, a pass over the scores each: with `hidden`, a large share of a forward."""
     return s.diagonal(dim1=-2, dim2=-1)
 
 
