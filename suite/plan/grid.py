@@ -28,6 +28,7 @@ from typing import Any
 
 import variants
 from suite.errors import UsageError, check_name, shown
+from suite.plan import bounds
 from suite.plan import ladder as ladders
 from suite.plan.case import DTYPES, MAX_SIZE, MODES, Case
 from suite.plan.ladder import Ladder
@@ -40,14 +41,6 @@ AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_le
         "num_kv_heads", "head_dim", "causal", "params")
 TOP_LEVEL = ("name", "description", "settings", "defaults", "block")
 MAX_CASES = 100_000  # a grid's cases: the full preset has a few hundred; a typo in a list should not plan millions
-# Sizes, so that every figure a run writes (FLOPs, bytes, pairs: int64 columns) fits: each size, and a case's
-# work B·n_q·max(n_k, H·d, p)·H·d (p: its largest integer parameter; H·d: the model width a projection or a
-# recurrence squares), whose figures are that times a constant below 2^63 / MAX_WORK (4 FLOPs a pair and
-# dimension, forward+backward's 3, up to 64 hash rounds, a recurrence's gates, the named terms)
-SIZE_LIMITS = {"batch": 2**16, "num_heads": 2**16, "num_kv_heads": 2**16, "head_dim": 2**16}  # seq_len: MAX_SIZE
-MAX_WORK = 2**52
-UNSIZED = ("seed",)  # integer parameters that are not sizes
-MAX_EXPANSION = 1_000_000  # the combinations a grid's blocks make before repeats merge, each checked once
 
 
 class ConfigError(UsageError):
@@ -89,7 +82,7 @@ def _as_list(where: str, name: str, value: Any) -> list:
 
 
 def _ints(where, name, values, minimum=1):
-    most = SIZE_LIMITS.get(name, MAX_SIZE)
+    most = bounds.SIZE_LIMITS.get(name, MAX_SIZE)
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= most:
             _fail(where, name, v, f"integers from {minimum} to {most}")
@@ -97,17 +90,10 @@ def _ints(where, name, values, minimum=1):
 
 
 def _check_work(case: Case, longest: int, where: str) -> None:
-    """ConfigError where the case's work (see MAX_WORK), at its longest length, gives figures past int64."""
-    queries = longest if case.mode != "decode" else 1
-    keys = longest if case.kv_len is None else case.kv_len
-    sizes = [v for k, v in case.params if k not in UNSIZED and isinstance(v, int) and not isinstance(v, bool)]
-    width = case.num_heads * case.head_dim
-    widest = max([keys, width, *sizes])
-    work = case.batch * queries * widest * width
-    if work > MAX_WORK:
-        _fail(where, "batch·seq_len·max(kv_len, num_heads·head_dim, params)·num_heads·head_dim",
-              f"{case.batch}·{queries}·{widest}·{width} ≈ 2^{work.bit_length() - 1}",
-              f"at most 2^{MAX_WORK.bit_length() - 1}, so that the case's FLOPs and bytes fit int64; lower a size")
+    """ConfigError where the case's work (bounds.MAX_WORK), at its longest length, gives figures past int64."""
+    found = bounds.work(case, longest)
+    if found is not None:
+        _fail(where, *found)
 
 
 def _choices(where, name, values, allowed):
@@ -195,31 +181,12 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
 
 
 def _check_expansion(axes: dict, where: str, before: int) -> int:
-    """The combinations a block makes, counted from its lists' lengths (repeats included) before any is
-    made; ConfigError naming its longest axis where the grid's blocks would pass MAX_EXPANSION."""
-    sizes = {name: _length(value) for name, value in axes.items() if name != "params"}
-    if sizes.get("variant") is None or axes.get("variant") in ("*", ["*"]):
-        sizes["variant"] = len(variants.names())
-    if axes.get("impl", "*") in ("*", ["*"]):
-        sizes["impl"] = max(len(variants.get(name).impls) for name in variants.names())
-    params = axes.get("params", {})
-    if isinstance(params, dict):
-        sizes.update({f"params.{name}": _length(value) for name, value in params.items()})
-    total = 1
-    for size in sizes.values():
-        total *= size
-    if before + total > MAX_EXPANSION:
-        name = max(sizes, key=lambda n: sizes[n])
-        value = axes["params"][name.removeprefix("params.")] if name.startswith("params.") else axes.get(name)
-        made = f"{total}" if total < 10**12 else f"about 10^{len(str(total)) - 1}"
-        _fail(where, name, value, f"axes whose lists' lengths multiply to at most {MAX_EXPANSION} combinations in "
-              f"a grid, repeated values included; this block's make {made}: shorten {name} "
-              f"({sizes[name]} values) or split the grid")
+    """The combinations a block makes (bounds.expansion); ConfigError naming its longest axis where the grid's
+    blocks would pass bounds.MAX_EXPANSION."""
+    total, sizes = bounds.expansion(axes)
+    if before + total > bounds.MAX_EXPANSION:
+        _fail(where, *bounds.too_many(axes, total, sizes))
     return total
-
-
-def _length(value) -> int:
-    return len(value) if isinstance(value, list) else 1
 
 
 def _settings(raw: dict, where: str) -> Settings:

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 import variants
+from suite.plan import bounds
 from suite.plan import grid as grids
 from suite.plan.case import theory_of
 from suite.store import table
@@ -53,7 +54,7 @@ def test_repeated_values_are_refused_before_expanding_naming_the_field_and_the_b
     assert len(_toml()) < 2048
     with pytest.raises(grids.ConfigError) as err:
         _in_seconds(10, grids.parse, tomllib.loads(_toml()), "bomb.toml")
-    assert "field 'batch'" in str(err.value) and f"at most {grids.MAX_EXPANSION}" in str(err.value)
+    assert "field 'batch'" in str(err.value) and f"at most {bounds.MAX_EXPANSION}" in str(err.value)
 
 
 def test_the_presets_are_well_inside_the_bound():
@@ -61,7 +62,7 @@ def test_the_presets_are_well_inside_the_bound():
         data = grids.load(preset)
         made = sum(grids._check_expansion({**data.get("defaults", {}), **block}, preset, 0)
                    for block in data.get("block", [{}]))
-        assert made * 100 < grids.MAX_EXPANSION, preset
+        assert made * 100 < bounds.MAX_EXPANSION, preset
 
 
 @pytest.mark.slow
@@ -74,7 +75,7 @@ def test_a_dry_run_of_a_grid_of_repeated_values_exits_2_at_once(tmp_path, suffix
     except subprocess.TimeoutExpired:
         pytest.fail("the dry run was still planning after 60 s")
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
-    assert "field 'batch'" in res.stderr and f"at most {grids.MAX_EXPANSION}" in res.stderr, res.stderr
+    assert "field 'batch'" in res.stderr and f"at most {bounds.MAX_EXPANSION}" in res.stderr, res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [grid.name]
 
 
@@ -101,7 +102,7 @@ def _at_the_bound(name: str, rng: random.Random) -> dict:
     n, heads, dim = 2 ** rng.randint(6, 12), 2 ** rng.randint(0, 16), 2 ** rng.randint(0, 16)
     while heads * dim > 2**20:
         heads, dim = max(1, heads // 2), max(1, dim // 2)
-    batch = min(grids.SIZE_LIMITS["batch"], grids.MAX_WORK // (n * max(n, heads * dim) * heads * dim))
+    batch = min(bounds.SIZE_LIMITS["batch"], bounds.MAX_WORK // (n * max(n, heads * dim) * heads * dim))
     return {"variant": [name], "mode": [rng.choice(["fwd", "fwd_bwd"])], "dtype": ["float64"], "seq_len": [n],
             "batch": [max(1, batch)], "num_heads": [heads], "head_dim": [dim]}
 
