@@ -231,3 +231,51 @@ def test_a_case_that_fails_in_the_newest_run_fails_the_check(tmp_path, capsys):
     store.add(path, synthetic_run(10))
     assert cli.main(["history", "check", "--db", str(path)]) == 0
     assert "FAILED" not in tidy(capsys)[0]
+
+
+# ------------------------------------------------------------------ the database's own SQL
+def planted(db: Path, statement: str, drop: str | None = "cases") -> None:
+    """`db` with `statement` run in it (after `drop`'s table is dropped), as a hostile file would hold."""
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    if drop:
+        con.execute(f"DROP TABLE {drop}")
+    con.execute(statement)
+    con.close()
+
+
+def test_a_view_in_place_of_a_table_reads_no_file(db, tmp_path, capsys):
+    """A `cases` view whose newest run's reasons come from a local file: refused before any read."""
+    secret = tmp_path / "secret.csv"
+    secret.write_text("reason\nSECRET-LINE\n")
+    newest = "c.run_key = (SELECT max(run_key) FROM kept)"
+    planted(db, "ALTER TABLE cases RENAME TO kept", drop=None)
+    planted(db, f"CREATE VIEW cases AS SELECT c.* REPLACE (CASE WHEN {newest} THEN 'error' ELSE c.status END "
+                f"AS status, CASE WHEN {newest} THEN s.reason ELSE c.reason END AS reason) "
+                f"FROM kept c, read_csv('{secret}') s", drop=None)
+    for argv in (["check"], ["report", "-o", str(tmp_path / "page.html")]):
+        assert cli.main(["history", *argv, "--db", str(db)]) == 2
+        out, err = tidy(capsys)
+        assert "SECRET" not in out + err and not (tmp_path / "page.html").exists()
+        assert str(db) in err and "table cases is a VIEW (allowed: a BASE TABLE" in err
+    with pytest.raises(UsageError, match="table cases is a VIEW"):
+        store.read(db)
+
+
+@pytest.mark.parametrize("statement, said", [
+    ("CREATE VIEW leak AS SELECT 1", "view leak (allowed: none"),
+    ("CREATE SCHEMA other; CREATE VIEW other.leak AS SELECT 1", "view other.leak (allowed: none"),
+    ("CREATE MACRO leak(x) AS x", "macro leak (allowed: none"),
+    ("DROP TABLE meta; CREATE VIEW meta AS SELECT 'schema' AS key, '1' AS value", "table meta is a VIEW"),
+    ("DROP TABLE exponents", "no table exponents (allowed: a BASE TABLE of schema 1's columns: run_key VARCHAR NOT"),
+    ("ALTER TABLE cases ALTER time_s TYPE VARCHAR", "table cases column time_s is VARCHAR (allowed: DOUBLE, schema"),
+    ("ALTER TABLE cases ALTER status SET NOT NULL", "column status is VARCHAR NOT NULL (allowed: VARCHAR,"),
+    ("ALTER TABLE cases ALTER time_s SET DEFAULT 1", "column time_s is DOUBLE DEFAULT "),
+    ("ALTER TABLE runs ADD COLUMN extra INTEGER", "table runs has column extra INTEGER (allowed: only schema 1's"),
+])
+def test_a_database_whose_catalog_differs_is_named_before_any_read(db, statement, said):
+    planted(db, statement, drop=None)
+    with pytest.raises(UsageError, match="history database .*") as err:
+        store.read(db)
+    assert said in str(err.value) and str(db) in str(err.value)
