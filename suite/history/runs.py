@@ -1,7 +1,8 @@
 """A run folder as a point of history: its identity and its points, or a UsageError saying why not.
 
 Refused, before anything is written: a run being measured now (its folder's lock is held), a run that
-is not finished (cases `not_run`: `run --resume` finishes it), a run measured with uncommitted changes
+is not finished (a case `killed` or `not_run`, which `run --resume` measures again: suite.store.row.FINISHED
+lists the statuses that end a case), a run measured with uncommitted changes
 (its commit does not say what was measured), a run without a fingerprint or commit, a commit the
 repository does not know (unless its time is given). The run's time is when its last case finished
 (the journal's `finished_at`; a folder without a journal: its table's time). Nothing in the folder is
@@ -24,6 +25,7 @@ from suite.history.points import case_points, exponent_points
 from suite.history.store import Run
 from suite.store import lock
 from suite.store.journal import Journal
+from suite.store.row import FINISHED
 from suite.store.rundir import RunDir
 
 COMMIT = re.compile(r"[0-9a-f]{7,64}")
@@ -56,15 +58,23 @@ def load(ref: str, results_dir: Path, repo: Path, commit_time: str | None = None
     when = _commit_time(commit, repo) if commit_time is None else _timestamp("--commit-time", commit_time)
     run = RunDir.resolve(str(folder), Path(results_dir))
     frame = run.read_table()
-    missing = int((frame["status"] == "not_run").sum())
-    if missing:
-        raise UsageError(f"history add {ref}: the run is not finished: {missing} of {len(frame)} cases not run "
-                         f"(python -m suite run --resume {run.name} finishes it)")
+    left = unfinished(frame)
+    if left:
+        counts = ", ".join(f"{n} of {len(frame)} cases {status}" for status, n in left.items())
+        raise UsageError(f"history add {ref}: the run is not finished: {counts} "
+                         f"(allowed: every case one of {', '.join(FINISHED)}; python -m suite run --resume "
+                         f"{run.name} measures the others)")
     finished = _run_time(run)
     key = hashlib.sha1(f"{fingerprint}\n{commit}\n{run.name}\n{finished.isoformat()}".encode()).hexdigest()[:16]
     return Run(run_key=key, fingerprint_id=fingerprint, git_commit=commit, commit_time=when, run_time=finished,
                run_name=run.name, grid=str(run.plan().get("grid", "")), env=run.file(RunDir.ENV).read_text(),
                cases=case_points(frame), exponents=exponent_points(frame, machines(env, run.bandwidth())))
+
+
+def unfinished(frame: pd.DataFrame) -> dict[str, int]:
+    """{status: count} of a run's cases that are not finished (suite.store.row.FINISHED: `killed`, `not_run`,
+    anything unknown), in table order; empty for a run whose every case has ended."""
+    return frame.loc[~frame["status"].isin(FINISHED), "status"].astype(str).value_counts(sort=False).to_dict()
 
 
 def _timestamp(field: str, text: str) -> pd.Timestamp:

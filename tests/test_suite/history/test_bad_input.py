@@ -3,6 +3,7 @@ work and without writing anything; two first adds at once; a run whose values th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ from history_runs import commit_of, run_folder, synthetic_run  # noqa: E402
 from suite import cli  # noqa: E402
 from suite.errors import UsageError  # noqa: E402
 from suite.history import backfill, store  # noqa: E402
+from suite.store import table  # noqa: E402
 from suite.store.rundir import RunDir  # noqa: E402
 
 TIME = "2026-11-27T04:00:00+00:00"
@@ -170,6 +172,41 @@ def test_a_journal_cut_after_its_table_does_not_replace_the_table(tmp_path, caps
     run = RunDir.resolve(str(folder), tmp_path / "results")
     assert (run.read_table()["status"] == "ok").sum() == 8
     assert "journal holds 0 measured cases and its table 8: the table is kept" in capsys.readouterr().err
+
+
+def with_status(folder: Path, status: str, n: int = 1) -> Path:
+    """The run in `folder` with its first `n` cases ended as `status` (journal and table), as a run stopped
+    from outside holds them."""
+    run = RunDir(folder)
+    rows = [dataclasses.replace(row, status=status, reason=f"worker {status}") if i < n else row
+            for i, row in enumerate(run.journal.read().rows)]
+    run.file(RunDir.JOURNAL).write_text("")
+    for row in rows:
+        run.journal.append(row)
+    run.write_table(table.table(run.cases(), rows))
+    return folder
+
+
+@pytest.mark.parametrize("status", ["killed", "not_run"])
+def test_add_refuses_a_run_with_a_case_to_measure_again(tmp_path, capsys, status):
+    """`run --resume` measures `killed` and `not_run` cases again: the run is not finished, and its
+    killed case would fail the check as a regression."""
+    results, path = tmp_path / "results", tmp_path / "h.duckdb"
+    with_status(run_folder(results, "r1", commit_of(1)), status, n=2)
+    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path),
+                     "--commit-time", TIME]) == 2
+    err = tidy(capsys)[1]
+    assert f"the run is not finished: 2 of 8 cases {status}" in err and "python -m suite run --resume r1" in err
+    assert "allowed: every case one of ok, skipped, invalid, oom, timeout, error" in err and not path.exists()
+    assert not backfill._finished(results / "r1")
+
+
+def test_add_takes_a_run_whose_cases_all_ended(tmp_path):
+    results, path = tmp_path / "results", tmp_path / "h.duckdb"
+    with_status(run_folder(results, "r1", commit_of(1)), "oom", n=2)
+    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path),
+                     "--commit-time", TIME]) == 0
+    assert backfill._finished(results / "r1")
 
 
 # ------------------------------------------------------------------ backfill
