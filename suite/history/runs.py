@@ -5,13 +5,15 @@ is not finished (a case `killed` or `not_run`, which `run --resume` measures aga
 lists the statuses that end a case), a run measured with uncommitted changes
 (its commit does not say what was measured), a run without a fingerprint or commit, a commit the
 repository does not know (unless its time is given). The run's time is when its last case finished
-(the journal's `finished_at`; a folder without a journal: its table's time). Nothing in the folder is
+(the journal's `finished_at`; a folder without a journal: its table's time); a `finished_at` that is no
+time (NaN, infinite, negative, past 2100, text) is refused with its line. Nothing in the folder is
 written or executed, except a stale table rebuilt from the journal as `report` does.
 """
 
 from __future__ import annotations
 
 import hashlib
+import numbers
 import re
 import subprocess
 from datetime import datetime
@@ -99,7 +101,21 @@ def _commit_time(commit: str, repo: Path) -> pd.Timestamp:
 
 
 def _run_time(run: RunDir) -> pd.Timestamp:
-    lines, _ = Journal(run.file(RunDir.JOURNAL)).lines() if run.file(RunDir.JOURNAL).is_file() else ([], [])
-    times = [data["finished_at"] for _, data in lines if isinstance(data.get("finished_at"), (int, float))]
+    journal = run.file(RunDir.JOURNAL)
+    lines, _ = Journal(journal).lines() if journal.is_file() else ([], [])
+    times = [_finished_at(journal, number, data["finished_at"]) for number, data in lines
+             if data.get("finished_at") is not None]
     seconds = max(times) if times else run.file(RunDir.PARQUET).stat().st_mtime
     return pd.Timestamp(seconds, unit="s", tz="UTC").floor("us")
+
+
+LATEST = 4102444800  # 2100-01-01 in seconds since 1970: later than any run, inside pandas' and DuckDB's times
+
+
+def _finished_at(journal: Path, number: int, value) -> float:
+    """A journal line's finished_at as seconds since 1970; UsageError for a value that is no such time
+    (NaN, infinite, negative, past 2100, text, a boolean: a damaged line, which would set the run's time)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value < LATEST:
+        return float(value)
+    raise UsageError(f"history add: {journal} line {number} finished_at = {str(value)[:40]!r} (allowed: a finite "
+                     "time in seconds since 1970, before 2100, as `suite run` writes it; mend or drop the line)")

@@ -209,6 +209,23 @@ def test_add_takes_a_run_whose_cases_all_ended(tmp_path):
     assert backfill._finished(results / "r1")
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e300, 10**400, -5, 4102444800,
+                                   "2026-01-01", True, [1.8e9]])
+def test_add_names_a_journal_time_that_is_no_time(tmp_path, capsys, value):
+    """finished_at, as the journal's JSON can hold it: a finite number of seconds since 1970 before 2100."""
+    results, path = tmp_path / "results", tmp_path / "h.duckdb"
+    run = RunDir(run_folder(results, "r1", commit_of(1)))
+    lines = run.file(RunDir.JOURNAL).read_text().splitlines()
+    lines[2] = json.dumps({**json.loads(lines[2]), "finished_at": value})
+    run.file(RunDir.JOURNAL).write_text("\n".join(lines) + "\n")
+    run.write_table(run.read_table())  # the table holds the journal as it is now: not rebuilt from it
+    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path),
+                     "--commit-time", TIME]) == 2
+    err = tidy(capsys)[1]
+    assert f"{run.file(RunDir.JOURNAL)} line 3 finished_at = {str(value)[:40]}" in err.replace("'", "")
+    assert "allowed: a finite time in seconds since 1970, before 2100" in err and not path.exists()
+
+
 # ------------------------------------------------------------------ backfill
 def args_for(tmp_path: Path, **kw) -> list[str]:
     from test_history import git_repo
