@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from suite.errors import UsageError
@@ -214,11 +215,41 @@ def _check_columns(path: Path, table: str, tables: dict[str, dict[str, str]]) ->
 
 
 def read(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(runs, cases, exponents) of the whole database, in commit and run order; the known columns by name."""
+    """(runs, cases, exponents) of the whole database, in commit and run order; the known columns by name,
+    their numbers checked to be in range (UsageError naming the table, the column and the value)."""
     order = "ORDER BY commit_time, run_time, run_key"
     with connected(path, read_only=True) as con:
-        return tuple(con.execute(f"SELECT {', '.join(_quoted(c) for c in columns)} FROM main.{table} {order}").df()
-                     for table, columns in TABLES.items())
+        frames = tuple(con.execute(f"SELECT {', '.join(_quoted(c) for c in columns)} FROM main.{table} {order}").df()
+                       for table, columns in TABLES.items())
+    for table, frame in zip(TABLES, frames):
+        _check_numbers(path, table, frame)
+    return frames
+
+
+POSITIVE = ("time_s", "time_lo_s", "time_hi_s", "time_min_s")  # times whose logarithm is taken
+LONGEST = 1e6  # seconds: longer than any case's time
+LARGEST = 1e12  # any other number's size (a length, an exponent)
+
+
+def _check_numbers(path: Path, table: str, frame: pd.DataFrame) -> None:
+    """Each DOUBLE column's values are missing (NULL, NaN) or in range (_in_range): an infinite, huge, zero
+    or negative time sends the change-point search into a loop that does not end."""
+    for column in (c for c, declared in _expected()[table].items() if declared.startswith("DOUBLE")):
+        values = pd.to_numeric(frame[column], errors="coerce").to_numpy(float)
+        ok, allowed = _in_range(column, values)
+        bad = ~np.isnan(values) & ~ok
+        if bad.any():
+            raise UsageError(f"history database {path}: table {table} column {column} = {float(values[bad][0])!r} "
+                             f"in run {frame['run_key'].to_numpy()[bad][0]} (allowed: {allowed}, or missing; {FIX})")
+
+
+def _in_range(column: str, values: np.ndarray) -> tuple[np.ndarray, str]:
+    with np.errstate(invalid="ignore"):
+        if column in POSITIVE:
+            return (values > 0) & (values <= LONGEST), f"a time over 0 s, up to {LONGEST:g} s"
+        if column == "time_iqr_s":
+            return (values >= 0) & (values <= LONGEST), f"a spread from 0 s up to {LONGEST:g} s"
+        return np.abs(values) <= LARGEST, f"a finite number up to {LARGEST:g} in size"
 
 
 def _quoted(name: str) -> str:

@@ -333,3 +333,15 @@ def test_a_database_whose_catalog_differs_is_named_before_any_read(db, statement
     with pytest.raises(UsageError, match="history database .*") as err:
         store.read(db)
     assert said in str(err.value) and str(db) in str(err.value)
+
+
+@pytest.mark.parametrize("table, column, value, allowed", [
+    ("cases", "time_min_s", "'inf'::DOUBLE", "a time over 0 s"), ("cases", "time_min_s", "0", "a time over 0 s"),
+    ("cases", "time_s", "-1", "a time over 0 s"), ("cases", "time_iqr_s", "1e300", "a spread from 0 s"),
+    ("exponents", "slope", "'-inf'::DOUBLE", "a finite number"), ("exponents", "slope", "1e308", "a finite number"),
+])
+def test_a_number_out_of_range_is_named_not_judged(db, capsys, table, column, value, allowed):
+    """An infinite or huge time or exponent kept the change-point search looping until memory ran out."""
+    planted(db, f"UPDATE {table} SET {column} = {value} WHERE run_key = 'run00003'", drop=None)
+    with pytest.raises(UsageError, match=f"table {table} column {column} = .* in run run00003 \\(allowed: {allowed}"):
+        store.read(db)
