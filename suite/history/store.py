@@ -18,8 +18,9 @@ what to do (exit 2).
 A database is data, never code: DuckDB is opened with external access off (no other file, no
 extension, the settings locked), and before any table is read its catalog is checked: meta, runs,
 cases and exponents are base tables whose columns and types are this version's DDL's, and the file
-holds no view or macro. Reads name their columns. A file that differs is refused (UsageError naming
-the table, the column, what was found and what is allowed).
+holds no view or macro. Reads name their columns, and their numbers are checked to be in range
+(_check_numbers). A file that differs is refused (UsageError naming the table, the column, what was
+found and what is allowed).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def damage(draw, secret: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory) -> Path:
-    """Ten runs: enough for `check` to judge, so its whole path is reached (built once: 1.3 s)."""
+    """Ten runs: enough for `check` to judge, so its whole path is reached (built once a module)."""
     path = tmp_path_factory.mktemp("db") / "h.duckdb"
     for i in range(10):
         store.add(path, synthetic_run(i))
