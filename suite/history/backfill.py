@@ -65,10 +65,11 @@ def _grid_argument(grid: str) -> str:
 
 
 def _finished(folder: Path) -> bool:
+    """Whether the folder holds a run whose every case has ended (runs.unfinished: as `history add` takes it)."""
     if not (folder / RunDir.PARQUET).is_file():
         return False
     try:
-        return not (RunDir(folder).read_table()["status"] == "not_run").any()
+        return not runs.unfinished(RunDir(folder).read_table())
     except UsageError:
         return False
 

@@ -1,16 +1,19 @@
 """A run folder as a point of history: its identity and its points, or a UsageError saying why not.
 
 Refused, before anything is written: a run being measured now (its folder's lock is held), a run that
-is not finished (cases `not_run`: `run --resume` finishes it), a run measured with uncommitted changes
+is not finished (a case `killed` or `not_run`, which `run --resume` measures again: suite.store.row.FINISHED
+lists the statuses that end a case), a run measured with uncommitted changes
 (its commit does not say what was measured), a run without a fingerprint or commit, a commit the
 repository does not know (unless its time is given). The run's time is when its last case finished
-(the journal's `finished_at`; a folder without a journal: its table's time). Nothing in the folder is
+(the journal's `finished_at`; a folder without a journal: its table's time); a `finished_at` that is no
+time (NaN, infinite, negative, past 2100, text) is refused with its line. Nothing in the folder is
 written or executed, except a stale table rebuilt from the journal as `report` does.
 """
 
 from __future__ import annotations
 
 import hashlib
+import numbers
 import re
 import subprocess
 from datetime import datetime
@@ -24,6 +27,7 @@ from suite.history.points import case_points, exponent_points
 from suite.history.store import Run
 from suite.store import lock
 from suite.store.journal import Journal
+from suite.store.row import FINISHED
 from suite.store.rundir import RunDir
 
 COMMIT = re.compile(r"[0-9a-f]{7,64}")
@@ -59,15 +63,23 @@ def _loaded(ref: str, folder: Path, results_dir: Path, repo: Path, commit_time: 
     when = _commit_time(commit, repo) if commit_time is None else _timestamp("--commit-time", commit_time)
     run = RunDir.resolve(str(folder), Path(results_dir))
     frame = run.read_table()
-    missing = int((frame["status"] == "not_run").sum())
-    if missing:
-        raise UsageError(f"history add {ref}: the run is not finished: {missing} of {len(frame)} cases not run "
-                         f"(python -m suite run --resume {run.name} finishes it)")
+    left = unfinished(frame)
+    if left:
+        counts = ", ".join(f"{n} of {len(frame)} cases {status}" for status, n in left.items())
+        raise UsageError(f"history add {ref}: the run is not finished: {counts} "
+                         f"(allowed: every case one of {', '.join(FINISHED)}; python -m suite run --resume "
+                         f"{run.name} measures the others)")
     finished = _run_time(run)
     key = hashlib.sha1(f"{fingerprint}\n{commit}\n{run.name}\n{finished.isoformat()}".encode()).hexdigest()[:16]
     return Run(run_key=key, fingerprint_id=fingerprint, git_commit=commit, commit_time=when, run_time=finished,
                run_name=run.name, grid=str(run.plan().get("grid", "")), env=run.file(RunDir.ENV).read_text(),
                cases=case_points(frame), exponents=exponent_points(frame, machines(env, run.bandwidth())))
+
+
+def unfinished(frame: pd.DataFrame) -> dict[str, int]:
+    """{status: count} of a run's cases that are not finished (suite.store.row.FINISHED: `killed`, `not_run`,
+    anything unknown), in table order; empty for a run whose every case has ended."""
+    return frame.loc[~frame["status"].isin(FINISHED), "status"].astype(str).value_counts(sort=False).to_dict()
 
 
 def _timestamp(field: str, text: str) -> pd.Timestamp:
@@ -92,7 +104,21 @@ def _commit_time(commit: str, repo: Path) -> pd.Timestamp:
 
 
 def _run_time(run: RunDir) -> pd.Timestamp:
-    lines, _ = Journal(run.file(RunDir.JOURNAL)).lines() if run.file(RunDir.JOURNAL).is_file() else ([], [])
-    times = [data["finished_at"] for _, data in lines if isinstance(data.get("finished_at"), (int, float))]
+    journal = run.file(RunDir.JOURNAL)
+    lines, _ = Journal(journal).lines() if journal.is_file() else ([], [])
+    times = [_finished_at(journal, number, data["finished_at"]) for number, data in lines
+             if data.get("finished_at") is not None]
     seconds = max(times) if times else run.file(RunDir.PARQUET).stat().st_mtime
     return pd.Timestamp(seconds, unit="s", tz="UTC").floor("us")
+
+
+LATEST = 4102444800  # 2100-01-01 in seconds since 1970: later than any run, inside pandas' and DuckDB's times
+
+
+def _finished_at(journal: Path, number: int, value) -> float:
+    """A journal line's finished_at as seconds since 1970; UsageError for a value that is no such time
+    (NaN, infinite, negative, past 2100, text, a boolean: a damaged line, which would set the run's time)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value < LATEST:
+        return float(value)
+    raise UsageError(f"history add: {journal} line {number} finished_at = {str(value)[:40]!r} (allowed: a finite "
+                     "time in seconds since 1970, before 2100, as `suite run` writes it; mend or drop the line)")

@@ -22,7 +22,7 @@ from suite.plan.settings import Settings
 from suite.run.env import fingerprint
 from suite.signals import stop_on_signals
 from suite.store import table
-from suite.store.row import Row
+from suite.store.row import UNFINISHED, Row
 from suite.store.rundir import RunDir
 
 
@@ -81,7 +81,7 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
         print(f"warning: {problem}", file=out)
     journal.repair()
     # NB: a case whose worker was killed from outside (`killed`) is measured again, like a missing one
-    done = {(row.case_id, row.replicate) for row in previous.rows if row.status != "killed"}
+    done = {(row.case_id, row.replicate) for row in previous.rows if row.status not in UNFINISHED}
     failed = {row.case_id for row in previous.rows if row.status not in ("ok", "killed")}
     tasks = [(case, r) for case in cases if case.case_id not in failed
              for r in range(settings.replicates) if (case.case_id, r) not in done]

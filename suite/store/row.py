@@ -123,6 +123,9 @@ MAX_REPLICATES = int(LIMITS["replicates"][2])  # a process's replicate is below 
 KINDS = {f.name: str(f.type) for f in fields(Row) if f.name != "case"}  # "float | None", "list[float] | None", …
 # killed: the worker was killed from outside the suite (not by the kernel's OOM killer); --resume runs it again
 STATUSES = ("ok", "skipped", "invalid", "oom", "timeout", "error", "killed", "not_run")
+# unfinished: the cases `run --resume` measures (again); a run holding one is not done. Every other status is an end.
+UNFINISHED = ("killed", "not_run")
+FINISHED = tuple(s for s in STATUSES if s not in UNFINISHED)
 
 
 def _of_kind(value: Any, kind: str) -> bool:

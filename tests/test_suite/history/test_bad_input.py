@@ -3,6 +3,7 @@ work and without writing anything; two first adds at once; a run whose values th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ from history_runs import commit_of, run_folder, synthetic_run  # noqa: E402
 from suite import cli  # noqa: E402
 from suite.errors import UsageError  # noqa: E402
 from suite.history import backfill, store  # noqa: E402
+from suite.store import table  # noqa: E402
 from suite.store.rundir import RunDir  # noqa: E402
 
 TIME = "2026-11-27T04:00:00+00:00"
@@ -172,6 +174,58 @@ def test_a_journal_cut_after_its_table_does_not_replace_the_table(tmp_path, caps
     assert "journal holds 0 measured cases and its table 8: the table is kept" in capsys.readouterr().err
 
 
+def with_status(folder: Path, status: str, n: int = 1) -> Path:
+    """The run in `folder` with its first `n` cases ended as `status` (journal and table), as a run stopped
+    from outside holds them."""
+    run = RunDir(folder)
+    rows = [dataclasses.replace(row, status=status, reason=f"worker {status}") if i < n else row
+            for i, row in enumerate(run.journal.read().rows)]
+    run.file(RunDir.JOURNAL).write_text("")
+    for row in rows:
+        run.journal.append(row)
+    run.write_table(table.table(run.cases(), rows))
+    return folder
+
+
+@pytest.mark.parametrize("status", ["killed", "not_run"])
+def test_add_refuses_a_run_with_a_case_to_measure_again(tmp_path, capsys, status):
+    """`run --resume` measures `killed` and `not_run` cases again: the run is not finished, and its
+    killed case would fail the check as a regression."""
+    results, path = tmp_path / "results", tmp_path / "h.duckdb"
+    with_status(run_folder(results, "r1", commit_of(1)), status, n=2)
+    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path),
+                     "--commit-time", TIME]) == 2
+    err = tidy(capsys)[1]
+    assert f"the run is not finished: 2 of 8 cases {status}" in err and "python -m suite run --resume r1" in err
+    assert "allowed: every case one of ok, skipped, invalid, oom, timeout, error" in err and not path.exists()
+    assert not backfill._finished(results / "r1")
+
+
+def test_add_takes_a_run_whose_cases_all_ended(tmp_path):
+    results, path = tmp_path / "results", tmp_path / "h.duckdb"
+    with_status(run_folder(results, "r1", commit_of(1)), "oom", n=2)
+    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path),
+                     "--commit-time", TIME]) == 0
+    assert backfill._finished(results / "r1")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e300, 10**400, -5, 4102444800,
+                                   "2026-01-01", True, [1.8e9]])
+def test_add_names_a_journal_time_that_is_no_time(tmp_path, capsys, value):
+    """finished_at, as the journal's JSON can hold it: a finite number of seconds since 1970 before 2100."""
+    results, path = tmp_path / "results", tmp_path / "h.duckdb"
+    run = RunDir(run_folder(results, "r1", commit_of(1)))
+    lines = run.file(RunDir.JOURNAL).read_text().splitlines()
+    lines[2] = json.dumps({**json.loads(lines[2]), "finished_at": value})
+    run.file(RunDir.JOURNAL).write_text("\n".join(lines) + "\n")
+    run.write_table(run.read_table())  # the table holds the journal as it is now: not rebuilt from it
+    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path),
+                     "--commit-time", TIME]) == 2
+    err = tidy(capsys)[1]
+    assert f"{run.file(RunDir.JOURNAL)} line 3 finished_at = {str(value)[:40]}" in err.replace("'", "")
+    assert "allowed: a finite time in seconds since 1970, before 2100" in err and not path.exists()
+
+
 # ------------------------------------------------------------------ backfill
 def args_for(tmp_path: Path, **kw) -> list[str]:
     from test_history import git_repo
@@ -231,3 +285,63 @@ def test_a_case_that_fails_in_the_newest_run_fails_the_check(tmp_path, capsys):
     store.add(path, synthetic_run(10))
     assert cli.main(["history", "check", "--db", str(path)]) == 0
     assert "FAILED" not in tidy(capsys)[0]
+
+
+# ------------------------------------------------------------------ the database's own SQL
+def planted(db: Path, statement: str, drop: str | None = "cases") -> None:
+    """`db` with `statement` run in it (after `drop`'s table is dropped), as a hostile file would hold."""
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    if drop:
+        con.execute(f"DROP TABLE {drop}")
+    con.execute(statement)
+    con.close()
+
+
+def test_a_view_in_place_of_a_table_reads_no_file(db, tmp_path, capsys):
+    """A `cases` view whose newest run's reasons come from a local file: refused before any read."""
+    secret = tmp_path / "secret.csv"
+    secret.write_text("reason\nSECRET-LINE\n")
+    newest = "c.run_key = (SELECT max(run_key) FROM kept)"
+    planted(db, "ALTER TABLE cases RENAME TO kept", drop=None)
+    planted(db, f"CREATE VIEW cases AS SELECT c.* REPLACE (CASE WHEN {newest} THEN 'error' ELSE c.status END "
+                f"AS status, CASE WHEN {newest} THEN s.reason ELSE c.reason END AS reason) "
+                f"FROM kept c, read_csv('{secret}') s", drop=None)
+    for argv in (["check"], ["report", "-o", str(tmp_path / "page.html")]):
+        assert cli.main(["history", *argv, "--db", str(db)]) == 2
+        out, err = tidy(capsys)
+        assert "SECRET" not in out + err and not (tmp_path / "page.html").exists()
+        assert str(db) in err and "table cases is a VIEW (allowed: a BASE TABLE" in err
+    with pytest.raises(UsageError, match="table cases is a VIEW"):
+        store.read(db)
+
+
+@pytest.mark.parametrize("statement, said", [
+    ("CREATE VIEW leak AS SELECT 1", "view leak (allowed: none"),
+    ("CREATE SCHEMA other; CREATE VIEW other.leak AS SELECT 1", "view other.leak (allowed: none"),
+    ("CREATE MACRO leak(x) AS x", "macro leak (allowed: none"),
+    ("DROP TABLE meta; CREATE VIEW meta AS SELECT 'schema' AS key, '1' AS value", "table meta is a VIEW"),
+    ("DROP TABLE exponents", "no table exponents (allowed: a BASE TABLE of schema 1's columns: run_key VARCHAR NOT"),
+    ("ALTER TABLE cases ALTER time_s TYPE VARCHAR", "table cases column time_s is VARCHAR (allowed: DOUBLE, schema"),
+    ("ALTER TABLE cases ALTER status SET NOT NULL", "column status is VARCHAR NOT NULL (allowed: VARCHAR,"),
+    ("ALTER TABLE cases ALTER time_s SET DEFAULT 1", "column time_s is DOUBLE DEFAULT "),
+    ("ALTER TABLE runs ADD COLUMN extra INTEGER", "table runs has column extra INTEGER (allowed: only schema 1's"),
+])
+def test_a_database_whose_catalog_differs_is_named_before_any_read(db, statement, said):
+    planted(db, statement, drop=None)
+    with pytest.raises(UsageError, match="history database .*") as err:
+        store.read(db)
+    assert said in str(err.value) and str(db) in str(err.value)
+
+
+@pytest.mark.parametrize("table, column, value, allowed", [
+    ("cases", "time_min_s", "'inf'::DOUBLE", "a time over 0 s"), ("cases", "time_min_s", "0", "a time over 0 s"),
+    ("cases", "time_s", "-1", "a time over 0 s"), ("cases", "time_iqr_s", "1e300", "a spread from 0 s"),
+    ("exponents", "slope", "'-inf'::DOUBLE", "a finite number"), ("exponents", "slope", "1e308", "a finite number"),
+])
+def test_a_number_out_of_range_is_named_not_judged(db, capsys, table, column, value, allowed):
+    """An infinite or huge time or exponent kept the change-point search looping until memory ran out."""
+    planted(db, f"UPDATE {table} SET {column} = {value} WHERE run_key = 'run00003'", drop=None)
+    with pytest.raises(UsageError, match=f"table {table} column {column} = .* in run run00003 \\(allowed: {allowed}"):
+        store.read(db)

@@ -83,7 +83,7 @@ def test_an_unfinished_run_is_refused(tmp_path, capsys):
     results, db = tmp_path / "results", tmp_path / "h.duckdb"
     run_folder(results, "stopped", commit_of(1), missing=2)
     assert add(results, "stopped", db) == 2
-    assert "not finished: 2 of 8 cases not run" in capsys.readouterr().err and not db.exists()
+    assert "not finished: 2 of 8 cases not_run" in capsys.readouterr().err and not db.exists()
     run_folder(results, "measuring", commit_of(2))
     with lock.held(results / "measuring"):
         assert add(results, "measuring", db) == 2
