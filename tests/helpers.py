@@ -108,7 +108,7 @@ def suite(*args, cwd, timeout=600, report=False, env_extra=None, **kw):
 
 def suite_in_process(*args, cwd, env_extra=None) -> subprocess.CompletedProcess:
     """`python -m suite ARGS` as `suite.cli.main(ARGS)` in this process: the same code from the parser
-    on, without the ~3.5 s start-up of a new interpreter. For bad input, which stops before any work,
+    on, without a new interpreter's start-up. For bad input, which stops before any work,
     and commands that start no worker (compare of stored runs, baseline); the exit status of a real
     process is tested where bad input is refused elsewhere (test_registry, test_ab, test_distributed)."""
     import contextlib
@@ -131,9 +131,9 @@ def suite_in_process(*args, cwd, env_extra=None) -> subprocess.CompletedProcess:
 
 
 def write_grid(tmp_path: Path, body: str, name="t", timeout=60, probe=False) -> Path:
-    """A tiny grid; without the machine's probes (GEMM, bandwidth and its sweep: 8-12 s a run) unless `probe`: the
+    """A tiny grid; without the machine's probes (GEMM, bandwidth and its sweep: seconds a run) unless `probe`: the
     tests that read them ask, and get a 1 GiB budget (the bandwidth probe's memory-level buffers are a quarter of it,
-    or of the address space the worker has left: 206-256 MiB, where 3 GiB's 768 MiB took seconds more); 3 GiB otherwise."""
+    or of the address space the worker has left, where 3 GiB's would take seconds more); 3 GiB otherwise."""
     path = tmp_path / f"{name}.toml"
     path.write_text(TINY.format(name=name, timeout=timeout, probe=str(probe).lower(), budget=1 if probe else 3) + body)
     return path

@@ -69,8 +69,8 @@ def commit_of(i: int) -> str:
 
 def synthetic_run(i: int, fingerprint: str = "fp0000000001", commit: str | None = None, **kw) -> Run:
     """The i-th run of a history (commit i unless `commit`, a day apart), built in memory (`kw`: as `rows`).
-    A plain run (no `kw`) is made once per test session and handed out with its tables copied (80 ms a run:
-    the fits and the medians' intervals; the history's fast tests ask for plain runs over 120 times, 31 distinct)."""
+    A plain run (no `kw`) is made once per test session and handed out with its tables copied (a run's fits and
+    the medians' intervals are its cost, and the history's fast tests ask for the same few plain runs many times)."""
     if kw:
         return _made(i, fingerprint, commit, **kw)
     run = _plain(i, fingerprint, commit)

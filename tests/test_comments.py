@@ -45,7 +45,6 @@ TOP = {
     "tests": ("tests", ()),
 }
 GRIDS = ("suite/plan/grids/*.toml", "benchmarks/*.toml")
-NOT_YET = {"tests"}  # comments not yet rewritten (suite/history and suite/run/ab may join it while rewritten)
 
 
 def _strings(tree: ast.AST):
@@ -94,12 +93,7 @@ def _files(top: str) -> list[Path]:
                   if not any(p.is_relative_to(ROOT / s) for s in skip) and "__pycache__" not in p.parts)
 
 
-def _param(top: str):
-    marks = [pytest.mark.xfail(strict=True, reason="comments not yet rewritten")] if top in NOT_YET else []
-    return pytest.param(top, marks=marks, id=top)
-
-
-@pytest.mark.parametrize("top", [_param(top) for top in (*TOP, "grids")])
+@pytest.mark.parametrize("top", [*TOP, "grids"])
 def test_comments_quote_no_measurement_run_date_or_commit(top):
     found = [f for path in _files(top) for f in findings(str(path.relative_to(ROOT)), path.read_text())]
     assert found == [], "\n".join(found)

@@ -178,7 +178,7 @@ def test_modules_and_functions_are_short():
 @pytest.mark.slow
 def test_a_run_starts_without_the_statistics_libraries():
     """`python -m suite run` parses, plans the full grid and loads its runner without scipy.stats or
-    statsmodels (1.5 s of its start here, loaded by the parser for the gate's defaults); they load
+    statsmodels (a large share of its start, once loaded by the parser for the gate's defaults); they load
     when a fit or a comparison runs."""
     import sys
 

@@ -69,7 +69,7 @@ def cases(draw, name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name,impl", all_impls(SKIP_IN_SWEEP))
 def test_impl_equals_dense_property(name, impl):
-    # NB: Triton's interpreter runs a kernel program in about 10 ms on the CPU: 15 draws, not 60
+    # NB: Triton's interpreter is slow on the CPU (docs/performance.md): 15 draws, not 60
     # (tests/test_triton.py checks those paths at the lengths in float32 besides)
     @settings(max_examples=15 if impl == "triton" else 60, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])

@@ -175,7 +175,7 @@ def test_efficiency_is_useful_flops_over_time_against_the_probe_peak_with_the_wo
 
 
 def test_the_roofline_is_the_larger_of_the_compute_and_the_memory_time_for_each_byte_count():
-    """A gather-bound row (1 GB of traffic at 10 GB/s: 0.1 s, against 0.01 s of FLOPs at the peak)
+    """A gather-bound row (1 GB of traffic at the probe's 1e10 bytes a second: a tenth of a second, ten times its FLOPs' at the peak)
     is memory-bound with its traffic and compute-bound with its compulsory bytes; a row without a
     traffic model, and a run without a bandwidth probe, have no bound (NaN), not a crash."""
     peaks = {"cpu": {"float32": {"flops_per_s": 1e11}}}
@@ -187,7 +187,7 @@ def test_the_roofline_is_the_larger_of_the_compute_and_the_memory_time_for_each_
     gather = eff.loc["random"]
     assert gather["intensity_traffic"] == pytest.approx(1.0) and gather["intensity_compulsory"] == pytest.approx(100)
     assert gather["roofline_traffic_s"] == pytest.approx(0.1) and gather["roofline_traffic_binds"] == "memory"
-    assert gather["roofline_traffic_share"] == pytest.approx(0.5)  # 0.1 s of 0.2 s measured
+    assert gather["roofline_traffic_share"] == pytest.approx(0.5)  # half the time measured
     assert gather["roofline_compulsory_s"] == pytest.approx(0.01) and gather["roofline_compulsory_binds"] == "compute"
     assert gather["roofline_compulsory_share"] == pytest.approx(0.05) and gather["bandwidth_bytes_per_s"] == 1e10
     assert gather["cache_bandwidth_bytes_per_s"] == 7.5e10  # the roofline figure's second memory ceiling

@@ -144,7 +144,7 @@ def test_the_probe_counts_ns_a_pair_of_every_head_to_the_runs_longest_case():
     def timer(fn, run_time, max_samples, min_samples, threads, warmed=None):
         fn()
         seen.append((threads, warmed is None))
-        return [2e-3, 3e-3, 4e-3]  # fastest 2 ms
+        return [2e-3, 3e-3, 4e-3]  # the fastest call's time
 
     out = gathers.measure(timer, "cpu", 1, longest=300)
     assert out["lengths"] == [256, 362] and out["table_bytes"] == [256 * 256, 362 * 256]

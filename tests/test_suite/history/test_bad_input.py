@@ -35,7 +35,7 @@ def ten_runs(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def db(ten_runs, tmp_path) -> Path:
-    """A copy of the ten runs' database for each test, which may damage it (built once: 1.3 s)."""
+    """A copy of the ten runs' database for each test, which may damage it (built once)."""
     return Path(shutil.copy(ten_runs, tmp_path / "h.duckdb"))
 
 
@@ -281,7 +281,7 @@ def test_a_case_that_fails_in_the_newest_run_fails_the_check(tmp_path, capsys):
     assert cli.main(["history", "check", "--db", str(path)]) == 1
     out = tidy(capsys)[0]
     assert "n=1024: failed in the newest run (RuntimeError: boom); ok in 9 earlier runs" in out
-    assert out.count("FAILED") == 1  # n = 512 failed in run 3 only
+    assert out.count("FAILED") == 1  # n = 512 failed in the fourth run only
     store.add(path, synthetic_run(10))
     assert cli.main(["history", "check", "--db", str(path)]) == 0
     assert "FAILED" not in tidy(capsys)[0]

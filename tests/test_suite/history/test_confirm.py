@@ -41,7 +41,7 @@ impl = ["native"]
 
 
 def level_then(tail: list[float], sd: float = 0.015, count: int = 30, seed: int = 3) -> np.ndarray:
-    """`count` nights of `sd` log noise at 10 ms, then the tail's ratios (times in seconds)."""
+    """`count` nights of `sd` log noise at a hundredth of a second, then the tail's ratios (times in seconds)."""
     rng = np.random.default_rng(seed)
     return 0.01 * np.exp(np.r_[rng.normal(0, sd, count), np.log(tail)])
 

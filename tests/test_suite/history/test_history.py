@@ -290,7 +290,7 @@ def test_check_exits_1_naming_the_slowdowns_their_size_and_commits(history, caps
 
 
 def test_check_names_only_the_newest_change_of_a_series_that_stepped_twice(tmp_path, capsys):
-    """full/sdpa 20% slower from run 8 (an old change, long since the level) and 20% more from run 17:
+    """full/sdpa 20% slower from the eighth run (an old change, long since the level) and 20% more from the 17th:
     check names the second, at its commits; the first is history, not a regression to act on."""
     db = tmp_path / "h.duckdb"
     for i in range(20):

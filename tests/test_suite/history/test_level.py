@@ -79,8 +79,8 @@ def test_a_case_is_judged_against_the_other_series_of_its_run():
                             [4.0, 4.8, 4.0, 4.0],    # d: series z
                             [5.0, 6.0, 5.0, 5.0]]))  # e: series w
     own, host = level.levels(logs, ["x", "x", "y", "z", "w"])
-    assert np.allclose(own[:, 1], np.log(1.2))  # run 1: every case 20% slower, each one's level says so
-    assert np.allclose(own[0, 3], 0) and np.allclose(own[2, 3], 0)  # run 3: a alone slower: no level moves
+    assert np.allclose(own[:, 1], np.log(1.2))  # the second run: every case 20% slower, each one's level says so
+    assert np.allclose(own[0, 3], 0) and np.allclose(own[2, 3], 0)  # the fourth run: a alone slower: no level moves
     assert np.allclose(host, [0, np.log(1.2), 0, 0])
     few = level.levels(logs[:3], ["x", "x", "y"])  # 3 cases of 2 series: no level anywhere
     assert np.isnan(few[0]).all() and np.isnan(few[1]).all()

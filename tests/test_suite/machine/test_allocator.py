@@ -110,7 +110,7 @@ def _seen(tmp_path, mode: str, run_id: str) -> tuple[str, str, str]:
     return reason, next(recorded)["allocator"], next(recorded)["settings"]["allocator"]
 
 
-@pytest.mark.slow  # a run's worker started (~6 s)
+@pytest.mark.slow  # a run's worker started
 @pytest.mark.skipif(allocator.jemalloc_library() is None, reason="no libjemalloc.so.2 here (apt install libjemalloc2)")
 def test_a_run_on_jemalloc_measures_in_workers_that_run_on_it(tmp_path):
     reason, env, plan = _seen(tmp_path, "jemalloc", "j")
@@ -119,7 +119,7 @@ def test_a_run_on_jemalloc_measures_in_workers_that_run_on_it(tmp_path):
     assert env == plan == "jemalloc"
 
 
-@pytest.mark.slow  # two runs (~12 s)
+@pytest.mark.slow  # two runs
 @pytest.mark.skipif(allocator.jemalloc_library() is None, reason="no libjemalloc.so.2 here (apt install libjemalloc2)")
 def test_auto_runs_on_jemalloc_and_records_it_and_retain_is_spawned_on_glibc(tmp_path):
     reason, env, plan = _seen(tmp_path, "auto", "auto")

@@ -46,7 +46,7 @@ def test_the_option_is_seen_on_a_command_line_however_it_is_spelled():
     assert not compile_cache.named(["--grid", "pr", "--run-id", "c", "--"])
 
 
-@pytest.mark.slow  # a run's worker started (~6 s)
+@pytest.mark.slow  # a run's worker started
 def test_the_workers_of_a_run_see_the_compile_cache(tmp_path):
     grid = write_grid(tmp_path, '[[block]]\nvariant = ["env_probe"]\nimpl = ["native"]\n')
     res = suite("run", "--grid", str(grid), "--plugin", "env_variant", "--run-id", "e", "--compile-cache", "cc",

@@ -36,8 +36,8 @@ def test_after_the_peak_memory_call_a_slow_call_costs_no_warm_up():
 
 
 def test_a_fast_call_made_slow_by_the_profiler_s_first_use_is_still_timed_in_blocks():
-    """The CI-caught case: the peak-memory call ran 0.3 s (the profiler starting), the call 10 µs;
-    three single calls were its samples, and the load window too short to see a busy core."""
+    """A peak-memory call slowed by the profiler's start, thousands of times the call itself: three single calls
+    were its samples, and the load window too short to see a busy core."""
     calls = []
     samples = timing.time_cpu(lambda: calls.append(1), min_run_time=0.02, max_samples=50, min_samples=3,
                               warmed=0.3)
@@ -58,7 +58,7 @@ def test_a_profiled_call_says_where_its_time_went():
         return a @ a
 
     # NB: at one thread, as a worker profiles: at two, with another program on a core, each add waited on its
-    # descheduled thread (40 ms an add where one thread takes 0.3) and led the product
+    # descheduled thread (a hundred times one thread's add) and led the product
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -54,8 +54,8 @@ def test_a_real_probe_on_this_cpu_reports_a_rate_and_a_spread():
 
 
 def test_on_the_cpu_onednn_is_timed_beside_bmm_and_the_peak_is_the_faster():
-    """oneDNN's matmul took 223-241 GFLOP/s on the project's Zen 5 VM where MKL's bmm took 104-106: a ceiling
-    from bmm alone put every path at twice its share of the machine."""
+    """oneDNN's matmul can run at twice MKL's bmm where MKL takes a narrower code path than the CPU has
+    (docs/performance.md, "(17)"): a ceiling from bmm alone put every path at twice its share of the machine."""
     shapes = (probe.square(64), probe.square(64, "onednn"))
     result = probe.measure(devices.get("cpu").time, shapes, "cpu", torch.float32, 1, 0.01, 3)
     assert set(result["by_shape"]) == {"1×64×64×64", "1×64×64×64 onednn"}

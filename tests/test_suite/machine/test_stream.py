@@ -123,7 +123,7 @@ def test_the_memory_buffers_fit_the_runs_memory_budget_or_say_it_is_too_small():
                               "address space the worker has left): too small to stream from memory"}
 
 
-@pytest.mark.slow  # a limited process that probes (~3 s)
+@pytest.mark.slow  # a limited process that probes
 def test_the_memory_buffers_fit_the_address_space_the_worker_has_left():
     """A worker's limit is its address space at start plus the budget, and it maps more before the probe (the GEMM
     probe, oneDNN's JIT, the allocator): a quarter of a 1 GiB budget each did not fit there, and every such run lost

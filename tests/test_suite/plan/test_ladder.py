@@ -117,7 +117,7 @@ def test_memory_predicted_past_the_budget_stops_the_ladder():
 
 def test_a_stop_short_of_settled_first_adds_the_midpoints_below_the_top_interval():
     """5 points leave a wide interval (t with 3 degrees of freedom); 3 cheap midpoints narrow it."""
-    def t(lengths):  # 0.5 s at 4096, so 8192 (2 s) is past max_call_s; 8% noise, fixed per length
+    def t(lengths):  # half a second at 4096, so 8192 (4x) is past max_call_s; 8% noise, fixed per length
         return np.array([0.5 * (x / 4096) ** 2 * np.exp(0.08 * np.random.default_rng(int(x) + 1).standard_normal())
                          for x in lengths])
     budget = {**BUDGET, "max_call_s": 1.0}
@@ -137,7 +137,7 @@ def test_a_failed_length_stops_the_ladder_with_its_reason():
     rows.loc[4, "reason"] = "out of memory at 4096"
     step = advance(_ladder(), rows, **BUDGET)
     assert step.stop == "failed" and step.why.startswith("n = 4096 oom (out of memory at 4096…): ")
-    # additive/dense ran out of memory at 4096 before any midpoint: 0.52 wide on 5 points (run L)
+    # a series out of memory at 4096 before any midpoint: its interval wide on 5 points
     assert step.fill == (360, 728), "the lengths that ran get their midpoints, below their top interval"
 
 
@@ -152,9 +152,9 @@ def test_a_ladder_goes_whole_to_one_shard():
 
 
 def test_midpoints_an_implementation_cannot_run_move_to_lengths_it_runs_not_failed():
-    """reformer-pytorch needs n a multiple of 128: its midpoint 360 was skipped, and the skip stopped
-    the ladder as failed (run I); then it got no midpoints, and its verdict flipped between runs M and
-    N on 5 points. Each moves to the nearest multiple it runs, between the same neighbours."""
+    """reformer-pytorch needs n a multiple of 128: a midpoint of 360 would be skipped, and the skip would stop
+    the ladder as failed, leaving its verdict on 5 points. Each moves to the nearest multiple it runs, between
+    the same neighbours."""
     from suite.run import climb
 
     grid = grids.parse({"block": [{"variant": ["reformer", "linear"], "impl": ["reformer-pytorch", "native"],

@@ -45,7 +45,7 @@ def test_the_card_shows_energy_only_where_it_was_measured(tmp_path):
     assert "energy" not in cpu
 
 
-@pytest.mark.slow  # two reports' figures drawn (~7 s)
+@pytest.mark.slow  # two reports' figures drawn
 def test_the_report_shows_energy_only_where_it_was_measured(tmp_path):
     measured = report.build(_run(tmp_path, True), tmp_path / "reports" / "gpu")[0].read_text()
     cpu = report.build(_run(tmp_path, False), tmp_path / "reports" / "cpu")[0].read_text()

@@ -30,7 +30,7 @@ def built(tmp_path_factory) -> Path:
     native = (frame["variant"] == "sliding_window") & (frame["impl"] == "native")
     frame["op_seconds"] = [{"bmm": 6e-3, "_softmax": 3e-3, "mul": 1e-3, "fill_": 5e-4} if is_native else None
                            for is_native in native]
-    frame["traffic_bytes"] = frame["flops"] / 2  # 2 FLOP/B: under the ridge of 100 GFLOP/s over 10 GB/s
+    frame["traffic_bytes"] = frame["flops"] / 2  # 2 FLOP/B: under the ridge of the planted peak over the planted bandwidth
     frame["compulsory_bytes"] = frame["flops"] / 200
     RunDir(run).write_table(frame[COLUMNS])
     (run / "env.json").write_text(json.dumps({"torch": "2.13.0", "cpu_model": "test CPU", "fingerprint_id": "x"}))
@@ -80,7 +80,7 @@ def test_report_leads_with_the_verdicts_of_the_data(built):
     assert "out of memory" in page  # the failed case, with its reason
     assert "10 GB/s ± 5.0% (triad memory 128 MiB), in cache 80 GB/s ± 0.0% (copy cache 128 KiB)" in page
     assert "<th>% of roofline, traffic (binds)</th>" in efficiency and 'id="roofline"' in efficiency
-    # the window's native path at n = 16384: 16.8 MB of traffic at 10 GB/s over its 0.328 s
+    # the window's native path at n = 16384: its traffic at the planted bandwidth over its measured time
     assert re.search(r"<td>sliding_window</td><td>native</td><td class=\"num\">16384</td>.*?"
                      r"<td class=\"num\">2</td>\s*<td class=\"num\">0.5% \(memory\)</td>\s*"
                      r"<td class=\"num\">0.1% \(compute\)</td>", efficiency, flags=re.S)

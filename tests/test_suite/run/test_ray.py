@@ -19,12 +19,12 @@ ray = pytest.importorskip("ray", reason="the Ray executor's tests need the [ray]
 
 def test_smoke_grid_on_a_local_ray_cluster_matches_the_local_executor(tmp_path):
     """Two variants of the smoke grid, every implementation of each (dense, SDPA, compiled flex, native,
-    decode, and skipped ones). NB: not sliding_window too: its flex compiles took 10 s of each run here."""
+    decode, and skipped ones). NB: not sliding_window too: its flex compiles would be most of each run."""
     results = tmp_path / "results"
     for executor in ("local", "ray"):  # NB: the local run without the probes: only the Ray run's are read
         extra = ("--executor", "ray", "--ray-workers", "2") if executor == "ray" else ()
-        # NB: a 1 GiB budget: the bandwidth probe's memory-level buffers are a quarter of it or less (206-256 MiB,
-        # not 1 GiB: 21 s a Ray run here, not 30)
+        # NB: a 1 GiB budget: the bandwidth probe's memory-level buffers are a quarter of it or less, and the
+        # probe's time with them
         grid = str(preset_copy("smoke", tmp_path / executor, memory_budget_gib=1, probe=executor == "ray"))
         res = suite("run", "--grid", grid, "--variant", "linear,gqa", "--run-id", executor,
                     "--results-dir", str(results), "--no-report", *extra, cwd=tmp_path, timeout=900)

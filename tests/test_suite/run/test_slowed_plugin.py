@@ -35,7 +35,7 @@ def _probe(cwd) -> dict:
     return json.loads(res.stdout.splitlines()[-1])
 
 
-@pytest.mark.slow  # two fresh interpreters (~4 s)
+@pytest.mark.slow  # two fresh interpreters
 def test_only_the_side_with_slowdown_py_is_slowed_and_its_outputs_are_unchanged(tmp_path):
     plain, slow = tmp_path / "a", tmp_path / "b"
     plain.mkdir(), slow.mkdir()

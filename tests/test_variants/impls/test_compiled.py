@@ -14,7 +14,7 @@ from variants.rules import paths
 from variants.catalog.linear import ELU_PLUS_ONE, _elu_eager
 from variants.catalog.rfa import SINCOS, _sincos_eager
 
-pytestmark = pytest.mark.slow  # compiles with inductor (~20 s cold)
+pytestmark = pytest.mark.slow  # compiles with inductor
 
 
 def _counted(traced=lambda x, scale: x * scale):
@@ -72,7 +72,7 @@ def test_a_step_whose_calls_are_all_under_its_least_elements_is_not_compiled():
 
 def test_a_feature_map_on_short_sequences_compiles_nothing_and_says_so():
     """linear's elu+1 at the tests' tiny shapes: every call under its 2^17 elements (a compile per worker
-    process spent 3 s of each one's setup here, for calls that ran eager)."""
+    process spent seconds of each one's setup, for calls that ran eager)."""
     q = torch.randn(1, 2, 256, 16)
     fn = variants.get("linear").impls["native"].prepare(q, q, q, causal=False, params={})
     assert fn.notes["feature_map"] == "elu+1 eager (calls of 8192 elements at most, under the 131072 it is compiled for)"
@@ -208,7 +208,7 @@ def test_the_native_paths_compile_in_setup_and_never_in_the_timed_calls(name, mo
 
 
 def test_importing_the_variants_leaves_dynamo_unimported():
-    """torch._dynamo costs 0.85 s of a process's start here: only a compile imports it."""
+    """torch._dynamo is a large share of a process's start: only a compile imports it."""
     import subprocess
     import sys
 

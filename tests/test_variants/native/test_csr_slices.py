@@ -63,7 +63,7 @@ def test_the_sliced_forward_equals_the_one_pass_and_the_gathered_forms_at_the_re
 
 @pytest.mark.parametrize("slow", ["slices", "one pass"])
 def test_fastest_keeps_the_form_that_took_less_time_and_decides_once_a_shape(slow, monkeypatch):
-    """The slower form made slower by 20 ms a call: `fastest` keeps the other, and its second call
+    """The slower form made slower still, by a sleep in each call: `fastest` keeps the other, and its second call
     at the same shape reuses the decision without timing again."""
     n = 40000
     rows = _keys(n, torch.empty(1, 1, n, 64))

@@ -9,7 +9,7 @@ import variants
 from suite.machine.timing import peak_cpu
 from variants.native.linearized import FeatureMap
 
-pytestmark = pytest.mark.slow  # the linearized backward against autograd, per feature map (~50 s here)
+pytestmark = pytest.mark.slow  # the linearized backward against autograd, per feature map
 
 
 @pytest.mark.parametrize("causal, n_k", [(False, 300), (False, 170), (True, 300)], ids=["self", "cross", "causal"])

@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_flatten
 import variants
 from helpers import inputs, theory
 
-pytestmark = pytest.mark.slow  # every native path timed at growing lengths (~45 s here)
+pytestmark = pytest.mark.slow  # every native path timed at growing lengths
 
 
 class LargestTensor(TorchDispatchMode):
@@ -59,13 +59,9 @@ def test_the_probe_sees_a_quadratic_path():
     assert growth >= 200
 
 
-# The issue-16 bound: a native call's allocator peak above its inputs is at most 2 outputs, plus
-# the state its algorithm defines (m·d per head for the feature maps, the projected K′ and V′
-# for linformer), which outweighs the output where n < m or n < 2k. Measured at B = 1, H = 8,
-# d = 64, float32, before steps were sized to the output (e8b5551): sliding_window 6.0x at n = 256,
-# neighborhood 5.5x, strided 3.3x (5.9x at 2048 before 4569dd5), fixed 2.9x at 512, global 2.5x,
-# bigbird 2.8x, performer 6.5x, rfa 7.0x, linear 4.3x, reformer 14x at every n (its rounds kept whole,
-# with sorted copies), mqa and gqa n x n scores (129x at 4096).
+# The bound: a native call's allocator peak above its inputs is at most 2 outputs, plus the state its
+# algorithm defines (m·d per head for the feature maps, the projected K′ and V′ for linformer), which
+# outweighs the output where n < m or n < 2k (docs/performance.md, "Memory the native paths hold").
 STATE = {  # outputs' worth of the algorithm's own state at n
     "performer": lambda p, n: p["features"] / n,
     "rfa": lambda p, n: 2 * p["features"] / n,
@@ -95,8 +91,8 @@ def test_every_native_path_holds_at_most_two_outputs_plus_its_state(name, n, cau
     assert 1.0 <= ratio <= 2.0 + state, f"{name}/native at n = {n} holds {ratio:.2f} outputs (state: {state:.2f})"
 
 
-# NB: measured at B = 1, H = 8, d = 64, float32: before (417e246) linear held 5.1x at n = 1024 and 2.0x at
-# 4096, performer 6.3x and 2.3x (7.5x and 2.6x causal): one chunk of 2^19 features was the whole sequence
+# The feature maps' peak in outputs at short n, where their state is most of it (B = 1, H = 8, d = 64, float32):
+# streamed in chunks, not one chunk for the whole sequence
 STREAMED = {("linear", 1024): 2.2, ("linear", 4096): 1.8, ("performer", 1024): 2.5, ("performer", 4096): 1.5}
 
 

@@ -17,7 +17,7 @@ from variants.native.core import onednn
 from variants.native.core import steps
 from variants.rules import against_reference
 
-pytestmark = pytest.mark.slow  # fused steps at the sweeps' shapes (~90 s here)
+pytestmark = pytest.mark.slow  # fused steps at the sweeps' shapes
 
 # the long-sequence variants (the classic forms' native paths take no steps)
 NATIVE = ["sliding_window", "neighborhood", "global", "random", "strided", "fixed", "bigbird", "linear", "performer",

@@ -15,7 +15,7 @@ import torch
 import variants
 from helpers import inputs
 
-pytestmark = pytest.mark.slow  # Triton's interpreter runs each kernel program in ~10 ms on the CPU
+pytestmark = pytest.mark.slow  # Triton's interpreter is slow on the CPU
 
 TRITON = [name for name in variants.names() if "triton" in variants.get(name).impls]
 FORWARD_TOL, GRAD_TOL = 1e-5, 1e-4
