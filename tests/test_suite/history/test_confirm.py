@@ -257,7 +257,7 @@ def test_a_slowdown_whose_commit_is_not_in_the_repository_stands(tmp_path, capsy
 def test_a_history_commit_that_names_a_folder_exits_2_and_chooses_no_code(tmp_path, monkeypatch):
     """A history's git_commit is data: one that is a folder here (a `suite` package in it) is neither an A/B
     side nor asked of git; anything but a full hash exits 2 naming the field, before any A/B."""
-    from suite.analyse.rule import Rule
+    from suite.analyse.gate import Rule
     from suite.errors import UsageError
     from suite.history import confirm
     from suite.plan import grid as grids
