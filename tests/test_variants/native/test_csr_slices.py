@@ -5,7 +5,7 @@ with the real constants (the sweeps' d = 64, float32)."""
 
 from __future__ import annotations
 
-import time
+from types import SimpleNamespace
 from unittest import mock
 
 import pytest
@@ -63,19 +63,20 @@ def test_the_sliced_forward_equals_the_one_pass_and_the_gathered_forms_at_the_re
 
 @pytest.mark.parametrize("slow", ["slices", "one pass"])
 def test_fastest_keeps_the_form_that_took_less_time_and_decides_once_a_shape(slow, monkeypatch):
-    """The slower form made slower still, by a sleep in each call: `fastest` keeps the other, and its second call
-    at the same shape reuses the decision without timing again."""
+    """The slower form takes ten times the other on `fastest`'s clock (a clock the test moves, so the machine's
+    load cannot turn the choice): `fastest` keeps the other, and its second call at the same shape reuses the
+    decision without timing again."""
     n = 40000
     rows = _keys(n, torch.empty(1, 1, n, 64))
-    scores, calls = csr_slices.sampled_scores, []
+    scores, calls, clock = csr_slices.sampled_scores, [], [0.0]
 
     def paced(slices, *args):
         calls.append(len(slices))
-        if (len(slices) > 1) == (slow == "slices"):
-            time.sleep(0.02)
+        clock[0] += 10.0 if (len(slices) > 1) == (slow == "slices") else 1.0
         return scores(slices, *args)
 
     monkeypatch.setattr(csr_slices, "sampled_scores", paced)
+    monkeypatch.setattr(csr_slices, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     monkeypatch.setattr(csr_slices, "_CHOICES", {})
     kept = csr_slices.fastest(rows.slices, rows.pattern, 64)
     assert len(kept) == (1 if slow == "slices" else len(rows.slices)) and sorted(set(calls)) == [1, 3]
