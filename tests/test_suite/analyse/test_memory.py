@@ -14,7 +14,7 @@ from suite.analyse.claim_rule import Reason
 from suite.analyse.exponents import claims, exponents
 
 CARD = Path(__file__).resolve().parents[3] / "docs" / "runs" / "cpu-full"
-# a native path built to its linear claim, measured over 256–32768 in the card's run
+# a native path built to its linear claim, over the span of lengths its ladder climbed in the card's run
 SERIES = ("variant == 'bigbird' and impl == 'native' and mode == 'fwd' and not causal and num_heads == 8 "
           "and head_dim == 64 and params == '{}' and status == 'ok'")
 
