@@ -51,6 +51,7 @@ class Reason(str, Enum):
     BY_WORK = "by_work"  # the counted FLOPs grow faster than the claim
     AT_LEVEL = "at_level"  # the higher term's test within MARGIN of its level: the next length may turn it
     CONTESTED = "contested"  # refuted by the higher term, while the power law still reaches the claim
+    BELOW = "below"  # memory: the claim's term not needed, no higher one: the call keeps less than its claim allows
     NO_CLAIM = "no_claim"  # the power law's reasons, for an exponent without the cost model
     WIDE = "wide"
     WITHIN = "within"
@@ -101,9 +102,9 @@ TEMPLATES = {
                     "degree{s} of freedom to look for a higher term, {needed} needed: more lengths would tell",
     Reason.HIDDEN: "the overheads still hide {lead} (without it p = {need_p:.2g}): lengths past n = {top:g} would tell",
     Reason.CONFIRMED: "{lead} is needed (without it p = {need_p:.2g}) and no higher term is ({higher}: "
-                      "p = {higher_p:.2g}, {share:.0%} of the time at n = {top:g})",
+                      "p = {higher_p:.2g}, {share:.0%} of the {of} at n = {top:g})",
     Reason.HIGHER: "a term {higher} above the claim's {lead} is needed (F test p = {higher_p:.2g}): {share:.0%} "
-                   "of the time at n = {top:g}",
+                   "of the {of} at n = {top:g}",
     Reason.EDGE: "{under}, unless the working set's nearing {level} (from n ≈ {n_edge:.0f}) is a step: lengths "
                  "to {until:.0f} would tell",
     Reason.EDGE_KEPT: "{under}; as much with a step where the working set nears {level}",
@@ -114,6 +115,8 @@ TEMPLATES = {
                      "time)",
     Reason.CONTESTED: "by its higher term's test ({higher}: p = {higher_p:.2g}, {share:.0%} of the time) while its "
                       "time exponent [{lo:.2f}, {hi:.2f}] reaches the claim's {claimed:g} ± {tolerance:g}",
+    Reason.BELOW: "it keeps less than its claim: {lead} is not needed (without it p = {need_p:.2g}), nor is a higher "
+                  "term ({higher}: p = {higher_p:.2g}, {share:.0%} of the {of} at n = {top:g})",
     Reason.NO_CLAIM: "nothing is claimed for this exponent",
     Reason.WIDE: "[{lo:.2f}, {hi:.2f}] is {width:.2f} wide, {max_width:g} at most",
     Reason.WITHIN: "[{lo:.2f}, {hi:.2f}] within {claimed:g} ± {tolerance:g}",
@@ -129,7 +132,7 @@ NOTES = {
 def text(why: Why) -> str:
     """The English of a verdict's reason: the one place it is written."""
     under = text(why.under) if why.under is not None else ""
-    said = TEMPLATES[why.reason].format(under=under, **why.facts)
+    said = TEMPLATES[why.reason].format_map({"of": "time", **why.facts, "under": under})  # of: what the shares are of
     return said + "".join(NOTES[note].format(**facts) for note, facts in why.notes)
 
 
@@ -138,15 +141,15 @@ def power_name(p: float) -> str:
 
 
 def decide(claimed: float, need_p: float, higher_p: float, higher: str, share: float, parameters: int,
-           top: float, lengths: int) -> tuple[str, Why]:
+           top: float, lengths: int, of: str = "time") -> tuple[str, Why]:
     """The cost model's verdict on the claim's leading term, from its two F tests (docs/CLAIMS.md, "Verdicts"):
     confirmed when the term is needed and no higher one is, with CONFIRM_DOF degrees of freedom left to that test;
     refuted when a higher term is needed and carries MIN_HIGHER_SHARE of the top length's time; else inconclusive.
-    `parameters`: the claim's model's; `top`: the largest length."""
+    `parameters`: the claim's model's; `top`: the largest length; `of`: what is modelled, the shares' whole."""
     lead = power_name(claimed)
     if math.isnan(need_p) or math.isnan(higher_p):
         return "inconclusive", Why(Reason.PARAMETERS, {"lengths": lengths, "parameters": parameters + 1})
-    tested = {"lead": lead, "need_p": need_p, "higher": higher, "higher_p": higher_p, "share": share, "top": top}
+    tested = {"lead": lead, "need_p": need_p, "higher": higher, "higher_p": higher_p, "share": share, "top": top, "of": of}
     if higher_p < HIGHER_LEVEL and share >= MIN_HIGHER_SHARE:
         return "refuted", Why(Reason.HIGHER, tested)
     dof = lengths - parameters - 1  # left to the test for a higher term
@@ -156,6 +159,18 @@ def decide(claimed: float, need_p: float, higher_p: float, higher: str, share: f
     if need_p < NEED_LEVEL:
         return "confirmed", Why(Reason.CONFIRMED, tested)
     return "inconclusive", Why(Reason.HIDDEN, tested)
+
+
+def decide_memory(claimed: float, need_p: float, higher_p: float, higher: str, share: float, parameters: int,
+                  top: float, lengths: int) -> tuple[str, Why]:
+    """The verdict on a claim of extra memory, O(n^claimed): a bound, so a peak that keeps less than the claim's term
+    (not needed) with no higher term needed either is confirmed, where the higher term's test keeps CONFIRM_DOF degrees
+    of freedom; else `decide`'s rule, whose refutation (a higher term needed, carrying MIN_HIGHER_SHARE of the peak at
+    the largest length) is the same as time's (docs/CLAIMS.md, "Memory: what a call keeps")."""
+    status, why = decide(claimed, need_p, higher_p, higher, share, parameters, top, lengths, of="peak")
+    if why.reason is Reason.HIDDEN and lengths - parameters - 1 >= CONFIRM_DOF:
+        return "confirmed", Why(Reason.BELOW, why.facts)
+    return status, why
 
 
 def at_level(verdict: str, higher_p: float, share: float) -> bool:

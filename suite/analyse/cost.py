@@ -257,10 +257,12 @@ def tests(x, y, claimed: float, hw: Machine | None, paths: Paths | None = None) 
 
 
 def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: list | None = None,
-          bootstrap: int = BOOTSTRAP, seed: int = 0, paths: Paths | None = None) -> CostVerdict:
+          bootstrap: int = BOOTSTRAP, seed: int = 0, paths: Paths | None = None,
+          rule=claim_rule.decide) -> CostVerdict:
     """The verdict on `claimed` for time `y` at lengths `x` (one point per length), with the
     machine's cache steps where `hw` is known, and a factor on the leading term's rate for each path
-    after the first where the implementation declared a change of path (`paths`, per length)."""
+    after the first where the implementation declared a change of path (`paths`, per length). `rule`: what
+    reads the tests (claim_rule.decide; claim_rule.decide_memory for a peak, fitted with hw None)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     order = np.argsort(x)
     x, y = x[order], y[order]
@@ -276,7 +278,7 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     if paths is not None and paths.alone(x, MIN_SPAN):  # the claim is the top path's: the earlier ones' costs are their own
         keep = np.arange(paths.alone(x, MIN_SPAN), len(x))
         on = judge(x[keep], y[keep], claimed, hw.subset(keep) if hw is not None else None, bootstrap=bootstrap,
-                   seed=seed, process_times=None if process_times is None else [process_times[i] for i in keep])
+                   seed=seed, process_times=None if process_times is None else [process_times[i] for i in keep], rule=rule)
         return replace(on, reason=on.reason.noted(Note.TOP_PATH_ALONE, path=paths.labels[-1], first=x[keep[0]]),
                        paths=tuple((name, first, math.nan) for name, first in paths.changes(x)), alone=x[keep[0]])
     factors = len(paths.names) - 1 if paths is not None else 0
@@ -287,7 +289,7 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     # machine's load, not the fastest call's noise (on a busy run they went from 0.001 to 1 across
     # fixed/flex's lengths and left the F tests no power: n^1.95 "confirmed" as n^1.5)
     result = tests(x, y, claimed, hw, paths)
-    status, why = claim_rule.decide(claimed, result.need_p, result.higher_p, result.higher, result.higher_share,
+    status, why = rule(claimed, result.need_p, result.higher_p, result.higher, result.higher_share,
                                     result.claim.k, float(x[-1]), len(x))
     if status == "confirmed" and paths is not None and paths.short():
         status, why = "inconclusive", paths.withheld(x, why)

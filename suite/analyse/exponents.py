@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from suite.analyse import terms
+from suite.analyse import memory, terms
 from suite.analyse.claim_rule import Reason, Why
 from suite.analyse.fits import MIN_POINTS, MIN_SPAN, TOLERANCE, fit_power, verdict
 from suite.plan.case import series_key
@@ -29,6 +29,8 @@ DERIVED = {"valid_tokens": "valid_fraction"}
 # the verdict of a time fit in a length: "cost", the series' cost model (suite.analyse.cost); "power", the
 # power law's interval against claimed ± 0.15 (the rule before it, kept in `power_verdict`; docs/CLAIMS.md)
 RULE = "cost"
+# what the verdict table shows of a series' memory fit beside its time verdict, each as memory_<name>
+MEMORY_SHOWN = ("claimed", "verdict", "why", "reason", "terms")
 METRICS = {"time": "time_min_s", "memory": "peak_bytes", "flops": "flops_counted", "error": "approx_error",
            "work": "flops"}  # work: the algorithm's FLOPs (theory), where the counter cannot count
 
@@ -52,6 +54,7 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
             out[column] = np.nan
     for column in {"kv_len", "valid_fraction", *NUMERIC_COLUMNS} & set(out.columns):
         out[column] = pd.to_numeric(out[column])  # NB: None in a table with no such case: NaN, as in one with
+    out = memory.with_claims(out)  # NB: a table of earlier versions has none: its variants' declared claims
     if "time_min_s" not in out and "time_s" in out:  # a table built in memory by an older caller: the median stands in
         out["time_min_s"] = out["time_s"]
     return out
@@ -68,8 +71,10 @@ def _series(impl: str, params: dict, causal: bool, mode: str) -> str:
 
 def claimed_exponent(axis: str, metric: str, row: pd.Series) -> float | None:
     """What the claims say the exponent of `metric` in `axis` is, for the series of `row`."""
-    if metric in ("memory", "work"):
-        return None  # memory is measured and shown, never claimed (docs/CLAIMS.md); work is the theory itself
+    if metric == "memory":  # one call's extra memory in n (docs/CLAIMS.md, "Memory: what a call keeps")
+        return memory.claimed(row) if axis == "seq_len" else None
+    if metric == "work":
+        return None  # the theory itself
     if metric == "error":
         return -0.5 if axis == "features" else None  # performer: error about 1/√m
     if axis == "seq_len" and _crossed(row):  # n_q grows, n_k held: cross attention
@@ -166,7 +171,7 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
             record["flops_slope"] = slopes.get("flops", np.nan)
             record["work_slope"] = slopes.get("work", np.nan)
             record["countable"] = bool(group["flops_counted"].notna().any())
-            if "power_verdict" in record:
+            if "power_verdict" in record and record["metric"] == "time":  # counted FLOPs say nothing of memory
                 _by_work(record)
     return pd.DataFrame.from_records([_structured(record) for record in records])
 
@@ -192,6 +197,10 @@ def _fitted(series: pd.Series, group: pd.DataFrame, axis: str, metric: str, host
     if RULE == "cost" and metric == "time" and axis in terms.AXES and claimed is not None and not pd.isna(claimed):
         result = terms.judge_series(series, group, axis, claimed, hosts)
         extra = {"power_verdict": status, "power_why": str(why), **terms.columns(result, claimed)}
+        status, why = result.verdict, result.reason
+    elif metric == "memory" and claimed is not None:
+        result = memory.judge_series(series, claimed)
+        extra = {"power_verdict": status, "power_why": str(why), **terms.columns(result, claimed, of="peak")}
         status, why = result.verdict, result.reason
     return {"slope": fit.slope if fit else np.nan, "lo": fit.lo if fit else np.nan,
             "hi": fit.hi if fit else np.nan, "intercept": fit.intercept if fit else np.nan,
@@ -282,9 +291,11 @@ def claims(fits: pd.DataFrame) -> pd.DataFrame:
     time_n = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "time") & _column(fits, "kv_len").isna()
                   & _column(fits, "valid_fraction").isna()]
     rows = time_n[(time_n["mode"] == "fwd") & (~time_n["causal"].astype(bool))].copy()
-    memory = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "memory")]
+    peaks = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "memory")]
     join = [c for c in SHAPE if c != "seq_len"]
-    rows = rows.merge(memory[join + ["slope"]].rename(columns={"slope": "memory_slope"}), on=join, how="left")
+    shown = {"slope": "memory_slope", **{name: f"memory_{name}" for name in MEMORY_SHOWN}}
+    peaks = peaks.assign(**{name: _column(peaks, name) for name in MEMORY_SHOWN})
+    rows = rows.merge(peaks[join + list(shown)].rename(columns=shown), on=join, how="left")
     rows["realizes"] = np.select(
         [rows["verdict"] == "confirmed", (rows["claimed"] < 2) & (rows["slope"] >= 1.85)],
         ["yes", "no: measured quadratic"], default="")

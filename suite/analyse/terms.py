@@ -135,11 +135,11 @@ def judge_series(series: pd.Series, group: pd.DataFrame, axis: str, claimed: flo
     return replace(result, reason=result.reason.noted(Note.NO_PROBE)) if said and rate is None else result
 
 
-def columns(result: cost.CostVerdict, claimed: float) -> dict:
-    """What the fits table shows of a cost-model verdict."""
+def columns(result: cost.CostVerdict, claimed: float, of: str = "time") -> dict:
+    """What the fits table shows of a cost-model verdict (`of`: what it models, time or the peak)."""
     model = result.model
     shares = model.shares if model is not None else {}
-    return {"terms": explain(result, claimed), "need_p": result.need_p, "higher_p": result.higher_p,
+    return {"terms": explain(result, claimed, of), "need_p": result.need_p, "higher_p": result.higher_p,
             "higher_term": result.higher, "higher_share": result.higher_share,
             "lead_share": shares.get(cost.power_name(claimed), 0.0 if claimed else shares.get("call", math.nan))
             if model is not None else math.nan,
@@ -147,13 +147,14 @@ def columns(result: cost.CostVerdict, claimed: float) -> dict:
             "verdict_from": result.alone}
 
 
-def explain(result: cost.CostVerdict, claimed: float) -> str:
+def explain(result: cost.CostVerdict, claimed: float, of: str = "time") -> str:
     """"n^1.5 carries 64% [58, 70] of the time at n = 65536; rows (n) 30%; call 6%; L2 step at n ≈ 1024"."""
     model = result.model
     if model is None:
         return ""
     labels = {"call": "the per-call floor", "rows": "per row or block (n)",
-              cost.GATHERS: "the gathers' rise (this host's rate for random rows)"}
+              cost.GATHERS: "the gathers' rise (this host's rate for random rows)"} if of == "time" else {
+        "call": "the floor (fixed buffers)", "rows": "per row (n: the output)"}
     parts = []
     for name in sorted(model.shares, key=lambda k: -model.shares[k]):
         share = model.shares[name]
@@ -168,4 +169,4 @@ def explain(result: cost.CostVerdict, claimed: float) -> str:
         steps.append("path " + " → ".join(f"{name} (from n = {first:g}" + (
             ", fitted alone" if first == result.alone else "" if not i or math.isnan(factor)
             else f", ×{factor:.2f} the leading term's rate") + ")" for i, (name, first, factor) in enumerate(result.paths)))
-    return "; ".join(parts) + (" of the time at the largest n" if parts else "") + ("; " + ", ".join(steps) if steps else "")
+    return "; ".join(parts) + (f" of the {of} at the largest n" if parts else "") + ("; " + ", ".join(steps) if steps else "")

@@ -154,7 +154,7 @@ def theory_of(case: Case) -> dict:
         "claimed_exponent_d": theory.claimed_exponent_d, "kv_bytes": theory.kv_bytes,
         "compulsory_bytes": theory.compulsory_bytes, "traffic_bytes": theory.traffic_bytes,
         "extra_flops": theory.extra_flops, "claimed_exponent_q": theory.exponent_q,
-        "claimed_exponent_k": theory.exponent_k,
+        "claimed_exponent_k": theory.exponent_k, "claimed_memory_exponent_n": theory.claimed_memory_exponent_n,
         "valid_tokens": None if case.lengths is None else sum(case.lengths),
     }
 

@@ -134,14 +134,22 @@ def _verdict_rows(table: pd.DataFrame, length: str = "n") -> list[list[str]]:
         why, lengths = (r["why"] if r["verdict"] != "confirmed" else ""), fmt_lengths(r)
         if lengths:
             why = f"{why}; lengths: {lengths}" if why else f"lengths: {lengths}"
+        memory = fmt_text(r.get("memory_verdict"))
+        if memory not in ("", "confirmed"):
+            why = f"{why}; memory: {r['memory_why']}" if why else f"memory: {r['memory_why']}"
         claim = f"{r['claimed']:g}" if pd.notna(r["claimed"]) else "–"
         rows.append([r["variant"], r["series"], f"{r['device']}/{r['dtype']}", r.get("length", length), claim,
-                     r["verdict"], fmt_text(r.get("terms")), fmt_slope(r), fmt_text(r.get("power_verdict")),
-                     fmt_fitted(r), why])
+                     r["verdict"], _claim(r.get("memory_claimed")), memory, fmt_text(r.get("terms")), fmt_slope(r),
+                     fmt_text(r.get("power_verdict")), fmt_fitted(r), why])
     return rows
 
 
-VERDICT_HEADERS = ["variant", "implementation", "device", "in", "claim", "verdict", "what the time is made of",
+def _claim(value) -> str:
+    return f"{value:g}" if value is not None and pd.notna(value) else "–"
+
+
+VERDICT_HEADERS = ["variant", "implementation", "device", "in", "claim", "verdict", "memory claim", "memory verdict",
+                   "what the time is made of",
                    "time exponent here [95% CI]", "power law", "fitted over", "why, and what would settle it"]
 
 
@@ -159,7 +167,10 @@ def _verdicts(result: Analysis) -> list[str]:
               "exponent here is the power law log(time) = a + p·log(n) over the points above the overhead floor, "
               "with the verdict its interval gave against the claim ± 0.15 (\"power law\"): it mixes the algorithm "
               "with this machine's overheads and caches ([how to read a verdict](../report.md#how-to-read-a-verdict), "
-              "[the rule](../CLAIMS.md#verdicts)).",
+              "[the rule](../CLAIMS.md#verdicts)). **Memory**: each call's peak above its inputs in n, against the "
+              "variant's claim of extra memory (its exponent), as the sum of a floor, a per-row term (the output) and the "
+              "claim's term, by the same tests: refuted where a higher term is needed, confirmed where none is and the "
+              "peak keeps the claim's term or less ([memory's rule](../CLAIMS.md#memory-what-a-call-keeps)).",
               md.table(VERDICT_HEADERS, _verdict_rows(result.claims)) if not result.claims.empty
               else "No exponent could be fitted (a series needs 3 lengths)."]
     for title, table in (("Decode: one query against a cache of n", result.decode),

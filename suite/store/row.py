@@ -39,6 +39,7 @@ class Row:
     claimed_exponent_d: float | None = None
     claimed_exponent_q: float | None = None  # cross attention: in n_q alone, and in n_k alone
     claimed_exponent_k: float | None = None
+    claimed_memory_exponent_n: float | None = None  # one call's extra memory in n (variants.rules.MemoryClaim)
     valid_tokens: int | None = None  # a padded batch: its sequences' valid tokens, summed
     kv_bytes: int | None = None
     compulsory_bytes: int | None = None  # each input read once, each output written once (docs/CLAIMS.md, "Bytes")

@@ -42,6 +42,22 @@ def test_every_variant_declares_claim_source_and_impls():
             assert "native" in spec.impls, f"{name}: a sub-quadratic claim needs an impl that realizes it"
 
 
+def test_every_variant_declares_its_memory_claim_with_its_source():
+    """Memory is a claim too (docs/CLAIMS.md, "Memory: what a call keeps"): forward and training, from a paper, and
+    carried by the theory of each mode into the results' columns; a decode step claims none."""
+    for name in variants.names():
+        spec = variants.get(name)
+        assert spec.memory is not None and spec.memory.source, f"{name} must declare its memory claim and its source"
+        kv = 2 if spec.kv_heads == "divides" else None
+        for mode in ("fwd", "fwd_bwd"):
+            claimed = spec.theory(seq_len=256, num_kv_heads=kv, mode=mode).claimed_memory_exponent_n
+            assert claimed is not None and 1 <= claimed <= 2, (name, mode, claimed)
+        if spec.decode:
+            assert spec.theory(seq_len=256, num_kv_heads=kv, mode="decode").claimed_memory_exponent_n is None
+    assert variants.get("full").theory(seq_len=256).claimed_memory_exponent_n == 1.0  # FlashAttention's O(n)
+    assert variants.get("strided").theory(seq_len=256, stride=4).claimed_memory_exponent_n == 2.0  # its pairs, l fixed
+
+
 @pytest.mark.parametrize(
     "params,match",
     [

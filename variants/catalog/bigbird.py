@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from variants.catalog.global_tokens import TOKENS, global_tokens
-from variants.rules import Param, or_masks
+from variants.rules import MemoryClaim, Param, or_masks
 from variants.native.band import band_plan
 from variants.native.global_rows import GlobalRows
 from variants.native.core import Union, output
@@ -72,6 +72,7 @@ SPEC = pattern_variant(
     name="bigbird",
     doc=__doc__,
     source="Zaheer et al. 2020, Big Bird: Transformers for Longer Sequences",
+    memory=MemoryClaim("Zaheer et al. 2020, Big Bird: memory linear in n (its pairs), in training too"),
     params=(WINDOW, TOKENS, KEYS, SEED),
     predicate=bigbird,
     row_counts=row_counts,

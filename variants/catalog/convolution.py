@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from variants.impls import to_heads, to_streams, weights_like
-from variants.rules import Impl, Param, Prepared, Theory, VariantSpec, register, tiles
+from variants.rules import Impl, MemoryClaim, Param, Prepared, Theory, VariantSpec, register, tiles
 
 KERNEL = Param("kernel", 3, "kernel width k", minimum=1, maximum=lambda n: 64)
 SEPARABLE = Param("separable", 0, "1: depthwise-separable (k·n·D + n·D²); 0: full (k·n·D²)", minimum=0,
@@ -83,6 +83,7 @@ SPEC = register(VariantSpec(
     padding_note="is a layer, not attention: padding is not built for it",
     summary="Convolutional layer over q's features (k, v unused): O(k·n·D²), or separable O(k·n·D + n·D²).",
     source="Vaswani et al. 2017, Attention Is All You Need (Table 1); Chollet 2017 (separable)",
+    memory=MemoryClaim("the convolution (Vaswani et al. 2017, Table 1): one output a position; training keeps its input and output", forward=1.0, training=1.0),
     params=(KERNEL, SEPARABLE, SEED), theory_fn=theory,
     impls={i.name: i for i in (
         make("dense", reference, "O(k·n·D²): windows unfolded, one einsum"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from variants.rules import Param, named, sqrt_n
+from variants.rules import MemoryClaim, Param, named, sqrt_n
 from variants.rules.paths import took
 from variants.native.band import BandPlan, band_bias
 from variants.native.core import union
@@ -89,6 +89,7 @@ SPEC = pattern_variant(
     name="fixed",
     doc=__doc__,
     source="Child et al. 2019, Generating Long Sequences with Sparse Transformers, §4",
+    memory=MemoryClaim("Child et al. 2019, Sparse Transformer: O(n·√n) memory (its pairs), training by recomputing the attention in the backward"),
     params=(BLOCK, SUMMARY),
     predicate=fixed,
     row_counts=row_counts,

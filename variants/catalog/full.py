@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from variants.impls import dense_impl, flex_impl, nested_impl, pattern_theory, range_reads, rows, sdpa_impl, tile_bounds, xformers_bias, xformers_impl
-from variants.rules import VariantSpec, named, register, with_causal
+from variants.rules import MemoryClaim, VariantSpec, named, register, with_causal
 
 
 def everything(n: int, params: dict):
@@ -22,12 +22,16 @@ def key_reads(n: int, causal: bool, params: dict) -> int:
     return range_reads(torch.zeros_like(s), e if causal else torch.full_like(e, n))
 
 
+# exact attention's memory: what FlashAttention showed it needs, whose own time stays n² (mqa and gqa share it)
+FLASH = MemoryClaim("Dao et al. 2022, FlashAttention: exact attention in O(n) extra memory; its backward recomputes the scores from the output and log-sum-exp", forward=1.0, training=1.0)
+
 SPEC = register(
     VariantSpec(
         name="full",
         family="sparse",
         summary="Full softmax attention: every query attends to every key, O(n²·d).",
         source="Vaswani et al. 2017, Attention Is All You Need",
+        memory=FLASH,
         params=(),
         theory_fn=pattern_theory(lambda explicit: 2.0),
         impls={

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from variants.rules import Param, named
+from variants.rules import MemoryClaim, Param, named
 from variants.native.global_rows import GlobalKeys, GlobalRows
 from variants.native.core import output
 from variants.impls import native_impl, pattern_variant, rows, tile_bounds
@@ -50,6 +50,7 @@ SPEC = pattern_variant(
     name="global",
     doc=__doc__,
     source="Beltagy et al. 2020, Longformer (global attention)",
+    memory=MemoryClaim("Beltagy et al. 2020, Longformer: memory linear in n for fixed global tokens (its pairs), in training too"),
     params=(TOKENS,),
     predicate=global_tokens,
     row_counts=row_counts,

@@ -13,5 +13,5 @@ GROUPS = Param("groups", None, "KV heads G (H divisible by G); default: taken fr
 SPEC = shared_kv_variant(
     "gqa", "divides", (GROUPS,), "Grouped-query attention: G K/V heads, each shared by H/G query heads.",
     "Ainslie et al. 2023, GQA: Training Generalized Multi-Query Transformer Models",
-    like=full.SPEC,
+    like=full.SPEC, memory=full.FLASH,
 )

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from variants.impls import Fused, linear_theory, linearized_variant
 from variants.native.core import exp_
 from variants.native.linearized import FeatureMap
+from variants.rules import MemoryClaim
 
 
 def elu_plus_one(x):
@@ -68,6 +69,7 @@ SPEC = linearized_variant(
     name="linear",
     summary="Linear attention with φ(x) = elu(x) + 1: Q′(K′ᵀV) in O(n·d²).",
     source="Katharopoulos et al. 2020, Transformers are RNNs",
+    memory=MemoryClaim("Katharopoulos et al. 2020, Transformers are RNNs: linear memory in n; causal training with constant memory a step", forward=1.0, training=1.0),
     params=(),
     features=elu_features,
     theory_fn=linear_theory,

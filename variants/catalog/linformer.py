@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from variants.impls import peer
 from variants.native.core import onednn
 from variants.native.grouped import grouped
-from variants.rules import SOFTMAX_OPS_PER_PAIR, Differs, Impl, Param, Prepared, Theory, VariantSpec, io_bytes, register
+from variants.rules import SOFTMAX_OPS_PER_PAIR, Differs, Impl, MemoryClaim, Param, Prepared, Theory, VariantSpec, io_bytes, register
 
 PROJ_LEN = Param("proj_len", 256, "projected length k; at most n", minimum=1, maximum=lambda n: n)
 SEED = Param("seed", 0, "seed of the projections E, F", minimum=0)
@@ -118,6 +118,7 @@ SPEC = register(VariantSpec(
     name="linformer", family="linear",
     summary="Linformer: keys and values projected along the sequence to k rows, exact softmax over them, O(n·k·d).",
     source="Wang et al. 2020, Linformer: Self-Attention with Linear Complexity",
+    memory=MemoryClaim("Wang et al. 2020, Linformer: linear time and memory in n, for a fixed k; in training too", forward=1.0, training=1.0),
     params=(PROJ_LEN, SEED), theory_fn=theory,
     cross_note="projects the keys with E, F of shape (k, n) for one length n; cross attention would need them "
                "drawn for n_k (not built here)",

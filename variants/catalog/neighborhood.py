@@ -13,7 +13,7 @@ import torch
 from variants.impls import REDUCED, native_impl, pattern_variant, peer, range_reads, rows, tile_bounds
 from variants.native.band import KeyRanges, key_ranges
 from variants.native.core import output
-from variants.rules import Differs, Param, named
+from variants.rules import Differs, MemoryClaim, Param, named
 
 
 def largest_odd(n: int) -> int:
@@ -77,6 +77,7 @@ SPEC = pattern_variant(
     name="neighborhood",
     doc=__doc__,
     source="Hassani et al. 2023, Neighborhood Attention Transformer",
+    memory=MemoryClaim("Hassani et al. 2023, NAT: memory linear in n for a fixed kernel (its pairs), in training too"),
     params=(KERNEL,),
     predicate=window,
     row_counts=row_counts,

@@ -15,7 +15,7 @@ from variants.native.core import exp_
 from variants.native.core.onednn import linear
 from variants.impls import linear_theory, linearized_variant, peer
 from variants.native.linearized import FeatureMap
-from variants.rules import Differs, Param
+from variants.rules import Differs, MemoryClaim, Param
 
 FEATURES = Param("features", 256, "random features m", minimum=1)
 SEED = Param("seed", 0, "seed of the projection", minimum=0)
@@ -110,6 +110,7 @@ SPEC = linearized_variant(
     name="performer",
     summary="Performer FAVOR+: positive orthogonal random features approximating softmax, O(n·m·d).",
     source="Choromanski et al. 2021, Rethinking Attention with Performers",
+    memory=MemoryClaim("Choromanski et al. 2021, Performers: O(n·m + n·d + m·d) space, linear in n, in training too", forward=1.0, training=1.0),
     params=(FEATURES, SEED),
     features=favor_features,
     theory_fn=performer_theory,

@@ -10,7 +10,7 @@ import functools
 
 import torch
 
-from variants.rules import Param, named
+from variants.rules import MemoryClaim, Param, named
 from variants.native.core import output
 from variants.native.keys import random_keys, row_keys
 from variants.impls import native_impl, pattern_variant, rows
@@ -74,6 +74,7 @@ SPEC = pattern_variant(
     name="random",
     doc=__doc__,
     source="Zaheer et al. 2020, BigBird (random attention)",
+    memory=MemoryClaim("Zaheer et al. 2020, Big Bird: memory linear in n for fixed random keys (its pairs), in training too"),
     params=(KEYS, SEED),
     predicate=random_pattern,
     row_counts=row_counts,

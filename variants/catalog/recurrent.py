@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from variants.impls import to_heads, to_streams, weights_like
-from variants.rules import Impl, Param, Prepared, Theory, VariantSpec, register
+from variants.rules import Impl, MemoryClaim, Param, Prepared, Theory, VariantSpec, register
 
 CELL = Param("cell", "lstm", "recurrence: rnn (tanh), gru or lstm", kind=str, choices=("rnn", "gru", "lstm"))
 SEED = Param("seed", 0, "seed of the weights", minimum=0)
@@ -110,5 +110,6 @@ SPEC = register(VariantSpec(
     padding_note="is a layer, not attention: padding is not built for it",
     summary="Recurrent layer over q's features (k, v unused): O(n·D²) time, O(n) sequential steps.",
     source="Vaswani et al. 2017, Attention Is All You Need (Table 1); Hochreiter & Schmidhuber 1997; Cho et al. 2014",
+    memory=MemoryClaim("the recurrence (Hochreiter & Schmidhuber 1997): one state a step, its output; training keeps every step's gates for backpropagation through time", forward=1.0, training=1.0),
     params=(CELL, SEED), theory_fn=theory, impls={"dense": dense_impl(), "native": native_impl()},
 ))

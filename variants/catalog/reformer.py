@@ -21,7 +21,7 @@ import torch
 
 from variants.impls import peer
 from variants.native.lsh import native, reference
-from variants.rules import INDEX_BYTES, SOFTMAX_OPS_PER_PAIR, Differs, Impl, Param, Prepared, Theory, VariantSpec, register
+from variants.rules import INDEX_BYTES, SOFTMAX_OPS_PER_PAIR, Differs, Impl, MemoryClaim, Param, Prepared, Theory, VariantSpec, register
 
 BUCKETS = Param("buckets", 32, "hash buckets b (even)", minimum=2)
 ROUNDS = Param("rounds", 4, "hash rounds", minimum=1, maximum=lambda n: 64)
@@ -99,6 +99,7 @@ SPEC = register(VariantSpec(
     name="reformer", family="sparse",
     summary="Reformer LSH attention, shared QK: hash, sort, attend within a chunk and the one before, rounds merged.",
     source="Kitaev et al. 2020, Reformer: The Efficient Transformer",
+    memory=MemoryClaim("Kitaev et al. 2020, Reformer: O(n log n) memory, chunks of c keys a query (exponent 1, as its time), in training too", forward=1.0, training=1.0),
     params=(BUCKETS, ROUNDS, CHUNK, SEED), theory_fn=theory, check_fn=check,
     cross_note="hashes shared query-keys (one sequence, keys = queries) into buckets",
     impls={i.name: i for i in (

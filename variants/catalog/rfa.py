@@ -22,6 +22,7 @@ from variants.impls.linearized import linear_theory, linearized_variant
 from variants.native.core.onednn import linear
 from variants.native.linearized import FeatureMap, gated_linear_time, gated_quadratic
 from variants.rules.registry import Param
+from variants.rules import MemoryClaim
 
 FEATURES = Param("features", 128, "random frequencies m (2m features)", minimum=1)
 SIGMA = Param("sigma", 1.0, "kernel width σ (a temperature σ² over unit vectors)", minimum=1e-3, kind=float)
@@ -138,6 +139,7 @@ SPEC = linearized_variant(
     name="rfa",
     summary="Random Feature Attention: sin/cos random Fourier features of unit-norm q and k, O(n·m·d).",
     source="Peng et al. 2021, Random Feature Attention",
+    memory=MemoryClaim("Peng et al. 2021, Random Feature Attention: linear time and space in n, in training too", forward=1.0, training=1.0),
     params=(FEATURES, SIGMA, GATE, SEED),
     features=fourier_features,
     theory_fn=rfa_theory,

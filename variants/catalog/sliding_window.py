@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from variants.impls import native_impl, pattern_variant, peer, range_reads, rows, tile_bounds, xformers_bias, xformers_impl
-from variants.rules import Differs, Param, causal_clip, named
+from variants.rules import Differs, MemoryClaim, Param, causal_clip, named
 from variants.native.band import band_plan
 from variants.native.core import output
 
@@ -58,6 +58,7 @@ SPEC = pattern_variant(
     name="sliding_window",
     doc=__doc__,
     source="Beltagy et al. 2020, Longformer",
+    memory=MemoryClaim("Beltagy et al. 2020, Longformer: memory linear in n for a fixed window (its pairs), in training too"),
     params=(WINDOW,),
     predicate=window,
     row_counts=row_counts,

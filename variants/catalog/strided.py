@@ -11,7 +11,7 @@ from variants.impls import native_impl, pattern_variant, range_reads, rows, tile
 from variants.native.band import band_plan
 from variants.native.core import union
 from variants.native.residue import Residues
-from variants.rules import Param, causal_clip, named, sqrt_n
+from variants.rules import MemoryClaim, Param, causal_clip, named, sqrt_n
 
 STRIDE = Param("stride", None, "stride l; default ⌈√n⌉", minimum=1, derive=sqrt_n)
 
@@ -52,6 +52,7 @@ SPEC = pattern_variant(
     name="strided",
     doc=__doc__,
     source="Child et al. 2019, Generating Long Sequences with Sparse Transformers, §4",
+    memory=MemoryClaim("Child et al. 2019, Sparse Transformer: O(n·√n) memory (its pairs), training by recomputing the attention in the backward"),
     params=(STRIDE,),
     predicate=strided,
     row_counts=row_counts,

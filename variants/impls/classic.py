@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from variants.impls.dense import dense_attention
-from variants.rules import SOFTMAX_OPS_PER_PAIR, Impl, Param, Prepared, Theory, VariantSpec, io_bytes, register, score_flops
+from variants.rules import SOFTMAX_OPS_PER_PAIR, Impl, MemoryClaim, Param, Prepared, Theory, VariantSpec, io_bytes, register, score_flops
 
 SEED = Param("seed", 0, "seed of the weights", minimum=0)
 ATTN_DIM = Param("attn_dim", 64, "width d_a of the additive scoring layer", minimum=1)
@@ -246,10 +246,10 @@ def additive_native() -> Impl:
     return Impl("native", prepare, cost="O(n²·d_a) time, O(chunk·n·d_a) memory: query rows in chunks")
 
 
-def classic_variant(name, summary, source, params, theory_fn, impls) -> VariantSpec:
+def classic_variant(name, summary, source, params, theory_fn, impls, memory: MemoryClaim | None = None) -> VariantSpec:
     return register(VariantSpec(
         name=name, family="classic", summary=summary, source=source, params=params,
-        theory_fn=theory_fn, impls={i.name: i for i in impls},
+        theory_fn=theory_fn, impls={i.name: i for i in impls}, memory=memory,
         cross=True,  # Bahdanau and Luong scored a decoder state against the encoder's: cross attention first
         padding=True,  # no positions: a prefix is the same form at its own length
     ))

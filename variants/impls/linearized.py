@@ -10,7 +10,7 @@ import torch
 
 from variants.native.linearized import FeatureMap, decode_step, linear_time, quadratic, state_of
 from variants.rules.registry import Impl, Prepared, VariantSpec, register
-from variants.rules.theory import Theory, io_bytes
+from variants.rules.theory import MemoryClaim, Theory, io_bytes
 
 
 def impls(features: Callable[[dict, torch.Tensor], FeatureMap], cores=None, reasons=None) -> dict[str, Impl]:
@@ -46,12 +46,12 @@ def impls(features: Callable[[dict, torch.Tensor], FeatureMap], cores=None, reas
 
 def linearized_variant(*, name: str, summary: str, source: str, params, features, theory_fn,
                        approximates: str | None = None, peers: tuple[Impl, ...] = (), cores=None,
-                       reasons=None) -> VariantSpec:
+                       reasons=None, memory: MemoryClaim | None = None) -> VariantSpec:
     return register(
         VariantSpec(
             name=name, family="linear", summary=summary, source=source, params=params,
             theory_fn=theory_fn, impls={**impls(features, cores, reasons), **{i.name: i for i in peers}},
-            approximates=approximates, cross=True,  # S and z sum over the keys, whichever sequence they come from
+            approximates=approximates, memory=memory, cross=True,  # S and z sum over the keys, whichever sequence they come from
             padding=True,  # a prefix's S and z are the sums over its own keys
             decode=cores is None,  # a step of the running state (rfa's gate is its own recurrence: not built)
         )

@@ -17,7 +17,7 @@ import torch
 from variants.impls.dense import dense_attention, dense_impl
 from variants.impls.flex import flex_impl
 from variants.impls.sdpa import sdpa_impl
-from variants.rules import NOT_PREFIX, Impl, MaskMod, Param, Prepared, Theory, VariantSpec, dense_mask, register, score_theory, tiles, with_causal
+from variants.rules import NOT_PREFIX, Impl, MaskMod, MemoryClaim, Param, Prepared, Theory, VariantSpec, dense_mask, register, score_theory, tiles, with_causal
 
 
 def pattern_theory(exponent: Callable[[frozenset[str]], float], note: str = "") -> Callable[..., Theory]:
@@ -100,6 +100,7 @@ def pattern_variant(
     check: Callable[[int, dict], None] | None = None,
     padding: bool = False,
     padding_note: str = NOT_PREFIX,
+    memory: MemoryClaim | None = None,
 ) -> VariantSpec:
     """Register a score-based pattern with dense, sdpa, flex, native and any extra impls; `key_reads`
     and `index` give its bytes (docs/CLAIMS.md, "Bytes")."""
@@ -117,7 +118,7 @@ def pattern_variant(
             name=name, family="sparse", summary=doc.strip().splitlines()[0], source=source,
             params=params, theory_fn=pattern_theory(exponent, note), impls={i.name: i for i in impls}, decode=True,
             mask_fn=mask_for, row_counts_fn=row_counts, key_reads_fn=key_reads, index_fn=index, check_fn=check, padding=padding,
-            padding_note=padding_note,
+            padding_note=padding_note, memory=memory,
         )
     )
 

@@ -11,7 +11,7 @@ from variants.impls.sdpa import sdpa_impl
 from variants.impls.xformers_ops import xformers_bias, xformers_impl
 from variants.impls.pattern import pattern_theory
 from variants.native.grouped import grouped
-from variants.rules import Impl, Param, Prepared, VariantSpec, register
+from variants.rules import Impl, MemoryClaim, Param, Prepared, VariantSpec, register
 
 
 def native_grouped() -> Impl:
@@ -33,7 +33,7 @@ def with_group_check(impl: Impl) -> Impl:
 
 
 def shared_kv_variant(name: str, kv_heads: str, params: tuple[Param, ...], summary: str, source: str,
-                      like: VariantSpec) -> VariantSpec:
+                      like: VariantSpec, memory: MemoryClaim | None = None) -> VariantSpec:
     """A variant of `like`'s pattern (full attention) whose query heads share `kv_heads` K/V heads."""
     impls = [
         dense_impl(None), sdpa_impl(None), flex_impl(None, name),
@@ -42,7 +42,7 @@ def shared_kv_variant(name: str, kv_heads: str, params: tuple[Param, ...], summa
     return register(
         VariantSpec(
             name=name, family="shared_kv", summary=summary, source=source, params=params,
-            theory_fn=pattern_theory(lambda explicit: 2.0), kv_heads=kv_heads,
+            theory_fn=pattern_theory(lambda explicit: 2.0), kv_heads=kv_heads, memory=memory,
             impls={i.name: with_group_check(i) for i in impls},
             mask_fn=like.mask_fn, row_counts_fn=like.row_counts_fn, key_reads_fn=like.key_reads_fn, decode=True, cross=True,
             padding=True,

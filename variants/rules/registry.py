@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import reprlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 import torch
@@ -19,7 +19,7 @@ from variants.rules.differs import Differs  # noqa: F401  (re-exported: peers de
 from variants.rules.shapes import NOT_PREFIX, POSITIONAL, cross_reasons, kv_heads_for, padding_reasons
 from variants.rules.spec import (FLOAT_DTYPES, PADDING, WORK, Impl, Param, Prepared, Problem,  # noqa: F401  (re-exported)
                                  device_reasons, sqrt_n)
-from variants.rules.theory import Theory, decode_step, for_mode
+from variants.rules.theory import MemoryClaim, Theory, decode_step, for_mode
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class VariantSpec:
     padding_note: str = NOT_PREFIX
     check_fn: Callable[[int, dict], None] | None = None  # limits between parameters
     approximates: str | None = None  # the variant whose output this one estimates (performer: full)
+    memory: MemoryClaim | None = None  # its claim of extra memory in n, with its source (docs/CLAIMS.md)
     extras: Mapping[str, Any] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- parameters
@@ -217,8 +218,14 @@ class VariantSpec:
             forward = padding.summed(forward, [self.theory_fn(
                 seq_len=n, batch=1, num_heads=num_heads, num_kv_heads=kv, head_dim=head_dim, causal=causal,
                 dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params), spec=self) for n in lengths])
-        return for_mode(forward, mode, batch=batch, num_heads=num_heads, seq_len=seq_len, head_dim=head_dim)
+        claimed = self.memory_exponent(mode, forward.claimed_exponent_n)
+        return replace(for_mode(forward, mode, batch=batch, num_heads=num_heads, seq_len=seq_len, head_dim=head_dim),
+                       claimed_memory_exponent_n=claimed)
 
+    def memory_exponent(self, mode: str, time_exponent: float) -> float | None:
+        """The claimed exponent in n of one call's extra memory in `mode` (None: nothing claimed), given the
+        forward's time claim (the pairs' exponent, which a pattern's memory claim follows)."""
+        return None if self.memory is None else self.memory.exponent(mode, time_exponent)
 
     def _decode(self, forward: Theory, *, seq_len: int, params: dict, **shape) -> Theory:
         if not self.decode:

@@ -20,6 +20,28 @@ INDEX_BYTES = 8
 PRODUCT_TERMS = frozenset({"projections", "feature_map", "hashing", "pointwise"})
 
 
+@dataclass(frozen=True)
+class MemoryClaim:
+    """A variant's claim of the extra memory one call keeps, as an exponent in n, with its source
+    (docs/CLAIMS.md, "Memory: what a call keeps"). `forward`: the forward's, None where it is the time
+    claim's own (a pattern that keeps its allowed scores: its pairs); `training`: what forward and backward
+    keep together (the backward's saved tensors), None where it is the forward's. A decode step carries no
+    memory claim. The claim is the algorithm's: an implementation that keeps more is measured, and refuted."""
+
+    source: str
+    forward: float | None = None
+    training: float | None = None
+
+    def exponent(self, mode: str, time_exponent: float) -> float | None:
+        """The claim for `mode`, given the forward's time claim in n (the pairs' exponent)."""
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r} (allowed: {', '.join(MODES)})")
+        forward = time_exponent if self.forward is None else self.forward
+        if mode == "decode":
+            return None
+        return forward if mode == "fwd" or self.training is None else self.training
+
+
 def score_flops(batch: int, num_heads: int, pairs: int, head_dim: int) -> int:
     """4·B·H·P·d: 2·P·d for QKᵀ and 2·P·d for PV, per head (docs/CLAIMS.md)."""
     return 4 * batch * num_heads * pairs * head_dim
@@ -45,6 +67,8 @@ class Theory:
     traffic_bytes: int | None = None
     fixed_bytes: int = 0  # the algorithm's own data (index entries, parameters), inside both counts
     state_bytes: int | None = None  # a running state, which a decode step reads and writes (linearized S, z)
+    # the claim of extra memory in n for this mode (MemoryClaim.exponent): None where nothing is claimed
+    claimed_memory_exponent_n: float | None = None
 
     @property
     def total_flops(self) -> int:
