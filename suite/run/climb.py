@@ -153,9 +153,10 @@ def _bought(step: Step, bought: bool, cost: float, left_s: float, spare: dict) -
         return spare[step.ladder.key] if bought else step
     if bought or not (step.next or step.fill):
         return step
-    if step.fill:
+    if step.fill and step.stop != "fill":  # a stop that stands without its midpoints
         return replace(step, fill=(), why=f"{step.why}; its midpoints not measured within the budget")
-    return Step(step.ladder, None, "budget", f"n = {step.next} not reached within the budget (~{cost:.0f} s of "
+    lengths = ", ".join(map(str, (step.next,) if step.next else step.fill))
+    return Step(step.ladder, None, "budget", f"n = {lengths} not reached within the budget (~{cost:.0f} s of "
                 f"measuring, {max(left_s, 0):.0f} s left); " + (step.why or "it was still climbing"))
 
 
