@@ -59,8 +59,9 @@ def noise_scale(y: np.ndarray) -> float:
 
 
 def _level_start(pooled: np.ndarray, threshold: float) -> int:
-    """The first point of the level the newest nights are judged against: after the older points' last change."""
-    older = level_changes(pooled[:-TAIL], "time", threshold)
+    """The first point of the level the newest nights are judged against: after the older points' last change
+    before the newest RECENT (a change among them is the step's own first nights)."""
+    older = [c for c in level_changes(pooled[:-TAIL], "time", threshold) if c.after < len(pooled) - RECENT]
     return older[-1].after if older else 0
 
 
