@@ -40,7 +40,8 @@ out = {{"case": {{n: [] for n in lengths}}, "probe": {{n: [] for n in lengths}}}
 for _ in range(5):
     for n in lengths:
         out["case"][n].append(min(timing.time_cpu(cases[n], 0.05, 50, 1, 1)))
-        out["probe"][n].append(min(timing.time_cpu(probe[n], 0.05, 50, 1, 1)) / (gathers.HEADS * n * gathers.KEYS) * 1e9)
+        pairs = gathers.HEADS * n * gathers.KEYS
+        out["probe"][n].append(min(timing.time_cpu(probe[n], 0.05, 50, 1, 1)) / pairs * 1e9)
 json.dump({{k: {{n: min(v) for n, v in d.items()}} for k, d in out.items()}}, sys.stdout)
 """
 
@@ -59,10 +60,17 @@ def main() -> None:
         runs.append(json.loads(out.stdout))
     for n in map(str, LENGTHS):
         case, probe = (np.array([r[k][n] for r in runs]) for k in ("case", "probe"))
-        print(f"n = {n}: case range +{case.max() / case.min() - 1:.0%}, probe range +{probe.max() / probe.min() - 1:.0%}, "
-              f"correlation {np.corrcoef(case, probe)[0, 1]:.2f}")
-    host = {"processor": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                               if line.startswith("model name")), ""), "allocator": env.get("LD_PRELOAD", "default")}
+        print(
+            f"n = {n}: case range +{case.max() / case.min() - 1:.0%}, probe range "
+            f"+{probe.max() / probe.min() - 1:.0%}, "
+            f"correlation {np.corrcoef(case, probe)[0, 1]:.2f}"
+        )
+    host = {
+        "processor": next(
+            (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), ""
+        ),
+        "allocator": env.get("LD_PRELOAD", "default"),
+    }
     Path(args.out).write_text(json.dumps({"host": host, "runs": runs}, indent=1) + "\n")
     print(f"wrote {args.out}")
 

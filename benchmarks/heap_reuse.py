@@ -38,7 +38,8 @@ for mb in sizes:
     f0, t0 = faults(), time.perf_counter()
     for _ in range(5):
         round_(n)
-    out.append({"mb": mb, "faults_per_round": (faults() - f0) / 5, "ms_per_round": 1e3 * (time.perf_counter() - t0) / 5})
+    per_round_ms = 1e3 * (time.perf_counter() - t0) / 5
+    out.append({"mb": mb, "faults_per_round": (faults() - f0) / 5, "ms_per_round": per_round_ms})
 print(json.dumps({"setting": setting, "rounds": out}))
 """
 
@@ -58,11 +59,19 @@ def main() -> None:
         except ValueError as err:
             print(f"| {mode} | – | not run: {err} | |")
             continue
-        done = subprocess.run([sys.executable, "-c", CHILD, mode, *map(str, args.sizes_mb)], env=env,
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, mode, *map(str, args.sizes_mb)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         result = json.loads(done.stdout.strip().splitlines()[-1])
         for r in result["rounds"]:
-            print(f"| {result['setting']['allocator']} | {r['mb']} MB | {r['faults_per_round']:.0f} | {r['ms_per_round']:.2f} |")
+            print(
+                f"| {result['setting']['allocator']} | {r['mb']} MB | {r['faults_per_round']:.0f} | "
+                f"{r['ms_per_round']:.2f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 A ladder starts at min, 2·min, …, 16·min (the 16x span a verdict needs). After each round
 `advance` reads the series' measured points and either names the next length or stops, saying
 why: settled (span above the overhead floor ≥ 16x, the exponent's 95% interval at most
-`ladder_width` wide and a verdict reached whose higher term's test is not at its level), the range's max, the time of one call (`max_call_s`,
+`ladder_width` wide and a verdict reached whose higher term's test is not at its level), the range's max, the time of
+one call (`max_call_s`,
 predicted from the fit), the memory budget (predicted from the peak-memory fit), or a case that
 failed. Before any stop stands, settled or not, the series measures once the √2 midpoints below
 its top interval (`midpoints`); a series that no longer settles with them climbs on. The reason
@@ -26,7 +27,9 @@ import pandas as pd
 from suite.plan.case import MAX_SIZE, Case, series_key
 
 AUTO = {"min": 128, "max": 1 << 20}
-MIN_SPAN = 16.0  # docs/CLAIMS.md: a verdict needs a 16x span (suite.analyse.fits.MIN_SPAN; test_ladder holds them equal)
+MIN_SPAN = (
+    16.0  # docs/CLAIMS.md: a verdict needs a 16x span (suite.analyse.fits.MIN_SPAN; test_ladder holds them equal)
+)
 STEPS = (2, 4)
 
 
@@ -81,8 +84,12 @@ def parse_range(value, where: str, fail) -> tuple[int, int, int]:
     if step not in STEPS:
         fail(where, "seq_len.step", step, ", ".join(map(str, STEPS)))
     if high < low * MIN_SPAN:
-        fail(where, "seq_len.max", high, f"at least {int(MIN_SPAN)}x seq_len.min = {low * int(MIN_SPAN)} "
-             "(a verdict needs a 16x span)")
+        fail(
+            where,
+            "seq_len.max",
+            high,
+            f"at least {int(MIN_SPAN)}x seq_len.min = {low * int(MIN_SPAN)} (a verdict needs a 16x span)",
+        )
     return low, high, step
 
 

@@ -39,5 +39,6 @@ def cache_elements(x: torch.Tensor, cpu: int) -> int:
 
 
 def cache_rows(x: torch.Tensor, cpu: int) -> int:
-    """Rows of a step that counts its size in rows: `cpu` on the CPU, unbounded (the memory rule bounds it) elsewhere."""
+    """Rows of a step that counts its size in rows: `cpu` on the CPU, unbounded (the memory rule bounds it)
+    elsewhere."""
     return cpu if cache_sized(x) else 1 << 62

@@ -7,7 +7,8 @@ bidirectional, S and z); the backward recomputes φ chunk by chunk, through auto
 row i sees), out = N/D:
 
     dN = dO/D,  dD = −rowsum(dO ∘ out)/D,  dφ(q_i) = S_i·dN_i + z_i·dD_i,
-    dφ(k_j) = G_j·v_j + g_j,  dv_j = G_jᵀ·φ(k_j),  G_j = Σ_i φ(q_i)dN_iᵀ, g_j = Σ_i φ(q_i)dD_i over the rows i that see j
+    dφ(k_j) = G_j·v_j + g_j,  dv_j = G_jᵀ·φ(k_j),  G_j = Σ_i φ(q_i)dN_iᵀ, g_j = Σ_i φ(q_i)dD_i over the rows i that see
+    j
 
 Bidirectional: every row sees every key, so S, z, G, g are whole sums. Causal (Katharopoulos et al.
 2020, §3.3.1, by chunks): S_i and z_i are prefix sums, taken in a forward pass that also keeps
@@ -21,7 +22,16 @@ import torch
 
 from variants.native.core import rowdot
 from variants.native.linearized.chunks import bidirectional_chunks, causal_chunks
-from variants.native.linearized.state import FeatureMap, add_product, normalizer, row_chunks, rows_per_step, weigh, with_grad, zero_state
+from variants.native.linearized.state import (
+    FeatureMap,
+    add_product,
+    normalizer,
+    row_chunks,
+    rows_per_step,
+    weigh,
+    with_grad,
+    zero_state,
+)
 
 MORE = 3  # (rows × m) a backward chunk holds beside the map's: its autograd record, dφ, φ(q)∘dD
 
@@ -157,5 +167,3 @@ def mapped(phi: FeatureMap, fn, x):
         return f, lambda df: phi.vjp(x, f, df)
     leaf, f = with_grad(fn, x)
     return f.detach(), lambda df: torch.autograd.grad(f, leaf, df)[0]
-
-
