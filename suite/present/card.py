@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analyse import Analysis, analyse
+from suite.analyse import Analysis, analyse, glance
 from suite.errors import UsageError
 from suite.plan.settings import Settings
 from suite.present import figures
 from suite.present import markdown as md
-from suite.present.report import cache_levels, efficiency_rows, fmt_fitted, fmt_joules, fmt_lengths, fmt_shares, fmt_si, fmt_slope, fmt_text, measured_energy
+from suite.present.report import cache_levels, efficiency_rows, slice_tables, fmt_fitted, fmt_joules, fmt_lengths, fmt_shares, fmt_si, fmt_slope, fmt_text, measured_energy
 from suite.store.journal import Journal
 from suite.store.rundir import RunDir
 
@@ -173,12 +173,45 @@ def _verdicts(result: Analysis) -> list[str]:
               "peak keeps the claim's term or less ([memory's rule](../CLAIMS.md#memory-what-a-call-keeps)).",
               md.table(VERDICT_HEADERS, _verdict_rows(result.claims)) if not result.claims.empty
               else "No exponent could be fitted (a series needs 3 lengths)."]
-    for title, table in (("Decode: one query against a cache of n", result.decode),
+    for title, table in (*((title, rows) for title, _, rows in slice_tables(result.fits)),
+                         ("Other axes: heads and head dim", _other_axes(result.fits)),
+                         ("Decode: one query against a cache of n", result.decode),
                          ("Cross attention: in n_q and in n_k", result.cross),
                          ("Padded batches: in valid tokens", result.padding)):
         if not table.empty:
             blocks += [f"### {title}", md.table(VERDICT_HEADERS, _verdict_rows(table))]
     return blocks
+
+
+def _other_axes(fits: pd.DataFrame) -> pd.DataFrame:
+    """Heads' and head dims' time fits with a claim, the power law's verdicts (docs/CLAIMS.md, "Heads and head dim")."""
+    parts = [glance.rows_of(fits, one).assign(length={"num_heads": "H", "head_dim": "d"}[one.axis])
+             for one in glance.SLICES if one.axis in ("num_heads", "head_dim")]
+    rows = pd.concat(parts) if parts else pd.DataFrame()
+    return rows.sort_values(["variant", "impl", "length", "series"]) if not rows.empty else rows
+
+
+# a verdict's colour in Markdown, which has no styles: the same on GitHub, in mkdocs and in a terminal
+MARKS = {"confirmed": "🟢", "refuted": "🔴", "inconclusive": "🟡"}
+# the card's heading of each slice's detail (mkdocs' and GitHub's anchors of the titles in `_verdicts`)
+ANCHORS = {"verdicts": "verdicts-the-leading-term-of-each-claim", "training": "training-forward-and-backward-in-n",
+           "causal": "causal-in-n", "decode": "decode-one-query-against-a-cache-of-n",
+           "other-axes": "other-axes-heads-and-head-dim"}
+
+
+def _glance(result: Analysis) -> list[str]:
+    table = glance.glance(result.fits)
+    if table.empty:
+        return []
+    rows = [[r["variant"], r["impl"], f"{r['device']}/{r['dtype']}",
+             *(f"[{MARKS.get(glance.verdict_of(r[one.name]), '')} {r[one.name]}](#{ANCHORS[one.anchor]})"
+               if r[one.name] else "" for one in glance.SLICES)] for _, r in table.iterrows()]
+    return ["## Every claim's verdict at a glance",
+            "A row per variant and implementation, a column per slice of its claims; each cell the verdict of that "
+            "slice's series (🟢 confirmed, 🔴 refuted, 🟡 inconclusive: refuted where any series is, inconclusive where "
+            "any is not settled, \"k of m\" where it holds several), linking to its detail below. Heads and head dim "
+            "keep the power law's verdict ([why](../CLAIMS.md#heads-and-head-dim)).",
+            md.table(["variant", "implementation", "device", *(one.name for one in glance.SLICES)], rows)]
 
 
 def _pct(x, binds=None) -> str:
@@ -234,6 +267,7 @@ def card(run: RunDir, files: str | None = None) -> str:
         md.text((plan.get("description") or "").strip()),  # NB: the user's grid file's text, shown, never markup
         _facts(run, frame),
         f"**Noise.** {_sentence(result.noise.line())}",
+        *_glance(result),
         *_verdicts(result),
         *_efficiency(result),
         "## Files",

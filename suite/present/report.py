@@ -13,7 +13,7 @@ import jinja2
 import numpy as np
 import pandas as pd
 
-from suite.analyse import Analysis, analyse, fits
+from suite.analyse import Analysis, analyse, fits, glance
 from suite.analyse.terms import machines
 from suite.plan.settings import Settings
 from suite.present import figures
@@ -125,6 +125,18 @@ def other_fits(fits: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["axis", "variant", "series", "metric"])
 
 
+def slice_tables(fits: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """(title, anchor, rows) of the slices whose verdicts no other table shows: training and causal time and memory."""
+    out = []
+    for title, anchor, names in (("Training: forward and backward, in n", "training", ("training time", "training memory")),
+                                 ("Causal: in n", "causal", ("causal time",))):
+        parts = [glance.rows_of(fits, one).assign(length="n" if one.metric == "time" else "n (peak memory)")
+                 for one in glance.SLICES if one.name in names]
+        rows = pd.concat(parts) if parts else pd.DataFrame()
+        out.append((title, anchor, rows.sort_values(["variant", "series", "metric"]) if not rows.empty else rows))
+    return out
+
+
 def efficiency_rows(eff: pd.DataFrame) -> pd.DataFrame:
     """Per series of the n sweeps, forward and forward+backward, its largest-n case: FLOP/s, share of
     peak, work ratio, memory over the output, its roofline."""
@@ -174,7 +186,8 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     env_loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                     undefined=jinja2.StrictUndefined)
     env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded, shares=fmt_shares,
-                              text=fmt_text, joules=fmt_joules, bytes=fmt_bytes, lengths=fmt_lengths, fitted=fmt_fitted)
+                              text=fmt_text, joules=fmt_joules, bytes=fmt_bytes, lengths=fmt_lengths, fitted=fmt_fitted,
+                              first_word=glance.verdict_of)
     page = env_loader.get_template("report.html.j2").render(
         name=run.name, plan=plan, env=env, peaks=peaks, bandwidth=bandwidth, claims=result.claims,
         others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers, result.speedups), speedup=SPEEDUP,
@@ -184,6 +197,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
         floor_share=fits.FLOOR_SHARE,
         fits_count=len(result.fits), noise=result.noise, layers=result.layers, cross=result.cross,
         padding=result.padding, decode=result.decode, cache_levels=cache_levels(env, bandwidth),
+        glance=glance.glance(result.fits), slices=glance.SLICES, slice_tables=slice_tables(result.fits),
     )
     path = atomic.write_text(report_dir / "index.html", page)
     return path, result
