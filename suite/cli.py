@@ -63,13 +63,14 @@ def _job(args: argparse.Namespace) -> Job:
         plugins.require(plan.plugins, args.plugin, run.name)
         grids.check_plan(plan.cases, plan.ladders, str(run.path / RunDir.PLAN))  # NB: an edited plan fails here, not in a worker
         _check_threads(plan.settings.threads, "plan.json settings.threads", args.executor)
-        settings = executors.resolved(plan.settings, args.executor)
+        settings = executors.resolved(_budgeted(plan.settings, args), args.executor)
         return Job(run, plan.cases, settings, plan.plugins, f"{plan.grid} (resumed)", ladders=plan.ladders)
     grid = grids.resolve(args.grid or "smoke", devices=args.device, only_variants=args.variant)
     if args.threads is not None:
         _check_threads(args.threads, "--threads", args.executor)
         grid = dataclasses.replace(grid, settings=dataclasses.replace(grid.settings, threads=args.threads))
     _check_threads(grid.settings.threads, f"grid {grid.name}: settings.threads", args.executor)
+    grid = dataclasses.replace(grid, settings=_budgeted(grid.settings, args))
     grid = dataclasses.replace(grid, settings=executors.resolved(grid.settings, args.executor))  # the plan says which
     cases, info, label, suffix = list(grid.cases), None, grid.name, ""
     if args.shard is not None:
@@ -80,6 +81,14 @@ def _job(args: argparse.Namespace) -> Job:
     mine = {case.case_id for case in cases}  # a shard climbs the ladders it holds (they are never split)
     ladders = [ladder for ladder in grid.ladders if ladder.template.case_id in mine]
     return Job(run, cases, grid.settings, list(args.plugin), label, grid, info, ladders)
+
+
+def _budgeted(settings, args: argparse.Namespace):
+    """The settings with --budget's minutes where it is given (a resumed run may take a new budget)."""
+    from suite.run import budget
+
+    given = getattr(args, "budget", None)
+    return settings if given is None else dataclasses.replace(settings, budget_min=budget.parse(given))
 
 
 # What a resumed run takes from its plan, never from the command line

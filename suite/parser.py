@@ -62,6 +62,8 @@ def _run(sub, commands: dict) -> None:
     r.add_argument("--dry-run", action="store_true", help="list the planned cases and their count")
     r.add_argument("--plugin", action="append", default=[], help="a module that registers extra variants")
     r.add_argument("--threads", type=int, help="override the grid's thread count")
+    r.add_argument("--budget", metavar="TIME", help="the run's wall time, e.g. 20m, 90s, 1.5h (0: none): the lengths "
+                   "climb within it (default: the grid's settings.budget_min)")
     r.add_argument("--results-dir", default="results")
     r.add_argument("--reports-dir", default="reports")
     r.add_argument("--no-report", action="store_true", help="write the results only, not the HTML report")

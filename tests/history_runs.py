@@ -34,7 +34,7 @@ def cases(series: dict = SERIES, lengths=LENGTHS, heads: int = 2, head_dim: int 
 def rows(seed: int, slower: dict | None = None, steeper: dict | None = None, finished_at: float = 1.8e9,
          missing: int = 0, made_of: tuple[list[Case], dict] | None = None) -> list[Row]:
     """One Row per case (the last `missing` cases left out): `slower` {variant: factor} multiplies a
-    variant's times, `steeper` {variant: dp} adds to its exponent; `made_of`: (the cases, their SERIES)
+    variant's times ({(variant, n): factor} its times at length n), `steeper` {variant: dp} adds to its exponent; `made_of`: (the cases, their SERIES)
     in place of this module's."""
     rng = np.random.default_rng(seed)
     out = []
@@ -42,7 +42,8 @@ def rows(seed: int, slower: dict | None = None, steeper: dict | None = None, fin
     for case in chosen[:len(chosen) - missing]:
         p, c = series[(case.variant, case.impl)]
         p += (steeper or {}).get(case.variant, 0.0)
-        t = c * case.seq_len ** p * (slower or {}).get(case.variant, 1.0) * float(np.exp(rng.normal(0, 0.02)))
+        factor = (slower or {}).get((case.variant, case.seq_len), (slower or {}).get(case.variant, 1.0))
+        t = c * case.seq_len ** p * factor * float(np.exp(rng.normal(0, 0.02)))
         samples = list(t * np.exp(rng.normal(0, 0.01, 8)))
         claim = series[(case.variant, case.impl)][0]
         out.append(Row(case, finished_at=finished_at, replicates=1, claimed_exponent_n=claim).with_samples(samples))

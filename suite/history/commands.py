@@ -11,7 +11,8 @@ against its run's level (suite.history.level) where that makes the cases' series
 elsewhere (`--against`); the output's second line says which, and why. With `--confirm` a case's or a
 series' slowdown (the screen's too: suite.history.changes) fails the check only where an interleaved A/B
 of the commit before it against the newest run's calls it again (suite.history.confirm); one it does not
-call is a warning.
+call is a warning. Without `--confirm` each slowdown that fails the check is printed, and summed up in
+the last line, as suspected, not confirmed: a history alone cannot tell the host's drift from the code's.
 """
 
 from __future__ import annotations
@@ -78,7 +79,18 @@ def _line(row) -> str:
     from suite.history.page import fmt_size
 
     what = {"time": f"time n={row['seq_len']:.0f}", "exponent": "exponent in n"}.get(row["kind"], "time, its lengths together")
-    return f"{row['series']}: {what} {fmt_size(row)} in {row['commits']}"
+    step = f" (a step of its lengths {row['lengths']})" if row.get("rule") == "step" else ""
+    return f"{row['series']}: {what} {fmt_size(row)} in {row['commits']}{step}"
+
+
+def _regressions(bad: pd.DataFrame, confirmed: bool) -> list[str]:
+    """The slowdowns that fail the check; without an A/B (`confirmed` False) each is suspected, not confirmed."""
+    word = "stands after --confirm" if confirmed else "suspected, not confirmed"
+    lines = [f"REGRESSION {_line(row)}: {word}" for _, row in bad.iterrows()]
+    if lines and not confirmed:
+        lines.append(f"{len(bad)} slowdowns suspected, not confirmed: a history alone cannot tell the host's drift "
+                     "from the code's; check --confirm --grid GRID times the commits on each side as an A/B")
+    return lines
 
 
 def _host_lines(found: pd.DataFrame, fail: bool) -> tuple[list[str], bool]:
@@ -192,7 +204,7 @@ def check(args) -> int:
     if setup is not None and not bad.empty:
         bad, measured = _confirmed(args, setup, bad, runs, cases)
         lines += measured
-    lines += [f"REGRESSION {_line(row)}" for _, row in bad.iterrows()]
+    lines += _regressions(bad, setup is not None)
     lines += [f"slower with no commit between (the machine or the environment; warning only) {_line(row)}"
               for _, row in machine.iterrows()]
     lines += [f"suspicious {_line(row)}" for _, row in

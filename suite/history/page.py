@@ -24,6 +24,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 def fmt_size(row) -> str:
     """A change's size and interval: time as percent, an exponent as a difference."""
+    if row["lo"] != row["lo"]:  # a step's (suite.history.steps): no interval
+        return f"{row['size']:+.1%}"
     if row["kind"] != "exponent":
         return f"{row['size']:+.1%} [{row['lo']:+.1%}, {row['hi']:+.1%}]"
     return f"{row['size']:+.2f} [{row['lo']:+.2f}, {row['hi']:+.2f}]"

@@ -5,7 +5,8 @@ database. A case's series is its `METRIC` over the runs, in commit-then-run orde
 measured `ok`, each point divided by its run's level (suite.history.level: the median shift of the
 run's cases of other series; a run with too few cases has none, and its points are judged raw); the
 level itself is judged as a series of its own (kind `level`, key HOST), and each series' lengths
-together as one more (kind TOGETHER, `together`). A series' exponent is its
+together as one more (kind TOGETHER, `together`); each series' newest nights are judged as one step
+too (suite.history.steps, `stepped`): each case it slowed a regression, rule `step`. A series' exponent is its
 fitted time exponent in n over the runs where it was fitted, not adjusted (an exponent is a ratio
 within a run: docs/history.md measured no common shift to remove). Only the newest WINDOW points are
 judged (a nightly history grows without end).
@@ -19,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from suite.history import level as levels
-from suite.history.changes import judged
+from suite.history import steps
+from suite.history.changes import RECENT, judged
 
 # the fastest call, as the exponent fits use: on the steady history grid its run-to-run robust spread was
 # 2.4% against the median's 8.5% (docs/history.md: which time a history judges)
@@ -32,7 +34,8 @@ SEVERITY = {"regression": 0, "suspicious": 1, "improvement": 2, "no change": 3, 
 VERDICT_COLUMNS = ["kind", "key", "series_key", "series", "label", "seq_len", "points", "class", "changes",
                    "newest", "newest_commit", "claimed"]
 CHANGE_COLUMNS = ["kind", "key", "series_key", "series", "label", "seq_len", "class", "before_run", "after_run",
-                  "before_commit", "after_commit", "commits", "size", "lo", "hi", "slower", "newest", "rule"]
+                  "before_commit", "after_commit", "commits", "size", "lo", "hi", "slower", "newest", "rule",
+                  "lengths"]
 
 
 @dataclass
@@ -145,6 +148,42 @@ def _together(rows: pd.DataFrame) -> pd.DataFrame:
                       value=np.exp(out["dev"]))
 
 
+def _step_rows(rows: pd.DataFrame) -> list[dict]:
+    """One series' step (suite.history.steps) as change rows: each case it slowed; [] where none."""
+    newest = set(rows.loc[rows["run"] == rows["run"].max(), "case_id"])
+    wide = rows[rows["case_id"].isin(newest)].pivot_table(index="case_id", columns="run", values="value",
+                                                          aggfunc="first").dropna(axis=1).iloc[:, -WINDOW:]
+    found = steps.series_step(np.log(wide.to_numpy(float)))
+    if found is None or found.after < wide.shape[1] - RECENT:
+        return []
+    runs = wide.columns.tolist()
+    commits = rows.groupby("run")["git_commit"].first()
+    before, after = runs[found.before], runs[found.after]
+    first = rows.drop_duplicates("case_id").set_index("case_id")
+    lengths = ", ".join(str(int(n)) for n in sorted(first.loc[wide.index, "seq_len"]))
+    return [{"kind": "time", "key": case, "series_key": first.loc[case, "series_key"], "series": first.loc[case, "series"],
+             "label": first.loc[case, "label"], "seq_len": first.loc[case, "seq_len"], "class": "regression",
+             "before_run": before, "after_run": after, "before_commit": commits[before], "after_commit": commits[after],
+             "commits": commit_range(commits[before], commits[after]), "size": found.sizes[i], "lo": np.nan,
+             "hi": np.nan, "slower": True, "newest": True, "rule": "step", "lengths": lengths}
+            for i, case in enumerate(wide.index) if i in found.cases]
+
+
+def stepped(ok: pd.DataFrame, verdicts: pd.DataFrame, found: list[dict]) -> tuple[pd.DataFrame, list[dict]]:
+    """The verdicts and change rows with each series' step at its newest nights (`_step_rows`): a case it
+    slowed is a regression, where its own rules did not already call one."""
+    called = {row["key"] for row in found if row["kind"] == "time" and row["class"] == "regression" and row["newest"]}
+    for _, rows in ok.groupby("series_key", sort=False):
+        for row in _step_rows(rows):
+            if row["key"] in called:
+                continue
+            found.append(row)
+            mine = (verdicts["kind"] == "time") & (verdicts["key"] == row["key"])
+            verdicts.loc[mine, "changes"] += 1
+            verdicts.loc[mine, "class"] = "regression"
+    return verdicts, found
+
+
 def judge(runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame, against: str = "auto",
           screen: bool = False) -> Judged:
     """Change points and classes of every case's time (against its run's level, or raw: `against`, see
@@ -169,6 +208,7 @@ def judge(runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame, agai
             changes += found
             points.append(rows.tail(WINDOW).assign(kind=kind, key=name, value=rows.tail(WINDOW)[column].to_numpy()))
     table = pd.DataFrame(verdicts, columns=VERDICT_COLUMNS)
+    table, changes = stepped(ok, table, changes)
     table = table.assign(order=table["class"].map(SEVERITY)).sort_values(["order", "series", "kind", "seq_len"])
     return Judged(table.drop(columns="order").reset_index(drop=True), pd.DataFrame(changes, columns=CHANGE_COLUMNS),
                   pd.concat(points, ignore_index=True) if points else pd.DataFrame(), runs, rule)

@@ -33,6 +33,7 @@ class Settings:
     stretch_call_s: float = 0.0  # ... but this long, where the overheads hide its claim, its top may be a step or its
     # higher term's test is at its level (0: none)
     probe: bool = True  # the GEMM and bandwidth probes; false: no peak, no roofline, no cache-step bound
+    budget_min: float = 0.0  # the run's wall time in minutes that the ladders climb within (0: none; suite.run.budget)
 
     def to_plan(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -49,6 +50,7 @@ LIMITS: dict[str, tuple[type, float | None, float | None]] = {
     "check_seq_len": (int, 1, 4096), "allocator": (str, None, None), "replicates": (int, 1, 64),
     "busy_limit_cores": (float, 0.0, 1024.0), "retimes": (int, 0, 10), "ladder_width": (float, 0.01, 10.0),
     "max_call_s": (float, 0.001, 86400.0), "stretch_call_s": (float, 0.0, 86400.0), "probe": (bool, None, None),
+    "budget_min": (float, 0.0, 10080.0),
 }
 
 

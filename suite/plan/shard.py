@@ -47,12 +47,16 @@ def parse(spec: str) -> tuple[int, int]:
 
 def predicted_s(case: Case, settings: Settings) -> float:
     """A rough cost in seconds of measuring the case (all replicates): enough to balance shards."""
+    per_replicate = START_S + max(settings.min_run_time_s, CALLS_PER_REPLICATE * predicted_call_s(case))
+    return per_replicate * settings.replicates
+
+
+def predicted_call_s(case: Case) -> float:
+    """A rough time of one call: the case's work at the device's assumed FLOP rate."""
     flops = _flops(case)
     if _work(case) != "algorithm":  # a dense mask or a tiled kernel: count every pair
         flops = max(flops, score_flops(case.batch, case.num_heads, case.query_len * case.key_len, case.head_dim))
-    call_s = flops / devices.get(case.device).assumed_flop_rate
-    per_replicate = START_S + max(settings.min_run_time_s, CALLS_PER_REPLICATE * call_s)
-    return per_replicate * settings.replicates
+    return flops / devices.get(case.device).assumed_flop_rate
 
 
 def _flops(case: Case) -> float:

@@ -20,6 +20,7 @@ from suite.plan.ladder import Ladder
 from suite.plan.plan import PLAN_FIELDS, Plan
 from suite.plan.settings import Settings
 from suite.run.env import fingerprint
+from suite.run.outlook import Outlook, foresee, minutes, prices, probed
 from suite.signals import stop_on_signals
 from suite.store import table
 from suite.store.row import UNFINISHED, Row
@@ -88,6 +89,8 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
     todo = list({case.case_id: case for case, _ in tasks}.values())
     if resume:
         print(f"resuming {run.name}: {len(cases) - len(todo)} of {len(cases)} cases already in the journal", file=out)
+    began, budget_s = time.perf_counter(), settings.budget_min * 60
+    outlook = foresee(tasks, ladders if not resume else (), settings, began, out)
     pool, restore = None, stop_on_signals()  # NB: for callers other than the command line too
     try:  # NB: the pool starts inside: a cluster that fails to start still leaves the table written
         pool = _pool(executor, settings, plugins, run, address, slots)
@@ -96,11 +99,16 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
             _bandwidth(run, [*cases, *(ladder.case(ladder.high) for ladder in ladders)], pool, settings.replicates, out)
         else:
             _unprobed(run, cases, out)
-        _record(pool.run(tasks, failed), journal, todo, tasks, out)
-        while ladders and (more := climb.next_cases(run, cases, ladders, settings, journal.read().rows, out)):
-            cases = cases + more
-            tasks = [(case, r) for case in more for r in range(settings.replicates)]
-            _record(pool.run(tasks, failed), journal, more, tasks, out)
+        _record(pool.run(tasks, failed), journal, todo, tasks, out, outlook)
+        while ladders and (step := climb.next_cases(run, cases, ladders, settings, journal.read().rows, out,
+                                                    spent_s=time.perf_counter() - began)).cases:
+            cases = cases + step.cases
+            tasks = step.tasks(settings.replicates)
+            outlook = Outlook(began, budget_s, prices(tasks, step.cost_s, settings.replicates), step.climbs_s)
+            _record(pool.run(tasks, failed), journal, step.cases, tasks, out, outlook)
+            left_s = budget_s - (time.perf_counter() - began) if budget_s > 0 else float("inf")
+            rest = probed(step, journal.read().rows, settings.replicates, out, left_s)
+            _record(pool.run(rest, failed), journal, list({c.case_id: c for c, _ in rest}.values()), rest, out, outlook)
     finally:
         restore()
         if pool is not None:
@@ -121,13 +129,19 @@ def _pool(executor: str, settings: Settings, plugins: list[str], run: RunDir, ad
     return LocalPool(settings, plugins, run.log_path)
 
 
-def _record(stream, journal, todo: list[Case], tasks: list[tuple[Case, int]], out) -> None:
-    """Journal each row as it comes; show progress a case at a time (a line a case in a log)."""
+def _record(stream, journal, todo: list[Case], tasks: list[tuple[Case, int]], out, outlook: Outlook) -> None:
+    """Journal each row as it comes; show progress a case at a time (a line a case in a log), with the run's
+    time left (suite.run.budget: what is measured so far, not the count of cases)."""
     left = Counter(case.case_id for case, _ in tasks)
-    progress, finished, began = _progress(todo, out), 0, time.perf_counter()
+    pending = dict.fromkeys((case.case_id, r) for case, r in tasks)
+    progress, finished = _progress(todo, out), 0
     try:
         for case, r, row in stream:
             journal.append(replace(row, replicate=r, finished_at=time.time()))
+            pending.pop((case.case_id, r), None)
+            outlook.done(case.case_id, r, row.wall_s)
+            if row.status != "ok":  # NB: a failed case is not replicated further
+                pending = {k: None for k in pending if k[0] != case.case_id}
             left[case.case_id] = 0 if row.status != "ok" else left[case.case_id] - 1
             if left[case.case_id] > 0:
                 continue
@@ -135,8 +149,8 @@ def _record(stream, journal, todo: list[Case], tasks: list[tuple[Case, int]], ou
             progress.update(1)
             finished += 1
             if not progress.tty:
-                eta = (time.perf_counter() - began) / finished * (len(todo) - finished)
-                print(f"[{finished}/{len(todo)} ~{eta / 60:.0f} min left] {_line(case, row)}", file=out, flush=True)
+                eta = outlook.left(pending)
+                print(f"[{finished}/{len(todo)} ~{minutes(eta)} left] {_line(case, row)}", file=out, flush=True)
     finally:
         progress.close()
 

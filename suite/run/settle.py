@@ -1,5 +1,6 @@
 """A ladder's decision after a round (suite.plan.ladder): the next length, or why it stops (settled, the
-range's max, the time of one call, the memory budget, a failed case) and what would settle it.
+range's max, the time of one call, the memory budget, a failed case) and what would settle it; the run's wall-time
+budget (suite.run.budget) may stop it too, applied by suite.run.climb.
 Pure: no files, no processes (suite.run.climb drives the rounds)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from suite.analyse.claim_rule import Reason, Tells, Why
 from suite.analyse.exponents import claimed_exponent
 from suite.analyse.fits import MIN_SPAN, TOLERANCE, fit_power, verdict
 from suite.plan.ladder import Ladder
+from suite.run import forecast
 
 
 @dataclass(frozen=True)
@@ -23,9 +25,13 @@ class Step:
 
     ladder: Ladder
     next: int | None
-    stop: str = ""  # settled, max, time, memory, failed; fill: the midpoints before a doubling
+    stop: str = ""  # settled, max, time, memory, budget, failed; fill: the midpoints before a doubling
     why: str = ""
     fill: tuple[int, ...] = ()  # with a stop: midpoints measured before it stands
+    call_s: float = 0.0  # with a next length: its predicted call time (suite.run.forecast)
+    probe: bool = False  # ... uncertain: tried in one process before its other replicates
+    limit_s: float = 0.0  # ... the call limit it climbs under (the probe's other processes run within it)
+    slope: float = 2.0  # ... the exponent its call was predicted with (the budget prices the climb on with it)
 
     def to_record(self, lengths: list[int]) -> dict:
         return {"series": self.ladder.key, "label": self.ladder.template.label().replace(
@@ -73,7 +79,8 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
                     if reason.tells is Tells.MORE_LENGTHS else ())
     if nxt > ladder.high:
         return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + todo, last)
-    call_s = float(t[-1]) * ladder.step**slope
+    ahead = forecast.call_at(n, t, nxt, fit)
+    call_s = ahead.call_s
     # NB: only where the length alone would tell: where the overheads still hide the claim, where the rise at the
     # span's top edge may be a higher term or a cache's step, and where the higher term's test is at its level
     # (suite.analyse.cost.MARGIN); the series that showed each: docs/CLAIMS.md, "Verdicts"
@@ -90,7 +97,7 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
         # NB: the cost model has too few lengths to look for a higher term: the midpoints (~1/6 of the
         # top call) give it more before a doubling (2x the top call) is spent
         return Step(ladder, None, "fill", f"{why}: the midpoints first", fill)
-    return Step(ladder, nxt)
+    return Step(ladder, nxt, call_s=call_s, probe=ahead.uncertain, limit_s=limit, slope=ahead.slope)
 
 
 def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, Why, bool]:
