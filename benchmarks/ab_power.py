@@ -40,8 +40,10 @@ def matrices(run_dirs: list[str], drop_impl: tuple[str, ...] = ()) -> list[pd.Da
         frame = paired.blocks(lines)
         ok = frame.groupby("case_id")["status"].transform(lambda s: (s == "ok").all())
         frame = frame[ok & ~frame["impl"].isin(drop_impl)]
-        rows = {case_id: pd.Series(paired.differences(group), index=sorted(group["pair"].unique()))
-                for case_id, group in frame.groupby("case_id")}
+        rows = {
+            case_id: pd.Series(paired.differences(group), index=sorted(group["pair"].unique()))
+            for case_id, group in frame.groupby("case_id")
+        }
         out.append(pd.DataFrame(rows).T.dropna(axis=1))
     return out
 
@@ -96,8 +98,10 @@ def main() -> None:
     sweeps = matrices(args.runs, tuple(args.drop_impl))
     print(f"{len(sweeps)} A/A sweep(s): {', '.join(f'{len(m)} cases × {m.shape[1]} pairs' for m in sweeps)}")
     spread = pd.concat([m.std(axis=1, ddof=1) for m in sweeps])
-    print(f"sd of d_p per case (log time): median {spread.median():.4f}, 90th percentile {spread.quantile(0.9):.4f}, "
-          f"max {spread.max():.4f} ({spread.idxmax()})")
+    print(
+        f"sd of d_p per case (log time): median {spread.median():.4f}, 90th percentile {spread.quantile(0.9):.4f}, "
+        f"max {spread.max():.4f} ({spread.idxmax()})"
+    )
     rng = np.random.default_rng(args.seed)
     columns = {}
     for pairs in args.pairs:

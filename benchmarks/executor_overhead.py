@@ -31,8 +31,10 @@ def main(args: list[str]) -> None:
         busy = sum(r.wall_s for r in timed)
         overhead = (slots * wall - busy) / len(rows)
         plan = run.plan()
-        print(f"{run_dir}: grid {plan.get('grid')}, {len(rows)} rows, {slots} measuring processes, "
-              f"wall {wall:.1f}s, in measure {busy:.1f}s, overhead {overhead * 1e3:.0f} ms per row")
+        print(
+            f"{run_dir}: grid {plan.get('grid')}, {len(rows)} rows, {slots} measuring processes, "
+            f"wall {wall:.1f}s, in measure {busy:.1f}s, overhead {overhead * 1e3:.0f} ms per row"
+        )
 
 
 if __name__ == "__main__":

@@ -40,14 +40,35 @@ def main() -> None:
     settings = Settings(min_run_time_s=0.05, max_samples=20)
     setup(settings, [], args.device)
     imported = time.perf_counter()
-    case = Case(args.variant, "flex", args.device, args.dtype, "fwd", 1, args.seq_len, args.heads, args.heads,
-                args.head_dim, False)
+    case = Case(
+        args.variant,
+        "flex",
+        args.device,
+        args.dtype,
+        "fwd",
+        1,
+        args.seq_len,
+        args.heads,
+        args.heads,
+        args.head_dim,
+        False,
+    )
     row = measure(case, settings)
     done = time.perf_counter()
-    print(json.dumps({"case": case.label(), "status": row.status, "reason": row.reason[:200],
-                      "import_s": round(imported - STARTED, 2), "measure_s": round(done - imported, 2),
-                      "setup_s": row.setup_s, "time_s": row.time_s,
-                      "cache": {name: os.environ.get(name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}}))
+    print(
+        json.dumps(
+            {
+                "case": case.label(),
+                "status": row.status,
+                "reason": row.reason[:200],
+                "import_s": round(imported - STARTED, 2),
+                "measure_s": round(done - imported, 2),
+                "setup_s": row.setup_s,
+                "time_s": row.time_s,
+                "cache": {name: os.environ.get(name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ def random_rows(rounds: int) -> None:
         sddmm = best(lambda: [sampled_scores(keys.slices, q3[i], k3[i], D**-0.5) for i in range(heads)], rounds)
         spmm = best(lambda: [csr_matmul(crow, col, p[i], v3[i]) for i in range(heads)], rounds)
         soft = best(lambda: [torch.softmax(scores, -1) for _ in range(heads)], rounds)
-        print(f"{n:6d} {whole / n * 1e6:8.2f} {sddmm / n * 1e6:6.2f} {spmm / n * 1e6:6.2f} {soft / n * 1e6:6.2f}"
-              f"   {len(keys.slices)}")
+        print(
+            f"{n:6d} {whole / n * 1e6:8.2f} {sddmm / n * 1e6:6.2f} {spmm / n * 1e6:6.2f} {soft / n * 1e6:6.2f}"
+            f"   {len(keys.slices)}"
+        )
 
 
 def main() -> None:

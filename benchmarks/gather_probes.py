@@ -32,14 +32,25 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
-    parser.add_argument("--longest", type=int, default=None,
-                        help="the probe's longest length, as a run's longest case of random gathers (default 65536)")
+    parser.add_argument(
+        "--longest",
+        type=int,
+        default=None,
+        help="the probe's longest length, as a run's longest case of random gathers (default 65536)",
+    )
     parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "gather-probes" / "probes.json"))
     args = parser.parse_args()
     env = {**os.environ, **environment("auto"), "PYTHONPATH": str(ROOT)}
     runs = []
     for i in range(args.runs):
-        out = subprocess.run([sys.executable, "-c", ONE, *([str(args.longest)] if args.longest else [])], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", ONE, *([str(args.longest)] if args.longest else [])],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         runs.append(json.loads(out.stdout))
         print(f"run {i + 1}: " + " ".join(f"{v:.2f}" for v in runs[-1]["ns_per_pair"]), flush=True)
     host = {"machine": platform.machine(), "processor": _cpu_model(), "allocator": env.get("LD_PRELOAD", "default")}

@@ -59,10 +59,16 @@ def main() -> None:
         runs.append(json.loads(out.stdout))
     for n in map(str, LENGTHS):
         case, probe = (np.array([r[k][n] for r in runs]) for k in ("case", "probe"))
-        print(f"n = {n}: case range +{case.max() / case.min() - 1:.0%}, probe range +{probe.max() / probe.min() - 1:.0%}, "
-              f"correlation {np.corrcoef(case, probe)[0, 1]:.2f}")
-    host = {"processor": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                               if line.startswith("model name")), ""), "allocator": env.get("LD_PRELOAD", "default")}
+        print(
+            f"n = {n}: case range +{case.max() / case.min() - 1:.0%}, probe range +{probe.max() / probe.min() - 1:.0%}, "
+            f"correlation {np.corrcoef(case, probe)[0, 1]:.2f}"
+        )
+    host = {
+        "processor": next(
+            (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), ""
+        ),
+        "allocator": env.get("LD_PRELOAD", "default"),
+    }
     Path(args.out).write_text(json.dumps({"host": host, "runs": runs}, indent=1) + "\n")
     print(f"wrote {args.out}")
 

@@ -63,19 +63,28 @@ def main() -> None:
         reach = min(r["lengths"][-1] for r in probes)
         for cell, (higher, share) in CELLS.items():
             study = gather_study(probes, args.count, higher=higher, higher_share=share, climb=reach > 65536)
-            models = {"the gathers' rate": study["first"], "cache steps only": steps_only(probes, args.count, higher, share)}
+            models = {
+                "the gathers' rate": study["first"],
+                "cache steps only": steps_only(probes, args.count, higher, share),
+            }
             if reach > 65536:  # the same series, climbing as the ladder does where the test sits at its level
                 models["the gathers' rate, climbing"] = study["tally"]
                 print(f"{label:22s} {cell:10s} climbed: {study['climbed']:.1%} of the series", flush=True)
             else:  # for comparison: each series fitted with the probe it was planted with
-                models["the plant's own probe"] = gather_study(probes, args.count, higher=higher, higher_share=share,
-                                                               same=True)["tally"]
+                models["the plant's own probe"] = gather_study(
+                    probes, args.count, higher=higher, higher_share=share, same=True
+                )["tally"]
             for model, tally in models.items():
                 total = sum(tally.values())
-                rows += [{"probes": label, "planted": cell, "model": model, "verdict": v, "count": c}
-                         for v, c in sorted(tally.items())]
-                print(f"{label:22s} {cell:10s} {model:28s} " + ", ".join(
-                    f"{v} {c / total:.1%}" for v, c in sorted(tally.items())), flush=True)
+                rows += [
+                    {"probes": label, "planted": cell, "model": model, "verdict": v, "count": c}
+                    for v, c in sorted(tally.items())
+                ]
+                print(
+                    f"{label:22s} {cell:10s} {model:28s} "
+                    + ", ".join(f"{v} {c / total:.1%}" for v, c in sorted(tally.items())),
+                    flush=True,
+                )
     pd.DataFrame(rows).to_csv(args.out, index=False)
     print(f"wrote {args.out}")
 

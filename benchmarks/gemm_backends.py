@@ -27,8 +27,9 @@ def kernels(a: torch.Tensor, b: torch.Tensor) -> dict:
     return {
         "torch.mm (MKL sgemm)": lambda: torch.mm(a, b),
         "oneDNN linear (mkldnn)": lambda: torch._C._nn.mkldnn_linear(am, bm, None),
-        "oneDNN on dense tensors (_linear_pointwise)": lambda: torch.ops.mkldnn._linear_pointwise(a, bt, None, "none",
-                                                                                                  [], ""),
+        "oneDNN on dense tensors (_linear_pointwise)": lambda: torch.ops.mkldnn._linear_pointwise(
+            a, bt, None, "none", [], ""
+        ),
     }
 
 
@@ -44,7 +45,9 @@ def main() -> None:
     parser.add_argument("--min-run-time", type=float, default=0.5)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), CPU capability {torch.backends.cpu.get_cpu_capability()}")
+    print(
+        f"torch {torch.__version__}, {args.threads} thread(s), CPU capability {torch.backends.cpu.get_cpu_capability()}"
+    )
     print("| m = k = n | kernel | GFLOP/s (median) | rounds' spread |\n|---|---|---|---|")
     for size in (int(s) for s in args.sizes.split(",")):
         gen = torch.Generator().manual_seed(0)

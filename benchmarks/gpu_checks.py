@@ -17,8 +17,8 @@ import sys
 
 import torch
 
-from suite.plan.case import Case
 from suite.machine import device as devices
+from suite.plan.case import Case
 from suite.run.measurement.inputs import build, inputs
 from suite.run.measurement.measure import classify
 
@@ -50,8 +50,11 @@ def agreement(case: Case) -> dict:
 
     q, k, v = inputs(case, requires_grad=case.mode == "fwd_bwd")
     fn, _ = build(case, q, k, v)
-    row = compare(fn, lambda f: devices.get("cuda").time(f, 0.1, 250, 5),
-                  lambda f: [ms / 1e3 for ms in do_bench(f, warmup=20, rep=100, return_mode="all")])
+    row = compare(
+        fn,
+        lambda f: devices.get("cuda").time(f, 0.1, 250, 5),
+        lambda f: [ms / 1e3 for ms in do_bench(f, warmup=20, rep=100, return_mode="all")],
+    )
     return {"case": case.case_id, "label": case.label(), **row}
 
 
@@ -77,9 +80,14 @@ def compare(fn, ours, theirs, rounds: int = ROUNDS, more: int = MORE_ROUNDS) -> 
     if spread > STEADY:
         for i in range(rounds, rounds + more):
             one(i)
-    row = {"suite_ms": 1e3 * statistics.median(samples[0]), "suite_samples": len(samples[0]),
-           "do_bench_ms": 1e3 * statistics.median(samples[1]), "do_bench_samples": len(samples[1]),
-           "rounds_ms": by_round, "first_rounds_spread": spread}
+    row = {
+        "suite_ms": 1e3 * statistics.median(samples[0]),
+        "suite_samples": len(samples[0]),
+        "do_bench_ms": 1e3 * statistics.median(samples[1]),
+        "do_bench_samples": len(samples[1]),
+        "rounds_ms": by_round,
+        "first_rounds_spread": spread,
+    }
     row["ratio"] = row["suite_ms"] / row["do_bench_ms"]
     return row
 
@@ -114,8 +122,14 @@ def after_oom() -> dict:
     torch.cuda.empty_cache()
     left = torch.cuda.memory_allocated() - base
     next_ok = agreement(CASES[0])["suite_ms"] > 0
-    return {"case": PLANTED_OOM.case_id, "status": status, "reason": reason[:200], "left_bytes": left,
-            "reserved_after": torch.cuda.memory_reserved(), "next_case_ran": next_ok}
+    return {
+        "case": PLANTED_OOM.case_id,
+        "status": status,
+        "reason": reason[:200],
+        "left_bytes": left,
+        "reserved_after": torch.cuda.memory_reserved(),
+        "next_case_ran": next_ok,
+    }
 
 
 def main(path: str) -> int:
@@ -128,11 +142,15 @@ def main(path: str) -> int:
     print(f"{report['device']}, torch {report['torch']}, CUDA {report['cuda']}")
     print("matmul 8192³ TFLOP/s: " + ", ".join(f"{k} {v:.0f}" for k, v in report["matmul_tflops"].items()))
     for row in report["agreement"]:
-        print(f"{row['label']:<62} suite {row['suite_ms']:9.4f} ms  do_bench {row['do_bench_ms']:9.4f} ms"
-              f"  ratio {row['ratio']:.3f}  rounds " + " ".join(f"{a / b:.3f}" for a, b in row["rounds_ms"]))
+        print(
+            f"{row['label']:<62} suite {row['suite_ms']:9.4f} ms  do_bench {row['do_bench_ms']:9.4f} ms"
+            f"  ratio {row['ratio']:.3f}  rounds " + " ".join(f"{a / b:.3f}" for a, b in row["rounds_ms"])
+        )
     oom = report["oom"]
-    print(f"planted OOM: {oom['status']} ({oom['reason'][:80]}); left allocated {oom['left_bytes']} B; "
-          f"next case ran: {oom['next_case_ran']}")
+    print(
+        f"planted OOM: {oom['status']} ({oom['reason'][:80]}); left allocated {oom['left_bytes']} B; "
+        f"next case ran: {oom['next_case_ran']}"
+    )
     bad = [r for r in report["agreement"] if abs(r["ratio"] - 1) > AGREE]
     failed = bool(bad) or oom["status"] != "oom" or oom["left_bytes"] != 0 or not oom["next_case_ran"]
     return 1 if failed else 0

@@ -27,22 +27,51 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import variants
 from suite.plan.case import Case
-from suite.store import atomic
 from suite.run.measurement.inputs import build, inputs
+from suite.store import atomic
 from variants.rules import against_reference
 
 PATHS = [("full", "sdpa")] + [
-    (name, "native") for name in ("sliding_window", "neighborhood", "global", "random", "strided", "fixed",
-                                  "bigbird", "linear", "performer", "rfa", "reformer", "linformer", "mqa", "gqa")]
+    (name, "native")
+    for name in (
+        "sliding_window",
+        "neighborhood",
+        "global",
+        "random",
+        "strided",
+        "fixed",
+        "bigbird",
+        "linear",
+        "performer",
+        "rfa",
+        "reformer",
+        "linformer",
+        "mqa",
+        "gqa",
+    )
+]
 # The `triton` paths (variants.triton), each beside the yardstick its criterion names (benchmarks/
 # triton_criteria.py): FlexAttention on the patterns, flash-linear-attention on causal linear, SDPA on
 # full attention; rows are (variant, impl, causal). `--series` adds lengths to the rows whose
 # exponent is checked.
-TRITON = ("sliding_window", "neighborhood", "global", "random", "strided", "fixed", "bigbird", "linear",
-          "performer", "rfa")
-TRITON_PATHS = ([("full", "sdpa", False)] + [(name, "triton", False) for name in TRITON]
-                + [(name, "flex", False) for name in ("sliding_window", "neighborhood", "random", "bigbird")]
-                + [("linear", "triton", True), ("linear", "fla-core", True)])
+TRITON = (
+    "sliding_window",
+    "neighborhood",
+    "global",
+    "random",
+    "strided",
+    "fixed",
+    "bigbird",
+    "linear",
+    "performer",
+    "rfa",
+)
+TRITON_PATHS = (
+    [("full", "sdpa", False)]
+    + [(name, "triton", False) for name in TRITON]
+    + [(name, "flex", False) for name in ("sliding_window", "neighborhood", "random", "bigbird")]
+    + [("linear", "triton", True), ("linear", "fla-core", True)]
+)
 SERIES = {("random", "triton", False), ("bigbird", "triton", False)}
 NATIVE_BESIDE = [(name, "native", False) for name in TRITON]  # --with-native
 KV_HEADS = {"equal": lambda h: h, "one": lambda h: 1, "divides": lambda h: max(1, h // 4)}
@@ -104,16 +133,27 @@ def kernels(fn) -> dict:
         by_name[e.name][0] += 1
         by_name[e.name][1] += e.device_time / 1e3  # µs -> ms
     top = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:5]
-    return {"kernels": len(events), "kernel_ms": sum(t for _, t in by_name.values()),
-            "top": [[name[:80], count, round(ms, 4)] for name, (count, ms) in top]}
+    return {
+        "kernels": len(events),
+        "kernel_ms": sum(t for _, t in by_name.values()),
+        "top": [[name[:80], count, round(ms, 4)] for name, (count, ms) in top],
+    }
 
 
 def one(variant: str, impl: str, mode: str, args, n: int | None = None, causal: bool = False) -> dict:
     spec = variants.get(variant)
     heads, n = args.heads, n or args.n
     case = Case(variant, impl, args.device, args.dtype, mode, 1, n, heads, KV_HEADS[spec.kv_heads](heads), 64, causal)
-    row = {"variant": variant, "impl": impl, "mode": mode, "n": n, "heads": heads,
-           "kv_heads": case.num_kv_heads, "dtype": args.dtype, "causal": causal}
+    row = {
+        "variant": variant,
+        "impl": impl,
+        "mode": mode,
+        "n": n,
+        "heads": heads,
+        "kv_heads": case.num_kv_heads,
+        "dtype": args.dtype,
+        "causal": causal,
+    }
     try:
         q, k, v = inputs(case, requires_grad=mode == "fwd_bwd")
         fn, _ = build(case, q, k, v)
@@ -121,11 +161,26 @@ def one(variant: str, impl: str, mode: str, args, n: int | None = None, causal: 
             fn()
         if args.check and (not args.check_impls or impl in args.check_impls.split(",")):
             row["check_n"] = args.check
-            row["check_error"] = checked(Case(variant, impl, args.device, "float32", mode, 1, args.check, case.num_heads,
-                                              case.num_kv_heads, 64, causal))
+            row["check_error"] = checked(
+                Case(
+                    variant,
+                    impl,
+                    args.device,
+                    "float32",
+                    mode,
+                    1,
+                    args.check,
+                    case.num_heads,
+                    case.num_kv_heads,
+                    64,
+                    causal,
+                )
+            )
         row["median_ms"] = median_ms(fn, args.device, args.rep)
         if args.device == "cuda":
-            row.update(kernels(fn))  # NB: no peak memory here (do_bench's flush buffer, the check): the suite's is per call
+            row.update(
+                kernels(fn)
+            )  # NB: no peak memory here (do_bench's flush buffer, the check): the suite's is per call
         row["aten_ops"] = None if impl in COMPILED else aten_ops(fn)
     except Exception as err:  # a row says what failed; the next path still runs
         row["error"] = f"{type(err).__name__}: {str(err)[:300]}"
@@ -139,8 +194,15 @@ def one(variant: str, impl: str, mode: str, args, n: int | None = None, causal: 
 def checked(small: Case) -> float:
     """The path's error against dense float64 for `small` (float32 inputs at the check's n): once per path,
     mode and causality, whatever lengths the path is profiled at (the case holds no length of theirs)."""
-    return against_reference(variants.get(small.variant), small.impl, lambda m: inputs(small), small.seq_len, {},
-                             small.causal, grads=small.mode == "fwd_bwd")[0]
+    return against_reference(
+        variants.get(small.variant),
+        small.impl,
+        lambda m: inputs(small),
+        small.seq_len,
+        {},
+        small.causal,
+        grads=small.mode == "fwd_bwd",
+    )[0]
 
 
 def key(row: dict) -> tuple:
@@ -163,8 +225,9 @@ def planned(args) -> list[tuple[str, str, bool, int]]:
         paths = TRITON_PATHS + (NATIVE_BESIDE if args.with_native else [])
     only = set(filter(None, args.only.split(",")))
     series = sorted({*lengths, *(int(x) for x in args.series.split(",") if x)})
-    return [(v, i, c, n) for v, i, c in paths if not only or v in only
-            for n in (series if (v, i, c) in SERIES else lengths)]
+    return [
+        (v, i, c, n) for v, i, c in paths if not only or v in only for n in (series if (v, i, c) in SERIES else lengths)
+    ]
 
 
 def dry_run(args) -> None:
@@ -174,10 +237,19 @@ def dry_run(args) -> None:
     for variant, impl, causal, n in planned(args):
         spec = variants.get(variant)
         for mode in args.modes.split(","):
-            why = spec.reasons(impl, device=args.device, dtype=DTYPES[args.dtype], seq_len=n, causal=causal,
-                               num_heads=args.heads, head_dim=64)
-            print(f"{variant + '/' + impl:28s} {mode:8s} n={n:<7d} causal={causal!s:5s} "
-                  f"{'runs' if not why else 'cannot: ' + '; '.join(why)}")
+            why = spec.reasons(
+                impl,
+                device=args.device,
+                dtype=DTYPES[args.dtype],
+                seq_len=n,
+                causal=causal,
+                num_heads=args.heads,
+                head_dim=64,
+            )
+            print(
+                f"{variant + '/' + impl:28s} {mode:8s} n={n:<7d} causal={causal!s:5s} "
+                f"{'runs' if not why else 'cannot: ' + '; '.join(why)}"
+            )
 
 
 def main() -> None:
@@ -190,25 +262,45 @@ def main() -> None:
     parser.add_argument("--modes", default="fwd,fwd_bwd")
     parser.add_argument("--rep", type=int, default=200, help="do_bench's timed milliseconds")
     parser.add_argument("--only", default="", help="comma-separated variant names")
-    parser.add_argument("--set", choices=("native", "triton"), default="native", help="the rows: native paths, "
-                        "or the triton paths beside their yardsticks")
-    parser.add_argument("--series", default="", help="more lengths for the rows whose exponent is checked (--set triton)")
+    parser.add_argument(
+        "--set",
+        choices=("native", "triton"),
+        default="native",
+        help="the rows: native paths, or the triton paths beside their yardsticks",
+    )
+    parser.add_argument(
+        "--series", default="", help="more lengths for the rows whose exponent is checked (--set triton)"
+    )
     parser.add_argument("--with-native", action="store_true", help="--set triton: the native paths too")
-    parser.add_argument("--check", type=int, default=0, help="also check the output (fwd) or the output and "
-                        "gradients (fwd_bwd) against dense float64 at this n (float32 inputs, the profiled heads)")
+    parser.add_argument(
+        "--check",
+        type=int,
+        default=0,
+        help="also check the output (fwd) or the output and "
+        "gradients (fwd_bwd) against dense float64 at this n (float32 inputs, the profiled heads)",
+    )
     parser.add_argument("--check-impls", default="", help="check only these impls (comma-separated; default all)")
-    parser.add_argument("--criteria", action="store_true", help="then the triton criteria, pass/fail "
-                        "(benchmarks/triton_criteria.py); exit 1 when one fails")
+    parser.add_argument(
+        "--criteria",
+        action="store_true",
+        help="then the triton criteria, pass/fail (benchmarks/triton_criteria.py); exit 1 when one fails",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the rows and their reasons; run nothing")
-    parser.add_argument("--resume", action="store_true", help="keep the rows OUT already holds that did not fail "
-                        "and run the rest (a profile that a lease's time limit stopped)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the rows OUT already holds that did not fail "
+        "and run the rest (a profile that a lease's time limit stopped)",
+    )
     args = parser.parse_args()
     if args.dry_run:
         return dry_run(args)
     rows = kept(args.out) if args.resume else []
     done = {key(row) for row in rows}
-    print(f"{'path':28s} {'mode':8s} {'n':>6s} {'ms':>9s} {'kern ms':>9s} {'kernels':>8s} {'ops':>7s}  top kernel"
-          + (f"  ({len(rows)} rows kept from {args.out})" if rows else ""))
+    print(
+        f"{'path':28s} {'mode':8s} {'n':>6s} {'ms':>9s} {'kern ms':>9s} {'kernels':>8s} {'ops':>7s}  top kernel"
+        + (f"  ({len(rows)} rows kept from {args.out})" if rows else "")
+    )
     for variant, impl, causal, n in planned(args):
         for mode in args.modes.split(","):
             if (variant, impl, mode, n, causal) in done:
@@ -217,10 +309,12 @@ def main() -> None:
             rows.append(row)
             top = row.get("top", [[""]])[0][0][:40] if row.get("top") else ""
             path = variant + "/" + impl + (" causal" if causal else "")
-            print(f"{path:28s} {mode:8s} {n:6d} {row.get('median_ms', float('nan')):9.3f} "
-                  f"{row.get('kernel_ms', float('nan')):9.3f} {row.get('kernels', 0):8d} {row.get('aten_ops') or -1:7d}  "
-                  f"{row.get('error', top)}" + (f"  check {row['check_error']:.1e}" if "check_error" in row else ""),
-                  flush=True)
+            print(
+                f"{path:28s} {mode:8s} {n:6d} {row.get('median_ms', float('nan')):9.3f} "
+                f"{row.get('kernel_ms', float('nan')):9.3f} {row.get('kernels', 0):8d} {row.get('aten_ops') or -1:7d}  "
+                f"{row.get('error', top)}" + (f"  check {row['check_error']:.1e}" if "check_error" in row else ""),
+                flush=True,
+            )
             atomic.write_text(Path(args.out), json.dumps(rows, indent=1))  # whole, after every row
     if args.criteria:
         import sys

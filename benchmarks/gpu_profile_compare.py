@@ -24,7 +24,9 @@ def main() -> None:
     parser.add_argument("--new", required=True)
     args = parser.parse_args()
     old, new = rows(args.old), rows(args.new)
-    print("| path | mode | old ms (rounds) | new ms (rounds) | new/old | kernels old → new | kernels busy, new | useful TFLOP/s, new |")
+    print(
+        "| path | mode | old ms (rounds) | new ms (rounds) | new/old | kernels old → new | kernels busy, new | useful TFLOP/s, new |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for key in old[0]:
         o = [s[key]["median_ms"] for s in old if "median_ms" in s.get(key, {})]
@@ -33,12 +35,27 @@ def main() -> None:
             continue
         last = next(s[key] for s in new if key in s)
         variant, impl, mode = key
-        flops = theory_of(Case(variant, impl, "cuda", last["dtype"], mode, 1, last["n"], last["heads"],
-                               last.get("kv_heads", last["heads"]), 64, False))["flops"]
+        flops = theory_of(
+            Case(
+                variant,
+                impl,
+                "cuda",
+                last["dtype"],
+                mode,
+                1,
+                last["n"],
+                last["heads"],
+                last.get("kv_heads", last["heads"]),
+                64,
+                False,
+            )
+        )["flops"]
         mid = statistics.median(n)
-        print(f"| {variant}/{impl} | {mode} | {', '.join(f'{x:.1f}' for x in o)} | {', '.join(f'{x:.1f}' for x in n)} "
-              f"| {mid / statistics.median(o):.2f} | {old[0][key].get('kernels', '—')} → {last.get('kernels', '—')} "
-              f"| {100 * last.get('kernel_ms', float('nan')) / mid:.0f}% | {flops / mid / 1e9:.2f} |")
+        print(
+            f"| {variant}/{impl} | {mode} | {', '.join(f'{x:.1f}' for x in o)} | {', '.join(f'{x:.1f}' for x in n)} "
+            f"| {mid / statistics.median(o):.2f} | {old[0][key].get('kernels', '—')} → {last.get('kernels', '—')} "
+            f"| {100 * last.get('kernel_ms', float('nan')) / mid:.0f}% | {flops / mid / 1e9:.2f} |"
+        )
 
 
 if __name__ == "__main__":

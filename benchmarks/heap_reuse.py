@@ -58,11 +58,18 @@ def main() -> None:
         except ValueError as err:
             print(f"| {mode} | – | not run: {err} | |")
             continue
-        done = subprocess.run([sys.executable, "-c", CHILD, mode, *map(str, args.sizes_mb)], env=env,
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, mode, *map(str, args.sizes_mb)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         result = json.loads(done.stdout.strip().splitlines()[-1])
         for r in result["rounds"]:
-            print(f"| {result['setting']['allocator']} | {r['mb']} MB | {r['faults_per_round']:.0f} | {r['ms_per_round']:.2f} |")
+            print(
+                f"| {result['setting']['allocator']} | {r['mb']} MB | {r['faults_per_round']:.0f} | {r['ms_per_round']:.2f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -57,10 +57,12 @@ def dump(args) -> None:
             stepped = noise.series == name
             case = int(rng.choice(np.flatnonzero(stepped)))
             one = logs.copy()
-            one[stepped, study.STEP_AT:] += math.log1p(step)
+            one[stepped, study.STEP_AT :] += math.log1p(step)
             stepped_names.append(name)
-            for rule, values, tail in (("auto", study.judged(one, noise.series, case, "auto"), False),
-                                       ("lengths", study.together(one, noise.series, stepped), True)):
+            for rule, values, tail in (
+                ("auto", study.judged(one, noise.series, case, "auto"), False),
+                ("lengths", study.together(one, noise.series, stepped), True),
+            ):
                 rows, marks, more = np.full((len(CHECKS), max(CHECKS)), np.nan), [], []
                 for i, n in enumerate(CHECKS):
                     rows[i, :n] = np.log(values(n))
@@ -96,8 +98,8 @@ def judge(args) -> None:
                 np.random.seed(t * 10 + i)  # its permutation test draws from numpy's global generator
                 points = sorted(e_divisive(y, pvalue=args.pvalue, permutations=args.permutations))
                 if points and points[-1] >= n - RECENT:
-                    before = y[points[-2] if len(points) > 1 else 0:points[-1]]
-                    if np.median(y[points[-1]:]) - np.median(before) >= THRESHOLD:
+                    before = y[points[-2] if len(points) > 1 else 0 : points[-1]]
+                    if np.median(y[points[-1] :]) - np.median(before) >= THRESHOLD:
                         marks[t, i] = points[-1] - 1
         out[f"{key}/edivisive"] = marks
         print(key, "flagged:", (marks >= 0).any(axis=1).mean())
@@ -112,20 +114,26 @@ def table(args) -> None:
     print("| series | method | no step: false alarms | +5% | +10% | +20% |")
     print("|---|---|---|---|---|---|")
     for rule in ("auto", "lengths"):
-        for method, source, key in (("this project's rule", data, "project"),
-                                    ("this project's rule and the screen", data, "project, screened"),
-                                    ("E-Divisive (p 0.05)", flags, "edivisive")):
-            for confirmed in ((False, True) if confirm is not None else (False,)):
+        for method, source, key in (
+            ("this project's rule", data, "project"),
+            ("this project's rule and the screen", data, "project, screened"),
+            ("E-Divisive (p 0.05)", flags, "edivisive"),
+        ):
+            for confirmed in (False, True) if confirm is not None else (False,):
                 cells = []
                 for step in STEPS:
                     marks = source[f"{rule}/{step}/{key}"]
                     names = data[f"name/{step}"]
                     rng = np.random.default_rng([args.seed, int(step * 1000), 3])
-                    hit = [any(m >= 0 and (not confirmed or confirm(rng, name, step if m < STEP_AT else 0.0))
-                               for m in row) for row, name in zip(marks, names)]
+                    hit = [
+                        any(m >= 0 and (not confirmed or confirm(rng, name, step if m < STEP_AT else 0.0)) for m in row)
+                        for row, name in zip(marks, names)
+                    ]
                     cells.append(f"{100 * np.mean(hit):.2f}%")
                 label = method + (", A/B confirmed" if confirmed else "")
-                print(f"| {'one case' if rule == 'auto' else 'lengths together'} | {label} | " + " | ".join(cells) + " |")
+                print(
+                    f"| {'one case' if rule == 'auto' else 'lengths together'} | {label} | " + " | ".join(cells) + " |"
+                )
 
 
 def main() -> None:

@@ -40,8 +40,22 @@ def measure(results_dir: Path, runs: int, reuse: bool, grid: Path = GRID) -> lis
     for k in range(runs):
         folder = results_dir / f"history-noise-{k}"
         if not (reuse and (folder / "plan.json").is_file()):
-            subprocess.run([sys.executable, "-m", "suite", "run", "--grid", str(grid), "--run-id", folder.name,
-                            "--results-dir", str(results_dir), "--no-report"], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "suite",
+                    "run",
+                    "--grid",
+                    str(grid),
+                    "--run-id",
+                    folder.name,
+                    "--results-dir",
+                    str(results_dir),
+                    "--no-report",
+                ],
+                check=True,
+            )
         folders.append(folder)
     return folders
 
@@ -78,8 +92,11 @@ def main() -> None:
     parser.add_argument("--results-dir", default="results/history-noise")
     parser.add_argument("--out", default=str(HERE / "history_noise.csv"))
     parser.add_argument("--reuse", action="store_true", help="read the runs already measured")
-    parser.add_argument("--grid", default=str(GRID), help="the grid each run measures (history_steady.toml: the "
-                        "same cases, each timed longer in three processes)")
+    parser.add_argument(
+        "--grid",
+        default=str(GRID),
+        help="the grid each run measures (history_steady.toml: the same cases, each timed longer in three processes)",
+    )
     args = parser.parse_args()
     folders = measure(Path(args.results_dir), args.runs, args.reuse, Path(args.grid))
     table = deviations(folders)
@@ -88,8 +105,10 @@ def main() -> None:
     atomic.write_text(Path(args.out), table.to_csv(index=False))
     for kind, group in table.groupby("kind"):
         spread = group["value"].abs()
-        print(f"{kind:>8}: {len(group)} deviations, median |dev| {spread.median():.4f}, 90th pct {spread.quantile(.9):.4f}, "
-              f"max {spread.max():.4f}")
+        print(
+            f"{kind:>8}: {len(group)} deviations, median |dev| {spread.median():.4f}, 90th pct {spread.quantile(0.9):.4f}, "
+            f"max {spread.max():.4f}"
+        )
     print(f"table: {args.out}")
 
 

@@ -112,6 +112,7 @@ def methods() -> dict:
     out = {"step": by_step, "levels": by_levels, "asv": by_asv}
     try:
         import otava.analysis  # noqa: F401
+
         out["otava"] = by_otava
     except ImportError:
         print("otava not importable: its rows left out (pip install --no-deps apache-otava)")
@@ -129,8 +130,18 @@ def cell(measured, series, nights: int, size: float, position: int, trials: int,
             after, named = method(x)
             hits[name][0] += after is not None
             hits[name][1] += after == nights - position and len(named) == len(x) if size else after is not None
-    return [{"method": name, "nights": nights, "step": size, "position": position if size else 0, "trials": trials,
-             "flagged": flagged / trials, "named": right / trials} for name, (flagged, right) in hits.items()]
+    return [
+        {
+            "method": name,
+            "nights": nights,
+            "step": size,
+            "position": position if size else 0,
+            "trials": trials,
+            "flagged": flagged / trials,
+            "named": right / trials,
+        }
+        for name, (flagged, right) in hits.items()
+    ]
 
 
 def otava_data(trials: int, seed: int, chosen: dict) -> list[dict]:
@@ -147,14 +158,26 @@ def otava_data(trials: int, seed: int, chosen: dict) -> list[dict]:
                 made = made * basic.step_function(24, 1.0, 1.0 + size, 24 - position).data
             for name in hits:
                 hits[name] += chosen[name](np.log(made)[None, :])[0] is not None
-        rows += [{"method": f"{name} (otava-test-data)", "nights": 24, "step": size, "position": position,
-                  "trials": trials, "flagged": n / trials, "named": np.nan} for name, n in hits.items()]
+        rows += [
+            {
+                "method": f"{name} (otava-test-data)",
+                "nights": 24,
+                "step": size,
+                "position": position,
+                "trials": trials,
+                "flagged": n / trials,
+                "named": np.nan,
+            }
+            for name, n in hits.items()
+        ]
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--noise", nargs="+", default=["benchmarks/history_steady_noise.csv", "benchmarks/history_noise.csv"])
+    parser.add_argument(
+        "--noise", nargs="+", default=["benchmarks/history_steady_noise.csv", "benchmarks/history_noise.csv"]
+    )
     parser.add_argument("--trials", type=int, default=200, help="histories a cell with a step")
     parser.add_argument("--null-trials", type=int, default=1000, help="A/A histories a cell")
     parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
@@ -170,12 +193,16 @@ def main() -> None:
     for path in args.noise:
         measured, series = deviations(path)
         for nights in map(int, args.lengths.split(",")):
-            rows += [r | {"noise": Path(path).stem} for r in
-                     cell(measured, series, nights, 0.0, 0, args.null_trials, args.seed, chosen)]
+            rows += [
+                r | {"noise": Path(path).stem}
+                for r in cell(measured, series, nights, 0.0, 0, args.null_trials, args.seed, chosen)
+            ]
             for size in map(float, args.sizes.split(",")):
                 for position in map(int, args.positions.split(",")):
-                    rows += [r | {"noise": Path(path).stem} for r in
-                             cell(measured, series, nights, size, position, args.trials, args.seed, chosen)]
+                    rows += [
+                        r | {"noise": Path(path).stem}
+                        for r in cell(measured, series, nights, size, position, args.trials, args.seed, chosen)
+                    ]
     if args.otava_data:
         rows += [r | {"noise": "otava-test-data normal 3%"} for r in otava_data(args.otava_data, args.seed, chosen)]
     out = pd.DataFrame(rows)

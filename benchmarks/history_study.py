@@ -97,7 +97,7 @@ class Noise:
         while i < LENGTH:
             if rng.random() < SPELL:
                 length = int(rng.integers(1, 4))
-                busy[i:i + length] = True
+                busy[i : i + length] = True
                 i += length
             else:
                 i += 1
@@ -112,8 +112,11 @@ class Noise:
         if draw == "joint":
             own = self.own[:, runs]
         else:
-            own = np.take_along_axis(self.own, rng.integers(len(self.levels), size=self.own.shape[0] * LENGTH)
-                                     .reshape(self.own.shape[0], LENGTH), axis=1)
+            own = np.take_along_axis(
+                self.own,
+                rng.integers(len(self.levels), size=self.own.shape[0] * LENGTH).reshape(self.own.shape[0], LENGTH),
+                axis=1,
+            )
         return own + level_of[None, :]
 
     def exponent(self, rng: np.random.Generator) -> np.ndarray:
@@ -129,13 +132,17 @@ class Noise:
         own, _ = level.levels(d, self.series)
         e = self.exponent_table.to_numpy()
         others = np.array([np.median(np.delete(e, i, axis=0), axis=0) for i in range(len(e))])
-        return {"time: every case's deviation": robust_sd(d), "time: the runs' levels": robust_sd(self.levels),
-                "time: less its run's level (as measured)": robust_sd(self.own),
-                "time: less the rule's level (other series' median)": robust_sd(d - own),
-                "exponent: every series' deviation": robust_sd(e),
-                "exponent: less the other series' median": robust_sd(e - others),
-                "exponent: correlation of the runs' median with the time level":
-                    float(np.corrcoef(np.median(e, axis=0), self.levels)[0, 1])}
+        return {
+            "time: every case's deviation": robust_sd(d),
+            "time: the runs' levels": robust_sd(self.levels),
+            "time: less its run's level (as measured)": robust_sd(self.own),
+            "time: less the rule's level (other series' median)": robust_sd(d - own),
+            "exponent: every series' deviation": robust_sd(e),
+            "exponent: less the other series' median": robust_sd(e - others),
+            "exponent: correlation of the runs' median with the time level": float(
+                np.corrcoef(np.median(e, axis=0), self.levels)[0, 1]
+            ),
+        }
 
 
 class Confirm:
@@ -199,6 +206,7 @@ def judged(logs: np.ndarray, series: np.ndarray, case: int, rule: str):
         if rule == "auto" and not level.quieter(logs[:, :n], own)[0]:
             return 0.01 * np.exp(logs[case, :n])
         return 0.01 * np.exp(logs[case, :n] - np.nan_to_num(own[case]))
+
     return against
 
 
@@ -206,6 +214,7 @@ def together(logs: np.ndarray, series: np.ndarray, stepped: np.ndarray):
     """The stepped series' lengths judged together, as `history check` does (suite.history.series.together)
     on its cases' times as `auto` judges them: each case's log time less its median, the median over the
     series' cases, on the first n points."""
+
     def values(n: int) -> np.ndarray:
         x = logs[:, :n]
         own, _ = level.levels(x, series)
@@ -213,11 +222,13 @@ def together(logs: np.ndarray, series: np.ndarray, stepped: np.ndarray):
             x = x - np.nan_to_num(own)
         mine = x[stepped]
         return 0.01 * np.exp(np.median(mine - np.median(mine, axis=1, keepdims=True), axis=0))
+
     return values
 
 
-def time_trials(noise: Noise, step: float, trials: int, rng, options: dict, draw: str,
-                confirm: Confirm | None = None) -> dict[str, list]:
+def time_trials(
+    noise: Noise, step: float, trials: int, rng, options: dict, draw: str, confirm: Confirm | None = None
+) -> dict[str, list]:
     """Flags of each rule on the same histories: one series stepped (raw, level, auto: one of its cases;
     lengths: its lengths together; with `confirm`, auto and lengths confirmed by an A/B), every case (host level)."""
     flags = {"raw": [], "level": [], "auto": [], "lengths": [], "host level": []}
@@ -237,10 +248,16 @@ def time_trials(noise: Noise, step: float, trials: int, rng, options: dict, draw
             flags[rule].append(first_flag(judged(one, noise.series, case, rule), "time", options, tail=False))
         flags["lengths"].append(first_flag(together(one, noise.series, stepped), "time", options))
         if confirm is not None:
-            def ab(before: int) -> bool:  # a new A/B each night that flags: the step is in it where it came after `before`
+
+            def ab(
+                before: int,
+            ) -> bool:  # a new A/B each night that flags: the step is in it where it came after `before`
                 return confirm(ab_rng, name, step if before < STEP_AT else 0.0)
-            for rule, values, tail in (("auto, confirmed", judged(one, noise.series, case, "auto"), False),
-                                       ("lengths, confirmed", together(one, noise.series, stepped), True)):
+
+            for rule, values, tail in (
+                ("auto, confirmed", judged(one, noise.series, case, "auto"), False),
+                ("lengths, confirmed", together(one, noise.series, stepped), True),
+            ):
                 before = confirm.calls
                 flags[rule].append(first_flag(values, "time", options, tail=tail, confirm=ab))
                 flags["A/Bs"][rule] += confirm.calls - before
@@ -253,19 +270,31 @@ def time_trials(noise: Noise, step: float, trials: int, rng, options: dict, draw
 def row(series: str, rule: str, spread: float, step: float, flags: list) -> dict:
     hit = [f for f in flags if f is not None]
     trials = len(flags)
-    return {"series": series, "rule": rule, "noise (robust sd)": spread, "step": step, "trials": trials,
-            "flagged": len(hit) / trials, **{f"by {k}": sum(f <= k for f in hit) / trials for k in CHECKS},
-            "median delay": float(np.median(hit)) if hit else np.nan}
+    return {
+        "series": series,
+        "rule": rule,
+        "noise (robust sd)": spread,
+        "step": step,
+        "trials": trials,
+        "flagged": len(hit) / trials,
+        **{f"by {k}": sum(f <= k for f in hit) / trials for k in CHECKS},
+        "median delay": float(np.median(hit)) if hit else np.nan,
+    }
 
 
-def study(noise: Noise, trials: int, seed: int, options: dict, draw: str, confirm: Confirm | None = None) -> pd.DataFrame:
+def study(
+    noise: Noise, trials: int, seed: int, options: dict, draw: str, confirm: Confirm | None = None
+) -> pd.DataFrame:
     rows = []
     for step in (0.0, 0.05, 0.10, 0.20):
         rng = np.random.default_rng([seed, int(step * 1000), 1])
         flags = time_trials(noise, step, trials, rng, options["time"], draw, confirm)
         ab_runs = flags.pop("A/Bs", {})
-        rows += [row("time" if rule != "host level" else "host level", rule, noise.spread["time"], step, flags[rule])
-                 | ({"A/Bs a series": ab_runs[rule] / trials} if rule in ab_runs else {}) for rule in flags]
+        rows += [
+            row("time" if rule != "host level" else "host level", rule, noise.spread["time"], step, flags[rule])
+            | ({"A/Bs a series": ab_runs[rule] / trials} if rule in ab_runs else {})
+            for rule in flags
+        ]
     for step in (0.0, 0.15, 0.3):
         rng = np.random.default_rng([seed, int(step * 1000), 0])
         flags = []
@@ -274,11 +303,21 @@ def study(noise: Noise, trials: int, seed: int, options: dict, draw: str, confir
             y[STEP_AT:] += step
             flags.append(first_flag(lambda n, y=y: y[:n], "exponent", options["exponent"]))
         rows.append(row("exponent", "raw", noise.spread["exponent"], step, flags))
-    order = {"raw": 0, "level": 1, "auto": 2, "auto, confirmed": 3, "lengths": 4, "lengths, confirmed": 5,
-             "host level": 6}
+    order = {
+        "raw": 0,
+        "level": 1,
+        "auto": 2,
+        "auto, confirmed": 3,
+        "lengths": 4,
+        "lengths, confirmed": 5,
+        "host level": 6,
+    }
     out = pd.DataFrame(rows)
-    return out.assign(o=out["series"].map({"time": 0, "host level": 1, "exponent": 2}), r=out["rule"].map(order)) \
-        .sort_values(["o", "r", "step"], kind="stable").drop(columns=["o", "r"])
+    return (
+        out.assign(o=out["series"].map({"time": 0, "host level": 1, "exponent": 2}), r=out["rule"].map(order))
+        .sort_values(["o", "r", "step"], kind="stable")
+        .drop(columns=["o", "r"])
+    )
 
 
 def autogamma(y: np.ndarray, kind: str, penalty: float) -> list[list[int]]:
@@ -294,22 +333,42 @@ def main() -> None:
     parser.add_argument("--noise", default="benchmarks/history_steady_noise.csv")
     parser.add_argument("--trials", type=int, default=400)
     parser.add_argument("--seed", type=int, default=2)
-    parser.add_argument("--metric", default="time_min", choices=["time", "time_min"],
-                        help="which deviations stand for a point's time: the fastest call's (time_min, what "
-                        "`history check` judges) or the median's (time)")
-    parser.add_argument("--scales", default="1", help="comma-separated factors on the measured deviations "
-                        "(1: as measured; under 1: a quieter machine, the same shape of noise)")
-    parser.add_argument("--draw", default="joint", choices=["joint", "independent"],
-                        help="each case's own deviation in a synthetic run: from the same measured run as the "
-                             "others' (joint) or from a run drawn for each case (independent)")
+    parser.add_argument(
+        "--metric",
+        default="time_min",
+        choices=["time", "time_min"],
+        help="which deviations stand for a point's time: the fastest call's (time_min, what "
+        "`history check` judges) or the median's (time)",
+    )
+    parser.add_argument(
+        "--scales",
+        default="1",
+        help="comma-separated factors on the measured deviations "
+        "(1: as measured; under 1: a quieter machine, the same shape of noise)",
+    )
+    parser.add_argument(
+        "--draw",
+        default="joint",
+        choices=["joint", "independent"],
+        help="each case's own deviation in a synthetic run: from the same measured run as the "
+        "others' (joint) or from a run drawn for each case (independent)",
+    )
     parser.add_argument("--penalty", type=float)
     parser.add_argument("--time-threshold", type=float, help="smallest time change called, a fraction (0.05 = 5%%)")
     parser.add_argument("--exponent-threshold", type=float, help="smallest exponent change called")
     parser.add_argument("--asv-autogamma", action="store_true")
-    parser.add_argument("--tail", type=int, help="violations in a row at the end that make a change (changes.TAIL; "
-                        "0: the levels' change points alone, the rule before the tail's)")
-    parser.add_argument("--band", type=float, help="a violation's distance from the level, in its robust sds (changes.BAND)")
-    parser.add_argument("--confirm", metavar="SWEEP", help="an A/A `suite ab` sweep of the grid: add check --confirm's rules")
+    parser.add_argument(
+        "--tail",
+        type=int,
+        help="violations in a row at the end that make a change (changes.TAIL; "
+        "0: the levels' change points alone, the rule before the tail's)",
+    )
+    parser.add_argument(
+        "--band", type=float, help="a violation's distance from the level, in its robust sds (changes.BAND)"
+    )
+    parser.add_argument(
+        "--confirm", metavar="SWEEP", help="an A/A `suite ab` sweep of the grid: add check --confirm's rules"
+    )
     parser.add_argument("--confirm-pairs", type=int, default=6, help="the A/B's process pairs (default 6, ab's)")
     parser.add_argument("--out", help="also write the table here (CSV)")
     args = parser.parse_args()
@@ -328,17 +387,20 @@ def main() -> None:
             changes.tail_change = lambda *a, **k: None
     if args.band is not None:
         changes.BAND = args.band
-    print(f"noise: {args.noise} ({args.metric}, draw {args.draw}); seed {args.seed}; penalty "
-          f"{common.get('penalty', changes.PENALTY)}, thresholds {options}, tail {changes.TAIL} beyond {changes.BAND} sds"
-          + ("; asv detect_steps' own penalty" if args.asv_autogamma else ""))
+    print(
+        f"noise: {args.noise} ({args.metric}, draw {args.draw}); seed {args.seed}; penalty "
+        f"{common.get('penalty', changes.PENALTY)}, thresholds {options}, tail {changes.TAIL} beyond {changes.BAND} sds"
+        + ("; asv detect_steps' own penalty" if args.asv_autogamma else "")
+    )
     for what, value in Noise(table, args.metric).explained().items():
         print(f"  {what}: {value:.3f}")
     results = []
     for scale in map(float, args.scales.split(",")):
         noise = Noise(table, args.metric, scale)
         confirm = Confirm(args.confirm, args.confirm_pairs) if args.confirm else None
-        results.append(study(noise, args.trials, args.seed, options, args.draw, confirm)
-                       .assign(scale=scale, draw=args.draw))
+        results.append(
+            study(noise, args.trials, args.seed, options, args.draw, confirm).assign(scale=scale, draw=args.draw)
+        )
     out = pd.concat(results, ignore_index=True)
     out = out[["scale", "draw", *out.columns[:-2]]]
     print(out.to_markdown(index=False, floatfmt=".3f"))

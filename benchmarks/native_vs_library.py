@@ -47,17 +47,24 @@ def main() -> None:
             for impl in impls:
                 prepared = spec.prepare(q, k, v, impl=impl, **params)
                 timer = benchmark.Timer(
-                    stmt="fn()", globals={"fn": prepared}, label=f"{name} {params or ''}",
-                    sub_label=impl, description=f"n={n}", num_threads=args.threads,
+                    stmt="fn()",
+                    globals={"fn": prepared},
+                    label=f"{name} {params or ''}",
+                    sub_label=impl,
+                    description=f"n={n}",
+                    num_threads=args.threads,
                 )
                 m = timer.blocked_autorange(min_run_time=args.min_run_time)
                 results.append(m)
                 medians[(name, impl, n)] = m.median
                 setup = ", ".join(f"{k}={v:.2f}s" for k, v in prepared.setup_s.items())
                 gflops = spec.theory(seq_len=n, num_heads=8, head_dim=64, **params).flops / m.median / 1e9
-                print(f"{name:>15} {impl:>7} n={n:>6}: median {m.median * 1e3:9.2f} ms "
-                      f"(IQR {m.iqr * 1e3:.2f} ms, {len(m.times)} samples, {gflops:6.1f} GFLOP/s) "
-                      f"setup: {setup or '-'}", flush=True)
+                print(
+                    f"{name:>15} {impl:>7} n={n:>6}: median {m.median * 1e3:9.2f} ms "
+                    f"(IQR {m.iqr * 1e3:.2f} ms, {len(m.times)} samples, {gflops:6.1f} GFLOP/s) "
+                    f"setup: {setup or '-'}",
+                    flush=True,
+                )
     benchmark.Compare(results).print()
     lo, hi = min(seq_lens), max(seq_lens)
     print(f"\nratios {lo} -> {hi} (n grew {hi // lo}x):")
@@ -66,8 +73,10 @@ def main() -> None:
             print(f"  {name}/{impl}: {t / medians[(name, impl, lo)]:.1f}x")
     if ("sliding_window", "native", hi) in medians:
         nat = medians[("sliding_window", "native", hi)]
-        print(f"  sliding_window at n={hi}: sdpa/native = {medians[('sliding_window', 'sdpa', hi)] / nat:.1f}x, "
-              f"native/flex = {nat / medians[('sliding_window', 'flex', hi)]:.2f}x")
+        print(
+            f"  sliding_window at n={hi}: sdpa/native = {medians[('sliding_window', 'sdpa', hi)] / nat:.1f}x, "
+            f"native/flex = {nat / medians[('sliding_window', 'flex', hi)]:.2f}x"
+        )
 
 
 if __name__ == "__main__":

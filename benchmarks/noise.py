@@ -65,9 +65,24 @@ def main() -> None:
         grid.write_text(GRID.format(min_run_time=args.min_run_time, allocator=args.allocator, replicates=replicates))
         for i in range(args.runs):
             run_id = f"t{threads}-r{replicates}-{i}"
-            subprocess.run([sys.executable, "-m", "suite", "run", "--grid", str(grid), "--run-id", run_id,
-                            "--threads", str(threads), "--results-dir", str(work)], check=True,
-                           capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "suite",
+                    "run",
+                    "--grid",
+                    str(grid),
+                    "--run-id",
+                    run_id,
+                    "--threads",
+                    str(threads),
+                    "--results-dir",
+                    str(work),
+                ],
+                check=True,
+                capture_output=True,
+            )
             frame = pd.read_parquet(work / run_id / "results.parquet")
             frame["threads"], frame["replicates"], frame["run"] = threads, replicates, i
             frames.append(frame)
@@ -75,12 +90,15 @@ def main() -> None:
     data["within_cv"] = data.samples.map(lambda s: statistics.stdev(s) / statistics.median(s) if len(s) > 1 else 0)
     print(f"{args.runs} fresh processes per setting, min_run_time {args.min_run_time}s, allocator {args.allocator}")
     for (threads, replicates, variant, impl, n), group in data.groupby(
-            ["threads", "replicates", "variant", "impl", "seq_len"]):
+        ["threads", "replicates", "variant", "impl", "seq_len"]
+    ):
         medians = group.time_s
         cv = medians.std() / medians.mean()
-        print(f"threads={threads} replicates={replicates} {variant}/{impl} n={n}: median {medians.median() * 1e3:8.2f} ms, "
-              f"cross-process CV {cv * 100:5.2f}%, within-run CV {group.within_cv.mean() * 100:5.2f}%, "
-              f"range {medians.min() * 1e3:.2f}-{medians.max() * 1e3:.2f} ms")
+        print(
+            f"threads={threads} replicates={replicates} {variant}/{impl} n={n}: median {medians.median() * 1e3:8.2f} ms, "
+            f"cross-process CV {cv * 100:5.2f}%, within-run CV {group.within_cv.mean() * 100:5.2f}%, "
+            f"range {medians.min() * 1e3:.2f}-{medians.max() * 1e3:.2f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -73,8 +73,10 @@ def main(run_dirs: list[str]) -> None:
     print(rates.to_string(float_format=lambda x: f"{x:.2f}"))
     for name, row in (("the median case", rates.median()), ("every case", rates.min())):
         found = [s for s in SLOWDOWNS if row[s] >= 0.95]
-        print(f"smallest slowdown caught in ≥ 95% of comparisons, {name}: "
-              + (f"{found[0]:.0%}" if found else f"none up to {SLOWDOWNS[-1]:.0%}"))
+        print(
+            f"smallest slowdown caught in ≥ 95% of comparisons, {name}: "
+            + (f"{found[0]:.0%}" if found else f"none up to {SLOWDOWNS[-1]:.0%}")
+        )
 
 
 if __name__ == "__main__":

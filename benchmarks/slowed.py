@@ -97,8 +97,16 @@ def slowed(prepared: Prepared, factor: float, device: str, key: tuple | None = N
 
 def _wrap(variant: str, impl, factor: float):
     def prepare(q, k, v, **kwargs):
-        key = (variant, impl.name, tuple(q.shape), tuple(k.shape), q.dtype, q.device.type, q.requires_grad,
-               repr(sorted(kwargs.items())))
+        key = (
+            variant,
+            impl.name,
+            tuple(q.shape),
+            tuple(k.shape),
+            q.dtype,
+            q.device.type,
+            q.requires_grad,
+            repr(sorted(kwargs.items())),
+        )
         return slowed(impl.prepare(q, k, v, **kwargs), factor, q.device.type, key)
 
     return prepare

@@ -19,15 +19,17 @@ import pytest
 import torch
 
 import variants
+from suite.machine import device as devices
 from suite.plan import grid as grids
 from suite.plan.case import DTYPES
-from suite.machine import device as devices
 from suite.run.measurement.inputs import build, inputs
 
 for _module in filter(None, os.environ.get("SUITE_BENCH_PLUGINS", "").split(",")):  # like run --plugin
     importlib.import_module(_module)
-GRID = grids.resolve(os.environ.get("SUITE_BENCH_GRID", "smoke"),
-                     devices=[d for d in os.environ.get("SUITE_BENCH_DEVICE", "").split(",") if d] or None)
+GRID = grids.resolve(
+    os.environ.get("SUITE_BENCH_GRID", "smoke"),
+    devices=[d for d in os.environ.get("SUITE_BENCH_DEVICE", "").split(",") if d] or None,
+)
 CASES = list(GRID.cases)
 
 
@@ -46,10 +48,18 @@ def synchronized(fn, device: str):
 @pytest.mark.parametrize("case", CASES, ids=[case.label().replace(" ", "-") for case in CASES])
 def test_case(benchmark, case):
     spec = variants.get(case.variant)
-    reasons = spec.reasons(case.impl, params=dict(case.params), device=case.device, dtype=DTYPES[case.dtype],
-                           batch=case.batch,
-                           num_heads=case.num_heads, num_kv_heads=case.num_kv_heads, seq_len=case.seq_len,
-                           head_dim=case.head_dim, causal=case.causal)
+    reasons = spec.reasons(
+        case.impl,
+        params=dict(case.params),
+        device=case.device,
+        dtype=DTYPES[case.dtype],
+        batch=case.batch,
+        num_heads=case.num_heads,
+        num_kv_heads=case.num_kv_heads,
+        seq_len=case.seq_len,
+        head_dim=case.head_dim,
+        causal=case.causal,
+    )
     if reasons:
         pytest.skip("; ".join(reasons))
     torch.set_num_threads(GRID.settings.threads)

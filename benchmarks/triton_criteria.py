@@ -42,15 +42,22 @@ def _ratio_lines(name, rows, pairs, least) -> list[tuple[str, bool, str]]:
         if ours is None or theirs is None:
             out.append((name, False, f"{label}: a row is missing or failed (triton {ours}, {other} {theirs})"))
             continue
-        out.append((name, theirs / ours >= least, f"{label}: {other} {theirs:.3f} ms / triton {ours:.3f} ms = "
-                    f"{theirs / ours:.2f} (need >= {least:g})"))
+        out.append(
+            (
+                name,
+                theirs / ours >= least,
+                f"{label}: {other} {theirs:.3f} ms / triton {ours:.3f} ms = {theirs / ours:.2f} (need >= {least:g})",
+            )
+        )
     return out
 
 
 def _pairs(triton: list[dict], names, other: str, causal: bool, modes) -> list[tuple]:
     """(variant, other impl, causal, n, mode) for every length the triton rows of `names` were timed at;
     with none, the pairs of the issue's lengths (so that their absence is a FAIL line)."""
-    found = sorted({(r["variant"], r["n"]) for r in triton if r["variant"] in names and r.get("causal", False) == causal})
+    found = sorted(
+        {(r["variant"], r["n"]) for r in triton if r["variant"] in names and r.get("causal", False) == causal}
+    )
     found = found or [(v, n) for v in names for n in (16384, 65536)]
     return [(v, other, causal, n, m) for v, n in found for m in modes]
 
@@ -76,20 +83,38 @@ def criteria(all_rows: list[dict]) -> list[tuple[str, bool, str]]:
             out.append(("busy", share >= BUSY, f"{label}: kernels {share:.0%} of the call ({r['kernels']} kernels)"))
         if "check_error" in r:
             tol = TOL[r["mode"]]
-            out.append(("check", r["check_error"] <= tol, f"{label}: {r['check_error']:.2e} at n={r['check_n']} "
-                        f"(tolerance {tol:g})"))
+            out.append(
+                (
+                    "check",
+                    r["check_error"] <= tol,
+                    f"{label}: {r['check_error']:.2e} at n={r['check_n']} (tolerance {tol:g})",
+                )
+            )
     out += _ratio_lines("band", rows, _pairs(triton, ("sliding_window", "neighborhood"), "flex", False, modes), BAND)
-    out += _ratio_lines("keys", rows, [(v, "flex", False, 65536, m) for v in ("random", "bigbird") for m in modes], KEYS)
+    out += _ratio_lines(
+        "keys", rows, [(v, "flex", False, 65536, m) for v in ("random", "bigbird") for m in modes], KEYS
+    )
     for variant in ("random", "bigbird"):
         for mode in modes:
-            points = sorted((n, t) for (v, i, c, n, m), r in rows.items() if (v, i, c, m) == (variant, "triton", False, mode)
-                            for t in [r.get("median_ms")] if t)
+            points = sorted(
+                (n, t)
+                for (v, i, c, n, m), r in rows.items()
+                if (v, i, c, m) == (variant, "triton", False, mode)
+                for t in [r.get("median_ms")]
+                if t
+            )
             if len(points) < 2:
                 out.append(("exponent", False, f"{variant} {mode}: {len(points)} timed lengths (need 2 or more)"))
                 continue
             b = slope(points)
-            out.append(("exponent", abs(b - 1) <= SLOPE, f"{variant} {mode}: time ~ n^{b:.2f} over n = "
-                        f"{', '.join(str(n) for n, _ in points)} (need 1 ± {SLOPE})"))
+            out.append(
+                (
+                    "exponent",
+                    abs(b - 1) <= SLOPE,
+                    f"{variant} {mode}: time ~ n^{b:.2f} over n = "
+                    f"{', '.join(str(n) for n, _ in points)} (need 1 ± {SLOPE})",
+                )
+            )
     out += _ratio_lines("linear", rows, _pairs(triton, ("linear",), "fla-core", True, modes), 1 / LINEAR)
     return out
 
@@ -100,12 +125,25 @@ def efficiency(all_rows: list[dict]) -> list[str]:
     for r in all_rows:
         if r["impl"] != "triton" or "median_ms" not in r:
             continue
-        case = Case(r["variant"], r["impl"], "cuda", r["dtype"], r["mode"], 1, r["n"], r["heads"],
-                    r.get("kv_heads", r["heads"]), 64, r.get("causal", False))
+        case = Case(
+            r["variant"],
+            r["impl"],
+            "cuda",
+            r["dtype"],
+            r["mode"],
+            1,
+            r["n"],
+            r["heads"],
+            r.get("kv_heads", r["heads"]),
+            64,
+            r.get("causal", False),
+        )
         flops = theory_of(case)["flops"]
         busy = f"{r['kernel_ms'] / r['median_ms']:.0%}" if "kernel_ms" in r else "—"
-        lines.append(f"| {r['variant']}/triton{' causal' if r.get('causal') else ''} | {r['mode']} | {r['n']} | "
-                     f"{r['median_ms']:.3f} | {busy} | {flops / r['median_ms'] / 1e9:.2f} |")
+        lines.append(
+            f"| {r['variant']}/triton{' causal' if r.get('causal') else ''} | {r['mode']} | {r['n']} | "
+            f"{r['median_ms']:.3f} | {busy} | {flops / r['median_ms'] / 1e9:.2f} |"
+        )
     return lines
 
 

@@ -126,8 +126,16 @@ def sweep(family: str, n: int, device: str, rep: int) -> list[dict]:
     for name in FAMILIES[family]:
         default = default_of(name)
         for (bm, bn), warps, stages in CANDIDATES[name]:
-            row = {"family": family, "n": n, "kernel": name, "bm": bm, "bn": bn, "warps": warps, "stages": stages,
-                   "default": (bm, bn, warps, stages) == default}
+            row = {
+                "family": family,
+                "n": n,
+                "kernel": name,
+                "bm": bm,
+                "bn": bn,
+                "warps": warps,
+                "stages": stages,
+                "default": (bm, bn, warps, stages) == default,
+            }
             try:
                 with tiles_set(name, bm, bn, warps, stages):
                     grads = run()
@@ -136,9 +144,12 @@ def sweep(family: str, n: int, device: str, rep: int) -> list[dict]:
             except Exception as err:  # noqa: BLE001 - a candidate the device refuses is a row with the reason
                 row["failed"] = f"{type(err).__name__}: {str(err)[:160]}"
             rows.append(row)
-            print(f"{family} n={n} {name:9s} bm={bm:<4d} bn={bn:<4d} warps={warps} stages={stages} "
-                  f"{row.get('ms', float('nan')):8.3f} ms  err {row.get('error', float('nan')):.1e}"
-                  f"{'  (default)' if row['default'] else ''}  {row.get('failed', '')}", flush=True)
+            print(
+                f"{family} n={n} {name:9s} bm={bm:<4d} bn={bn:<4d} warps={warps} stages={stages} "
+                f"{row.get('ms', float('nan')):8.3f} ms  err {row.get('error', float('nan')):.1e}"
+                f"{'  (default)' if row['default'] else ''}  {row.get('failed', '')}",
+                flush=True,
+            )
     return rows
 
 
@@ -166,8 +177,10 @@ def main() -> None:
         default = {r["kernel"]: r["ms"] for r in found if r["default"] and "ms" in r}
         for name, row in best(found, tol).items():
             if row:
-                print(f"best {name} n={n}: bm={row['bm']} bn={row['bn']} warps={row['warps']} stages={row['stages']} "
-                      f"{row['ms']:.3f} ms (default {default.get(name, float('nan')):.3f})")
+                print(
+                    f"best {name} n={n}: bm={row['bm']} bn={row['bn']} warps={row['warps']} stages={row['stages']} "
+                    f"{row['ms']:.3f} ms (default {default.get(name, float('nan')):.3f})"
+                )
 
 
 if __name__ == "__main__":

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import variants
 from suite.errors import UsageError
-from suite.signals import stop_on_signals
 from suite.plan.case import DTYPES, Case
 from suite.plan.settings import Settings
+from suite.signals import stop_on_signals
 from suite.store import atomic, lock
 from suite.store.rundir import RunDir, reading
 
@@ -28,7 +28,9 @@ from suite.store.rundir import RunDir, reading
 def cmd_list(args: argparse.Namespace) -> int:
     from suite.present import listing
 
-    for line in listing.lines(args.variant or variants.names(), args.device, args.dtype, DTYPES[args.dtype], args.causal):
+    for line in listing.lines(
+        args.variant or variants.names(), args.device, args.dtype, DTYPES[args.dtype], args.causal
+    ):
         print(line)
     return 0
 
@@ -56,12 +58,16 @@ def _job(args: argparse.Namespace) -> Job:
     if args.resume:
         given = [f"--{name.replace('_', '-')}" for name in RESUME_FIXED if getattr(args, name) is not None]
         if given:
-            raise UsageError(f"--resume {args.resume} finishes the run as it was planned: {', '.join(given)} "
-                             "cannot change it (start a new run for other cases or settings)")
+            raise UsageError(
+                f"--resume {args.resume} finishes the run as it was planned: {', '.join(given)} "
+                "cannot change it (start a new run for other cases or settings)"
+            )
         run = RunDir.started(Path(args.results_dir), args.resume)
         plan = runner.load(run)
         plugins.require(plan.plugins, args.plugin, run.name)
-        grids.check_plan(plan.cases, plan.ladders, str(run.path / RunDir.PLAN))  # NB: an edited plan fails here, not in a worker
+        grids.check_plan(
+            plan.cases, plan.ladders, str(run.path / RunDir.PLAN)
+        )  # NB: an edited plan fails here, not in a worker
         _check_threads(plan.settings.threads, "plan.json settings.threads", args.executor)
         settings = executors.resolved(_budgeted(plan.settings, args), args.executor)
         return Job(run, plan.cases, settings, plan.plugins, f"{plan.grid} (resumed)", ladders=plan.ladders)
@@ -103,10 +109,9 @@ def _check_threads(threads: int, field: str, executor: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from suite.plan import shard as shards
-    from suite.run import executors
-    from suite.run import runner
     from suite.machine import compile_cache
+    from suite.plan import shard as shards
+    from suite.run import executors, runner
     from suite.run.executors.local import WorkerError
 
     try:
@@ -123,20 +128,30 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"shard {args.shard}: predicted {predicted / 60:.1f} min of measuring")
         for case in job.cases:
             print(case.label())
-        climbing = f"; {len(job.ladders)} series of them have adaptive lengths and may climb further" \
-            if job.ladders else ""
+        climbing = (
+            f"; {len(job.ladders)} series of them have adaptive lengths and may climb further" if job.ladders else ""
+        )
         print(f"{len(job.cases)} cases planned (grid {job.label}){climbing}; nothing run, nothing written")
         return 0
     if job.grid is not None:
         runner.start(job.grid, job.run, job.plugins, cases=job.cases if job.shard else None, extra=job.shard)
     with lock.held(job.run.path):
-        print(f"run {job.run.name}: {len(job.cases)} cases, grid {job.label}, results in {job.run.path}/",
-              file=sys.stderr)
+        print(
+            f"run {job.run.name}: {len(job.cases)} cases, grid {job.label}, results in {job.run.path}/", file=sys.stderr
+        )
         started = time.perf_counter()
         try:
-            counts = runner.run(run=job.run, cases=job.cases, settings=job.settings, plugins=job.plugins,
-                                resume=bool(args.resume), executor=args.executor, address=args.address,
-                                slots=args.ray_workers, ladders=job.ladders)
+            counts = runner.run(
+                run=job.run,
+                cases=job.cases,
+                settings=job.settings,
+                plugins=job.plugins,
+                resume=bool(args.resume),
+                executor=args.executor,
+                address=args.address,
+                slots=args.ray_workers,
+                ladders=job.ladders,
+            )
         except WorkerError as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
@@ -182,8 +197,12 @@ def _rule(args: argparse.Namespace):
     for name, value, low, high in (("--alpha", args.alpha, 0, 1), ("--effect-floor", args.effect_floor, 0, 10)):
         if not low < value < high:
             raise UsageError(f"{name} {value} (allowed: {low} < value < {high})")
-    return Rule(alpha=args.alpha, effect_floor=args.effect_floor, allow_new=args.allow_new,
-                allow_shift=getattr(args, "allow_shift", False))
+    return Rule(
+        alpha=args.alpha,
+        effect_floor=args.effect_floor,
+        allow_new=args.allow_new,
+        allow_shift=getattr(args, "allow_shift", False),
+    )
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -201,7 +220,9 @@ def _compared(base: RunDir, new: RunDir, rule, args: argparse.Namespace) -> int:
 
     base_frame = base.read_table()
     hosts = tuple(machines(run.env(), run.bandwidth()) for run in (base, new))  # the cache steps each report fits
-    verdict = regression.decide(base_frame, new.read_table(), base.env(), new.env(), rule, force=args.force, hosts=hosts)
+    verdict = regression.decide(
+        base_frame, new.read_table(), base.env(), new.env(), rule, force=args.force, hosts=hosts
+    )
     if args.confirm and verdict.code == 1:
         from suite.run import plugins
         from suite.run.confirm import confirm
@@ -266,14 +287,18 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     results_dir = Path(args.results_dir)
     if args.action == "list":
         for where, info in rundir.baselines(results_dir):
-            print(f"{where}: from run {info.get('run', '?')} (commit {info.get('git_commit')}, {info.get('saved_at', '?')})")
+            print(
+                f"{where}: from run {info.get('run', '?')} (commit {info.get('git_commit')}, {info.get('saved_at', '?')})"
+            )
         return 0
     if not args.run:
         raise UsageError("baseline save: which run? (python -m suite baseline save RUN)")
     with reading(args.run, results_dir, "baseline save") as run:
         target = rundir.save_baseline(run, results_dir, force=args.force)
-    print(f"baseline for fingerprint {run.env().get('fingerprint_id')}, grid {run.plan().get('grid')}: "
-          f"{target} (from {run.name})")
+    print(
+        f"baseline for fingerprint {run.env().get('fingerprint_id')}, grid {run.plan().get('grid')}: "
+        f"{target} (from {run.name})"
+    )
     return 0
 
 
@@ -283,8 +308,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     atomic.check_target("--output", args.output)
     with reading(args.run, Path(args.results_dir), "export") as run:
         frame = run.read_table()
-        payload = export.pytest_benchmark(frame, run.env()) if args.format == "pytest-benchmark" else \
-            export.github_action_benchmark(frame)
+        payload = (
+            export.pytest_benchmark(frame, run.env())
+            if args.format == "pytest-benchmark"
+            else export.github_action_benchmark(frame)
+        )
     atomic.write_text(Path(args.output), json.dumps(payload, indent=1), follow_links=True)
     print(f"{args.format}: {args.output}")
     return 0
@@ -301,9 +329,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
         merged = merge(shards, RunDir.new(results_dir, args.run_id))
     for problem in merged.problems:
         print(f"warning: {problem}", file=sys.stderr)
-    print(f"merged {len(shards)} shard(s) into {merged.run.path}: {merged.cases} cases ("
-          + ", ".join(f"{n} {s}" for s, n in sorted(merged.counts.items())) + ")"
-          + (f"; {merged.missing} cases of the grid are in no shard given" if merged.missing else ""))
+    print(
+        f"merged {len(shards)} shard(s) into {merged.run.path}: {merged.cases} cases ("
+        + ", ".join(f"{n} {s}" for s, n in sorted(merged.counts.items()))
+        + ")"
+        + (f"; {merged.missing} cases of the grid are in no shard given" if merged.missing else "")
+    )
     return 0 if args.no_report else make_report(merged.run, Path(args.reports_dir) / merged.run.name)
 
 
@@ -362,8 +393,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from suite.parser import build_parser
     from suite.machine.device import get as device
+    from suite.parser import build_parser
 
     args = build_parser(COMMANDS).parse_args(argv)
     restore = stop_on_signals()
@@ -388,6 +419,17 @@ def main(argv: list[str] | None = None) -> int:
         restore()
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report, "compare": cmd_compare, "ab": cmd_ab, "merge": cmd_merge,
-            "baseline": cmd_baseline, "export": cmd_export, "doctor": cmd_doctor, "card": cmd_card, "docs": cmd_docs,
-            "history": cmd_history}
+COMMANDS = {
+    "list": cmd_list,
+    "run": cmd_run,
+    "report": cmd_report,
+    "compare": cmd_compare,
+    "ab": cmd_ab,
+    "merge": cmd_merge,
+    "baseline": cmd_baseline,
+    "export": cmd_export,
+    "doctor": cmd_doctor,
+    "card": cmd_card,
+    "docs": cmd_docs,
+    "history": cmd_history,
+}

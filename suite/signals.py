@@ -38,6 +38,7 @@ def stop_on_signals():
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         sys.unraisablehook = hook
+
     return restore
 
 
@@ -53,6 +54,7 @@ def _again(hook):
             _thread.start_new_thread(_send, (threading.main_thread().ident, signum))
         except RuntimeError:  # the interpreter is shutting down: it stops anyway
             pass
+
     return unraisable
 
 

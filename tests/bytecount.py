@@ -12,7 +12,6 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-
 # operators that take a tensor for its shape, dtype and device only: they read none of its data
 SHAPE_ONLY = {"new_zeros", "new_empty", "new_ones", "new_full", "empty_like", "zeros_like", "ones_like", "full_like"}
 

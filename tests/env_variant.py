@@ -7,7 +7,7 @@ import os
 
 from variants.catalog import full
 from variants.impls import dense_impl
-from variants.rules import Impl, Prepared, VariantSpec, register
+from variants.rules import Impl, VariantSpec, register
 
 
 def _report(q, k, v, *, causal, params):
@@ -20,9 +20,16 @@ def _report(q, k, v, *, causal, params):
 
 
 if "env_probe" not in __import__("variants").names():
-    register(VariantSpec(
-        name="env_probe", family="test", summary="test-only: full attention whose native path reports its environment",
-        source="tests", params=(), theory_fn=full.SPEC.theory_fn,
-        impls={"dense": dense_impl(None), "native": Impl("native", _report, cost="reports the environment")},
-        mask_fn=full.SPEC.mask_fn, row_counts_fn=full.row_counts,
-    ))
+    register(
+        VariantSpec(
+            name="env_probe",
+            family="test",
+            summary="test-only: full attention whose native path reports its environment",
+            source="tests",
+            params=(),
+            theory_fn=full.SPEC.theory_fn,
+            impls={"dense": dense_impl(None), "native": Impl("native", _report, cost="reports the environment")},
+            mask_fn=full.SPEC.mask_fn,
+            row_counts_fn=full.row_counts,
+        )
+    )

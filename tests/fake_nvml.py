@@ -8,10 +8,23 @@ class FakeNvml:
     """NVML's calls the sampler makes, answering from scripts (the last value repeats); `fail` names the
     calls that raise, as NVML's NVMLError does for a reading the GPU does not support."""
 
-    def __init__(self, clocks=(1980,), reasons=(0,), power_mw=(300_000,), temps=(60,), energy_mj=(1000, 5000),
-                 fail=(), throttle_name="nvmlDeviceGetCurrentClocksEventReasons"):
-        self.scripts = {"clock": list(clocks), "reasons": list(reasons), "power": list(power_mw),
-                        "temp": list(temps), "energy": list(energy_mj)}
+    def __init__(
+        self,
+        clocks=(1980,),
+        reasons=(0,),
+        power_mw=(300_000,),
+        temps=(60,),
+        energy_mj=(1000, 5000),
+        fail=(),
+        throttle_name="nvmlDeviceGetCurrentClocksEventReasons",
+    ):
+        self.scripts = {
+            "clock": list(clocks),
+            "reasons": list(reasons),
+            "power": list(power_mw),
+            "temp": list(temps),
+            "energy": list(energy_mj),
+        }
         self.fail, self.calls = set(fail), []
         setattr(self, throttle_name, lambda handle: self._next("reasons"))
 

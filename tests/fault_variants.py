@@ -59,12 +59,19 @@ def _wrong() -> Impl:
 def _register(name: str, native: Impl) -> None:
     if name in __import__("variants").names():
         return
-    register(VariantSpec(
-        name=name, family="test", summary=f"test-only: full attention whose native path does '{name}'",
-        source="tests", params=(), theory_fn=full.SPEC.theory_fn,
-        impls={"dense": dense_impl(None), "native": native},
-        mask_fn=full.SPEC.mask_fn, row_counts_fn=full.row_counts,
-    ))
+    register(
+        VariantSpec(
+            name=name,
+            family="test",
+            summary=f"test-only: full attention whose native path does '{name}'",
+            source="tests",
+            params=(),
+            theory_fn=full.SPEC.theory_fn,
+            impls={"dense": dense_impl(None), "native": native},
+            mask_fn=full.SPEC.mask_fn,
+            row_counts_fn=full.row_counts,
+        )
+    )
 
 
 for fault, action in FAULTS.items():
@@ -111,18 +118,28 @@ def _paced(slowed: bool) -> Impl:
 
         return Prepared(call)
 
-    return Impl("native" if slowed else "sdpa", prepare,
-                cost="SDPA plus a timed wait" + (" stretched by pace_factor(n)" if slowed else ""))
+    return Impl(
+        "native" if slowed else "sdpa",
+        prepare,
+        cost="SDPA plus a timed wait" + (" stretched by pace_factor(n)" if slowed else ""),
+    )
 
 
 if "paced" not in __import__("variants").names():
-    register(VariantSpec(
-        name="paced", family="test", summary="test-only: full attention plus a timed wait; native's wait "
-        "is multiplied by $SUITE_TEST_SLOWDOWN (an injected regression), sdpa's is not",
-        source="tests", params=(), theory_fn=full.SPEC.theory_fn,
-        impls={"dense": dense_impl(None), "native": _paced(True), "sdpa": _paced(False)},
-        mask_fn=full.SPEC.mask_fn, row_counts_fn=full.row_counts,
-    ))
+    register(
+        VariantSpec(
+            name="paced",
+            family="test",
+            summary="test-only: full attention plus a timed wait; native's wait "
+            "is multiplied by $SUITE_TEST_SLOWDOWN (an injected regression), sdpa's is not",
+            source="tests",
+            params=(),
+            theory_fn=full.SPEC.theory_fn,
+            impls={"dense": dense_impl(None), "native": _paced(True), "sdpa": _paced(False)},
+            mask_fn=full.SPEC.mask_fn,
+            row_counts_fn=full.row_counts,
+        )
+    )
 
 
 # ------------------------------------------------------------------ the worker as a case sees it

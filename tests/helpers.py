@@ -39,14 +39,22 @@ def inputs(spec, *, batch=2, heads=4, seq_len=37, head_dim=8, dtype=torch.float6
 
 def all_impls(exclude=frozenset()):
     """Every (variant, impl) that computes the variant's own definition (peers apart: `peer_impls`)."""
-    return [(name, impl) for name in variants.names() for impl, i in variants.get(name).impls.items()
-            if impl != "dense" and impl not in exclude and i.differs is None]
+    return [
+        (name, impl)
+        for name in variants.names()
+        for impl, i in variants.get(name).impls.items()
+        if impl != "dense" and impl not in exclude and i.differs is None
+    ]
 
 
 def peer_impls():
     """Library implementations whose definition differs from the variant's (checked where they coincide)."""
-    return [(name, impl) for name in variants.names() for impl, i in variants.get(name).impls.items()
-            if i.differs is not None]
+    return [
+        (name, impl)
+        for name in variants.names()
+        for impl, i in variants.get(name).impls.items()
+        if i.differs is not None
+    ]
 
 
 def causal_unsupported(spec, impl: str, causal: bool, params=None) -> bool:
@@ -67,17 +75,29 @@ def theory(spec, **kw):
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
-PACED = {"threads": 1, "min_run_time_s": 0.01, "max_samples": 10, "case_timeout_s": 60, "memory_budget_gib": 4,
-         "check_seq_len": 16, "replicates": 6, "probe": False}
+PACED = {
+    "threads": 1,
+    "min_run_time_s": 0.01,
+    "max_samples": 10,
+    "case_timeout_s": 60,
+    "memory_budget_gib": 4,
+    "check_seq_len": 16,
+    "replicates": 6,
+    "probe": False,
+}
 
 
 def paced_grid(lengths, name: str = "abreal", **settings) -> str:
     """A grid of `paced/native` (tests/fault_variants.py, --plugin fault_variants) at `lengths`: the real
     sweeps' grid (`settings` over PACED)."""
-    values = "\n".join(f"{key} = {str(value).lower() if isinstance(value, bool) else value}"
-                       for key, value in {**PACED, **settings}.items())
-    return (f'name = "{name}"\n[settings]\n{values}\n[defaults]\nbatch = [1]\nnum_heads = [1]\nhead_dim = [8]\n'
-            f'[[block]]\nvariant = ["paced"]\nimpl = ["native"]\nseq_len = [{", ".join(map(str, lengths))}]\n')
+    values = "\n".join(
+        f"{key} = {str(value).lower() if isinstance(value, bool) else value}"
+        for key, value in {**PACED, **settings}.items()
+    )
+    return (
+        f'name = "{name}"\n[settings]\n{values}\n[defaults]\nbatch = [1]\nnum_heads = [1]\nhead_dim = [8]\n'
+        f'[[block]]\nvariant = ["paced"]\nimpl = ["native"]\nseq_len = [{", ".join(map(str, lengths))}]\n'
+    )
 
 
 TINY = """
@@ -102,8 +122,9 @@ def suite(*args, cwd, timeout=600, report=False, env_extra=None, **kw):
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **(env_extra or {})}
     if args[0] == "run" and not report and "--dry-run" not in args:
         args = (*args, "--no-report")  # the report has its own tests; one run below makes it
-    return subprocess.run([sys.executable, "-m", "suite", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "suite", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, **kw
+    )
 
 
 def suite_in_process(*args, cwd, env_extra=None) -> subprocess.CompletedProcess:
@@ -120,7 +141,11 @@ def suite_in_process(*args, cwd, env_extra=None) -> subprocess.CompletedProcess:
     out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
     os.chdir(cwd)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), mock.patch.dict(os.environ, env_extra or {}):
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            mock.patch.dict(os.environ, env_extra or {}),
+        ):
             try:
                 code = cli.main(list(args))
             except SystemExit as stop:  # argparse's own errors
@@ -174,8 +199,15 @@ def legacy_run(tmp_path: Path, name: str = "r") -> Path:
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def browser_or_skip():
@@ -209,17 +241,28 @@ def in_browser(path: Path, *expressions: str) -> tuple[list[str], list]:
     return errors, values
 
 
-
 # ----------------------------------------------------------------------------- on a results table
 def table() -> pd.DataFrame:
     """A synthetic results table: full (sdpa, dense) and sliding_window (native, sdpa) over n, one OOM row."""
     n = [256, 512, 1024, 2048, 4096, 8192, 16384]
-    rows = (synthetic_rows("full", "sdpa", {x: 1e-9 * x**2 for x in n}, claimed=2.0)
-            + synthetic_rows("full", "dense", {x: 3e-9 * x**2 for x in n[:5]}, claimed=2.0)
-            + synthetic_rows("sliding_window", "native", {x: 2e-5 * x for x in n}, claimed=1.0,
-                    flops_counted=lambda x: 4 * 8 * 64 * 257 * x)
-            + synthetic_rows("sliding_window", "sdpa", {x: 1.1e-9 * x**2 for x in n[:5]}, claimed=1.0,
-                    flops_counted=lambda x: 4 * 8 * 64 * x**2))
+    rows = (
+        synthetic_rows("full", "sdpa", {x: 1e-9 * x**2 for x in n}, claimed=2.0)
+        + synthetic_rows("full", "dense", {x: 3e-9 * x**2 for x in n[:5]}, claimed=2.0)
+        + synthetic_rows(
+            "sliding_window",
+            "native",
+            {x: 2e-5 * x for x in n},
+            claimed=1.0,
+            flops_counted=lambda x: 4 * 8 * 64 * 257 * x,
+        )
+        + synthetic_rows(
+            "sliding_window",
+            "sdpa",
+            {x: 1.1e-9 * x**2 for x in n[:5]},
+            claimed=1.0,
+            flops_counted=lambda x: 4 * 8 * 64 * x**2,
+        )
+    )
     rows.append({**rows[0], "seq_len": 32768, "status": "oom", "reason": "out of memory", "time_s": None})
     return pd.DataFrame(rows)
 
@@ -239,16 +282,37 @@ def stored_table() -> pd.DataFrame:
 
 
 def synthetic_rows(variant, impl, times: dict, *, claimed, flops_counted=None, peak=None, **shape):
-    base = dict(variant=variant, impl=impl, device="cpu", dtype="float32", mode="fwd", batch=1,
-                num_heads=8, num_kv_heads=8, head_dim=64, causal=False, params="{}", status="ok",
-                reason="", claimed_exponent_n=claimed, claimed_exponent_d=1.0)
+    base = dict(
+        variant=variant,
+        impl=impl,
+        device="cpu",
+        dtype="float32",
+        mode="fwd",
+        batch=1,
+        num_heads=8,
+        num_kv_heads=8,
+        head_dim=64,
+        causal=False,
+        params="{}",
+        status="ok",
+        reason="",
+        claimed_exponent_n=claimed,
+        claimed_exponent_d=1.0,
+    )
     base.update(shape)
     out = []
     for n, t in times.items():
         flops = 4 * 8 * 64 * n**claimed
-        out.append({**base, "seq_len": n, "time_s": t, "flops": flops,
-                    "flops_counted": flops_counted(n) if flops_counted else flops,
-                    "peak_bytes": peak(n) if peak else 1e3 * n})
+        out.append(
+            {
+                **base,
+                "seq_len": n,
+                "time_s": t,
+                "flops": flops,
+                "flops_counted": flops_counted(n) if flops_counted else flops,
+                "peak_bytes": peak(n) if peak else 1e3 * n,
+            }
+        )
     return out
 
 
@@ -256,8 +320,10 @@ def fwd_bwd_length(name: str) -> int:
     """The full grid's largest fwd_bwd length of `name`'s native path, a planned one or the top of its adaptive
     range: where its timed backward is checked."""
     grid = grids.resolve("full")
-    return max([case.seq_len for case in grid.cases if _native_fwd_bwd(case, name)]
-               + [ladder.high for ladder in grid.ladders if _native_fwd_bwd(ladder.template, name)])
+    return max(
+        [case.seq_len for case in grid.cases if _native_fwd_bwd(case, name)]
+        + [ladder.high for ladder in grid.ladders if _native_fwd_bwd(ladder.template, name)]
+    )
 
 
 def _native_fwd_bwd(case, name: str) -> bool:

@@ -34,7 +34,8 @@ RULES = {
         r"|\b(?:full )?run \d+\b(?! (?:of|times|processes|cases|lengths))"
         r"|\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth) run of\b"
         r"|\b(?:amd-epyc|intel-xeon|cpu-full|gpu-full|h100|h200)-[\w*-]+"
-        r"|benchmarks/runs/|benchmarks/gpu_profile/"),
+        r"|benchmarks/runs/|benchmarks/gpu_profile/"
+    ),
 }
 # what a run's own text may hold in a code string, never a comment's: none is exempt by word
 TOP = {
@@ -51,15 +52,21 @@ def _strings(tree: ast.AST):
     """Every bare string statement: docstrings of modules, classes and functions, and attribute docstrings."""
     for node in ast.walk(tree):
         for stmt in getattr(node, "body", ()) if isinstance(getattr(node, "body", None), list) else ():
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value,
-            str):
+            if (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Constant)
+                and isinstance(stmt.value.value, str)
+            ):
                 yield stmt.lineno, stmt.value.value
 
 
 def python_texts(source: str) -> list[tuple[int, str]]:
     """(line, text) of each comment and each line of each docstring of a Python source."""
-    out = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-           if tok.type == tokenize.COMMENT]
+    out = [
+        (tok.start[0], tok.string)
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    ]
     for line, text in _strings(ast.parse(source)):
         out += [(line + i, part) for i, part in enumerate(text.splitlines())]
     return sorted(out)
@@ -74,23 +81,30 @@ def toml_texts(source: str) -> list[tuple[int, str]]:
     for i, line in enumerate(source.splitlines(), 1):
         bare = _TOML_STRING.sub(lambda m: " " * len(m.group()), line)
         if "#" in bare:
-            out.append((i, line[bare.index("#"):]))
+            out.append((i, line[bare.index("#") :]))
     return out
 
 
 def findings(name: str, source: str) -> list[str]:
     """`name:line: rule: text` for each comment or docstring line of `source` that breaks a rule."""
     texts = python_texts(source) if name.endswith(".py") else toml_texts(source)
-    return [f"{name}:{line}: {rule}: {text.strip()}" for line, text in texts
-            for rule, pattern in RULES.items() if pattern.search(text)]
+    return [
+        f"{name}:{line}: {rule}: {text.strip()}"
+        for line, text in texts
+        for rule, pattern in RULES.items()
+        if pattern.search(text)
+    ]
 
 
 def _files(top: str) -> list[Path]:
     if top == "grids":
         return sorted(p for pattern in GRIDS for p in ROOT.glob(pattern))
     folder, skip = TOP[top]
-    return sorted(p for p in (ROOT / folder).rglob("*.py")
-                  if not any(p.is_relative_to(ROOT / s) for s in skip) and "__pycache__" not in p.parts)
+    return sorted(
+        p
+        for p in (ROOT / folder).rglob("*.py")
+        if not any(p.is_relative_to(ROOT / s) for s in skip) and "__pycache__" not in p.parts
+    )
 
 
 @pytest.mark.parametrize("top", [*TOP, "grids"])
@@ -99,37 +113,43 @@ def test_comments_quote_no_measurement_run_date_or_commit(top):
     assert found == [], "\n".join(found)
 
 
-@pytest.mark.parametrize("text, rule", [
-    ("# a worker's start is 2.4 s of CPU here", "timing"),
-    ("# 0.43 ns an element", "timing"),
-    ("# 17 µs kernel", "timing"),
-    ("# 13.0 GB/s copy", "timing"),
-    ("# 8-12 s a run", "timing"),
-    ("# max 8192 (cb622c8) bought nothing", "commit"),
-    ("# measured 2026-11-26", "date"),
-    ("# before 2026-11", "date"),
-    ("# in stored runs 5 and 6", "run"),
-    ("# in stored AMD runs 4 and 7", "run"),
-    ("# run L settled", "run"),
-    ("# benchmarks/runs/intel-xeon-full-*", "run"),
-])
+@pytest.mark.parametrize(
+    "text, rule",
+    [
+        ("# a worker's start is 2.4 s of CPU here", "timing"),
+        ("# 0.43 ns an element", "timing"),
+        ("# 17 µs kernel", "timing"),
+        ("# 13.0 GB/s copy", "timing"),
+        ("# 8-12 s a run", "timing"),
+        ("# max 8192 (cb622c8) bought nothing", "commit"),
+        ("# measured 2026-11-26", "date"),
+        ("# before 2026-11", "date"),
+        ("# in stored runs 5 and 6", "run"),
+        ("# in stored AMD runs 4 and 7", "run"),
+        ("# run L settled", "run"),
+        ("# benchmarks/runs/intel-xeon-full-*", "run"),
+    ],
+)
 def test_the_rules_catch(text, rule):
     assert [f.split(": ")[1] for f in findings("x.py", text + "\n")] == [rule]
 
 
-@pytest.mark.parametrize("text", [
-    "# seconds a call at most (max_call_s)",
-    "# ns a gathered pair at a head's K",
-    "# the fastest of 5 runs of the probe",
-    "# fp16 and bf16, sm_86 and H100",
-    "# a sha256 of the canonical JSON",
-    "# n = 4096 rows, 16 heads, 2 slices",
-    "# run them as embedding bags",
-    "# 0 / 1 / 2 and why, for two stored runs",
-    "# scores a run of blocks",
-    "# 2·B·n·d bytes; O(n^1.5) in 4 slices",
-    "# Vaswani et al. 2017",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# seconds a call at most (max_call_s)",
+        "# ns a gathered pair at a head's K",
+        "# the fastest of 5 runs of the probe",
+        "# fp16 and bf16, sm_86 and H100",
+        "# a sha256 of the canonical JSON",
+        "# n = 4096 rows, 16 heads, 2 slices",
+        "# run them as embedding bags",
+        "# 0 / 1 / 2 and why, for two stored runs",
+        "# scores a run of blocks",
+        "# 2·B·n·d bytes; O(n^1.5) in 4 slices",
+        "# Vaswani et al. 2017",
+    ],
+)
 def test_the_rules_pass(text):
     assert findings("x.py", text + "\n") == []
 
@@ -138,4 +158,5 @@ def test_units_in_code_strings_are_not_comments():
     source = 'def f():\n    """Seconds a call."""\n    return "took 2.4 s", "cb622c8d"  # the message\n'
     assert findings("x.py", source) == []
     assert findings("x.toml", 'note = "2.4 s # not a comment"\nmax = 8  # 8 s a call\n') == [
-        "x.toml:2: timing: # 8 s a call"]
+        "x.toml:2: timing: # 8 s a call"
+    ]

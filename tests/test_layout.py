@@ -25,8 +25,11 @@ def tracked(*patterns: str) -> list[Path]:
 
 
 def test_nothing_points_outside_the_repository():
-    outside = [str(p.relative_to(ROOT)) for p in tracked("*.py", "*.md", "*.toml", "*.j2", "*.yml", ".ci/run")
-               if "../shared" in p.read_text(errors="replace") and p.name != "test_layout.py"]
+    outside = [
+        str(p.relative_to(ROOT))
+        for p in tracked("*.py", "*.md", "*.toml", "*.j2", "*.yml", ".ci/run")
+        if "../shared" in p.read_text(errors="replace") and p.name != "test_layout.py"
+    ]
     assert outside == []
     assert (ROOT / "docs" / "CLAIMS.md").is_file()
 
@@ -37,8 +40,11 @@ MAX_FILE_KB = 1024  # a tracked file's limit, as .pre-commit-config.yaml's check
 def test_no_tracked_file_is_over_a_megabyte():
     """Stored runs and study outputs are kept out of the repository, or trimmed to the rows a test reads
     (tests/data/): a file past the limit is data that belongs in results/ (gitignored)."""
-    big = [f"{p.relative_to(ROOT)}: {p.stat().st_size} bytes" for p in tracked("*")
-           if p.is_file() and p.stat().st_size > MAX_FILE_KB * 1024]
+    big = [
+        f"{p.relative_to(ROOT)}: {p.stat().st_size} bytes"
+        for p in tracked("*")
+        if p.is_file() and p.stat().st_size > MAX_FILE_KB * 1024
+    ]
     assert big == []
     hook = (ROOT / ".pre-commit-config.yaml").read_text()
     assert "id: check-added-large-files" in hook and f"--maxkb={MAX_FILE_KB}" in hook
@@ -48,8 +54,11 @@ def test_benchmarks_holds_no_stored_run():
     """benchmarks/ holds scripts, grids and the small summaries the docs quote; a run folder (its table, its
     journal) is measured again into results/ by the script or `suite run` that makes it, and what a test reads
     of one is a card's run under docs/runs/ or a fixture under tests/data/."""
-    runs = [str(p.relative_to(ROOT)) for p in tracked("benchmarks/*")
-            if p.name in ("results.parquet", "results.csv", "finished.jsonl", "ab.jsonl", "plan.json", "journal.jsonl")]
+    runs = [
+        str(p.relative_to(ROOT))
+        for p in tracked("benchmarks/*")
+        if p.name in ("results.parquet", "results.csv", "finished.jsonl", "ab.jsonl", "plan.json", "journal.jsonl")
+    ]
     assert runs == []
 
 
@@ -120,8 +129,11 @@ def test_stages_import_one_way():
         if here is None:
             continue
         allowed = set(SHARED) if here in SHARED else set(SHARED) | set(STAGES[: STAGES.index(here) + 1])
-        backwards += [f"{name} -> {m}" for m in sorted(_imports(path, ("suite",)))
-                      if _stage(m) is not None and _stage(m) not in allowed and not (here in SHARED and _stage(m) == here)]
+        backwards += [
+            f"{name} -> {m}"
+            for m in sorted(_imports(path, ("suite",)))
+            if _stage(m) is not None and _stage(m) not in allowed and not (here in SHARED and _stage(m) == here)
+        ]
     assert backwards == []
 
 
@@ -136,8 +148,11 @@ def test_no_private_name_is_imported_across_files():
     for name, path in _sources().items():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and _ours(node.module) and node.module != name:
-                crossing += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names
-                             if a.name.startswith("_") and not a.name.startswith("__")]
+                crossing += [
+                    f"{path.relative_to(ROOT)}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert crossing == []
 
 
@@ -182,8 +197,10 @@ def test_a_run_starts_without_the_statistics_libraries():
     when a fit or a comparison runs."""
     import sys
 
-    code = ("import sys; from suite import cli; from suite.parser import build_parser; from suite.plan import grid; "
-            "from suite.run import runner; build_parser(cli.COMMANDS).parse_args(['run', '--grid', 'full']); "
-            "grid.resolve('full'); print(sorted(m for m in ('scipy.stats', 'statsmodels') if m in sys.modules))")
+    code = (
+        "import sys; from suite import cli; from suite.parser import build_parser; from suite.plan import grid; "
+        "from suite.run import runner; build_parser(cli.COMMANDS).parse_args(['run', '--grid', 'full']); "
+        "grid.resolve('full'); print(sorted(m for m in ('scipy.stats', 'statsmodels') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]

@@ -57,7 +57,9 @@ def test_legacy_report_gives_the_verdicts_that_version_printed(results, tmp_path
 
 
 def test_legacy_shards_merge_and_compare_with_the_whole_run(results, tmp_path):
-    assert cli.main(["merge", "legacy-b", "legacy-c", "--run-id", "m", "--results-dir", str(results), "--no-report"]) == 0
+    assert (
+        cli.main(["merge", "legacy-b", "legacy-c", "--run-id", "m", "--results-dir", str(results), "--no-report"]) == 0
+    )
     merged, whole = RunDir(results / "m").read_table(), RunDir(results / "legacy-a").read_table()
     assert list(merged["case_id"]) == list(whole["case_id"])
     out = tmp_path / "c.json"
@@ -84,10 +86,14 @@ def test_legacy_tables_gain_the_trait_columns_from_the_built_in_names():
 def test_merge_refuses_shards_of_different_commits_and_reports_unreadable_journal_lines(results, capsys):
     env = json.loads((results / "legacy-c" / "env.json").read_text())
     (results / "legacy-c" / "env.json").write_text(json.dumps({**env, "git_commit": "0" * 40}))
-    assert cli.main(["merge", "legacy-b", "legacy-c", "--run-id", "m", "--results-dir", str(results), "--no-report"]) == 2
+    assert (
+        cli.main(["merge", "legacy-b", "legacy-c", "--run-id", "m", "--results-dir", str(results), "--no-report"]) == 2
+    )
     assert "by commit 0000" in capsys.readouterr().err and not (results / "m").exists()
     (results / "legacy-c" / "env.json").write_text(json.dumps(env))
     with open(results / "legacy-c" / "journal.jsonl", "a") as journal:
         journal.write('{"case_id": "x", "status": "ok", "variant": \n')
-    assert cli.main(["merge", "legacy-b", "legacy-c", "--run-id", "m", "--results-dir", str(results), "--no-report"]) == 0
+    assert (
+        cli.main(["merge", "legacy-b", "legacy-c", "--run-id", "m", "--results-dir", str(results), "--no-report"]) == 0
+    )
     assert "legacy-c: journal.jsonl line 24 is" in capsys.readouterr().err

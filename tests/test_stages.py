@@ -10,9 +10,9 @@ import pytest
 import variants
 from suite import cli
 from suite.errors import UsageError
+from suite.machine import device as devices
 from suite.plan.case import Case, theory_of
 from suite.plan.settings import Settings
-from suite.machine import device as devices
 from suite.run.measurement.counting import count_flops
 from suite.store.journal import Journal
 from suite.store.row import COLUMNS, PROCESS, Row, aggregate
@@ -38,8 +38,10 @@ def test_a_row_round_trips_through_its_journal_line_and_every_field_has_a_column
 
 def test_replicates_that_shared_a_process_count_as_one_process():
     """Hole 4: fewer Ray actors than replicates put two replicates in one process."""
-    reps = [Row(CASE, pid=pid, replicate=r, busy_cores=b).with_samples(times)
-            for r, (pid, times, b) in enumerate([(11, [1.0, 1.1], 0.1), (11, [1.2, 1.3], 0.6), (12, [2.0, 2.1], 0.0)])]
+    reps = [
+        Row(CASE, pid=pid, replicate=r, busy_cores=b).with_samples(times)
+        for r, (pid, times, b) in enumerate([(11, [1.0, 1.1], 0.1), (11, [1.2, 1.3], 0.6), (12, [2.0, 2.1], 0.0)])
+    ]
     row = aggregate(reps)
     assert row.replicates == 2 and row.replicate_times_s == [1.15, 2.05]
     assert row.busy_cores == 0.6 and len(row.samples) == 6
@@ -127,8 +129,9 @@ def test_the_counter_counts_in_place_gemms_so_linear_attention_counts_its_claim(
     """linear/native accumulates K′ᵀV by baddbmm_, which FlopCounterMode left at 0 (a work ratio of
     0.51, causal 1.51): counted, the products are the claim's 4·B·H·n·d², and causal adds the masked
     chunks' work, at most as much again (variants.native.linearized.masked_rows)."""
-    case = dataclasses.replace(CASE, variant="linear", impl="native", seq_len=1024, num_heads=8, num_kv_heads=8,
-                               head_dim=64, causal=causal)
+    case = dataclasses.replace(
+        CASE, variant="linear", impl="native", seq_len=1024, num_heads=8, num_kv_heads=8, head_dim=64, causal=causal
+    )
     flops, note = count_flops(case)
     claim = theory_of(case)["flops"]
     assert note == "counted on meta tensors"

@@ -21,9 +21,29 @@ from variants.rules.theory import Theory
 # Importing a declaration registers it. The built-in ones come first, in this order (the order
 # `names()` lists and reports show); any other module in variants/catalog is imported after them,
 # by name, so a new variant is one new file there.
-_FIRST = ("full", "sliding_window", "neighborhood", "global_tokens", "random_keys", "strided", "fixed", "bigbird", "reformer",
-          "linear", "performer", "rfa", "linformer", "mqa", "gqa", "mha_fused", "mha_per_head", "additive", "multiplicative",
-          "recurrent", "convolution")
+_FIRST = (
+    "full",
+    "sliding_window",
+    "neighborhood",
+    "global_tokens",
+    "random_keys",
+    "strided",
+    "fixed",
+    "bigbird",
+    "reformer",
+    "linear",
+    "performer",
+    "rfa",
+    "linformer",
+    "mqa",
+    "gqa",
+    "mha_fused",
+    "mha_per_head",
+    "additive",
+    "multiplicative",
+    "recurrent",
+    "convolution",
+)
 
 
 def _import_all() -> None:

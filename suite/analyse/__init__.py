@@ -12,8 +12,8 @@ import pandas as pd
 from suite.analyse.exponents import all_exponents, claims, cross, decode, padding, prepare, with_ladders
 from suite.analyse.layers import layer_table
 from suite.analyse.noise import Noise, noise
-from suite.analyse.terms import machines
 from suite.analyse.tables import crossovers, efficiency, speedups, status_matrix
+from suite.analyse.terms import machines
 
 
 @dataclass
@@ -45,15 +45,31 @@ def verdicts(frame: pd.DataFrame, bandwidth: dict | None = None, env: dict | Non
     return claims(fitted(prepare(frame), bandwidth, env))
 
 
-def analyse(frame: pd.DataFrame, peaks: dict | None = None, busy_limit: float = 0.5,
-            ladders: list[dict] = (), bandwidth: dict | None = None, env: dict | None = None) -> Analysis:
+def analyse(
+    frame: pd.DataFrame,
+    peaks: dict | None = None,
+    busy_limit: float = 0.5,
+    ladders: list[dict] = (),
+    bandwidth: dict | None = None,
+    env: dict | None = None,
+) -> Analysis:
     """`ladders`: ladders.json's records (adaptive lengths), shown beside the fits in n they chose;
     `peaks` and `bandwidth`: the run's GEMM and bandwidth probes (probe.json, bandwidth.json);
     `env`: env.json, whose CPU caches place the cost models' cache steps."""
     data = prepare(frame)  # NB: params are parsed here, once for the whole report
     fits = with_ladders(fitted(data, bandwidth, env), list(ladders))
     crossing = crossovers(data)
-    return Analysis(frame=data, fits=fits, claims=claims(fits), crossovers=crossing, speedups=speedups(data),
-                    efficiency=efficiency(data, peaks, bandwidth), status=status_matrix(data),
-                    noise=noise(data, busy_limit), layers=layer_table(fits, crossing), cross=cross(fits),
-                    padding=padding(fits), decode=decode(fits))
+    return Analysis(
+        frame=data,
+        fits=fits,
+        claims=claims(fits),
+        crossovers=crossing,
+        speedups=speedups(data),
+        efficiency=efficiency(data, peaks, bandwidth),
+        status=status_matrix(data),
+        noise=noise(data, busy_limit),
+        layers=layer_table(fits, crossing),
+        cross=cross(fits),
+        padding=padding(fits),
+        decode=decode(fits),
+    )

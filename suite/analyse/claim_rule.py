@@ -70,11 +70,21 @@ class Note(str, Enum):
     NO_PROBE = "no_probe"  # the cache steps stand in for a gather rate no probe measured
 
 
-TELLS = {Reason.FEW_LENGTHS: Tells.MORE_LENGTHS, Reason.NO_FIT: Tells.MORE_LENGTHS, Reason.SHORT_SPAN: Tells.WIDER_SPAN,
-         Reason.PARAMETERS: Tells.MORE_LENGTHS, Reason.FREEDOM: Tells.MORE_LENGTHS,
-         Reason.HIDDEN: Tells.LONGER_LENGTHS, Reason.EDGE: Tells.LONGER_LENGTHS,
-         Reason.SHORT_PATH: Tells.TOP_PATH_LENGTHS, Reason.AT_LEVEL: Tells.LONGER_LENGTHS,
-         Reason.CONTESTED: Tells.LONGER_LENGTHS, Reason.BYTES_UNSEEN: Tells.LONGER_LENGTHS, Reason.WIDE: Tells.MORE_LENGTHS, Reason.OVERLAPS: Tells.LONGER_LENGTHS}
+TELLS = {
+    Reason.FEW_LENGTHS: Tells.MORE_LENGTHS,
+    Reason.NO_FIT: Tells.MORE_LENGTHS,
+    Reason.SHORT_SPAN: Tells.WIDER_SPAN,
+    Reason.PARAMETERS: Tells.MORE_LENGTHS,
+    Reason.FREEDOM: Tells.MORE_LENGTHS,
+    Reason.HIDDEN: Tells.LONGER_LENGTHS,
+    Reason.EDGE: Tells.LONGER_LENGTHS,
+    Reason.SHORT_PATH: Tells.TOP_PATH_LENGTHS,
+    Reason.AT_LEVEL: Tells.LONGER_LENGTHS,
+    Reason.CONTESTED: Tells.LONGER_LENGTHS,
+    Reason.BYTES_UNSEEN: Tells.LONGER_LENGTHS,
+    Reason.WIDE: Tells.MORE_LENGTHS,
+    Reason.OVERLAPS: Tells.LONGER_LENGTHS,
+}
 
 
 @dataclass(frozen=True)
@@ -103,35 +113,34 @@ TEMPLATES = {
     Reason.SHORT_SPAN: "span {span:.0f}x{after}, {needed:.0f}x needed",
     Reason.PARAMETERS: "{lengths} lengths for {parameters} parameters: more lengths would tell",
     Reason.FREEDOM: "{lead} is needed (without it p = {need_p:.2g}), but {lengths} lengths leave {dof} "
-                    "degree{s} of freedom to look for a higher term, {needed} needed: more lengths would tell",
+    "degree{s} of freedom to look for a higher term, {needed} needed: more lengths would tell",
     Reason.HIDDEN: "the overheads still hide {lead} (without it p = {need_p:.2g}): lengths past n = {top:g} would tell",
     Reason.CONFIRMED: "{lead} is needed (without it p = {need_p:.2g}) and no higher term is ({higher}: "
-                      "p = {higher_p:.2g}, {share:.0%} of the {of} at n = {top:g})",
+    "p = {higher_p:.2g}, {share:.0%} of the {of} at n = {top:g})",
     Reason.HIGHER: "a term {higher} above the claim's {lead} is needed (F test p = {higher_p:.2g}): {share:.0%} "
-                   "of the {of} at n = {top:g}",
+    "of the {of} at n = {top:g}",
     Reason.EDGE: "{under}, unless the working set's nearing {level} (from n ≈ {n_edge:.0f}) is a step: lengths "
-                 "to {until:.0f} would tell",
+    "to {until:.0f} would tell",
     Reason.EDGE_KEPT: "{under}; as much with a step where the working set nears {level}",
     Reason.SHORT_PATH: "{under}, but the top lengths' path ({path}, only at n = {at}) holds fewer than {needed} "
-                       "lengths, fitted almost freely: more lengths on it would tell",
+    "lengths, fitted almost freely: more lengths on it would tell",
     Reason.BY_WORK: "its counted FLOPs grow as {n}^{counted}, above the claim's {n}^{claimed:g}; time: {under}",
     Reason.BY_BYTES: "its time rises from n = {low:g} to {top:g} by what reading {read_mb:.3g} MB takes at the memory "
-                     "bandwidth ({gbps:.3g} GB/s), {share:.0%} of its cache's K and V ({cache_mb:.3g} MB), where its "
-                     "claim's step reads {claim_kb:.3g} kB; time: {under}",
+    "bandwidth ({gbps:.3g} GB/s), {share:.0%} of its cache's K and V ({cache_mb:.3g} MB), where its "
+    "claim's step reads {claim_kb:.3g} kB; time: {under}",
     Reason.BYTES_CACHE: "its time rises from n = {low:g} to {top:g} by what reading {read_mb:.3g} MB takes at the memory "
-                        "bandwidth ({gbps:.3g} GB/s), {share:.0%} of its cache's K and V ({cache_mb:.3g} MB), where its "
-                        "claim's step reads {claim_kb:.3g} kB",
+    "bandwidth ({gbps:.3g} GB/s), {share:.0%} of its cache's K and V ({cache_mb:.3g} MB), where its "
+    "claim's step reads {claim_kb:.3g} kB",
     Reason.BYTES_WITHIN: "its time rises from n = {low:g} to {top:g} by at most what reading {read_mb:.3g} MB takes at "
-                         "the memory bandwidth ({gbps:.3g} GB/s): its claim's step reads {claim_kb:.3g} kB, its cache "
-                         "holds {cache_mb:.3g} MB",
+    "the memory bandwidth ({gbps:.3g} GB/s): its claim's step reads {claim_kb:.3g} kB, its cache "
+    "holds {cache_mb:.3g} MB",
     Reason.BYTES_UNSEEN: "reading half its cache at n = {top:g} would take {unseen_us:.3g} µs at the memory bandwidth, "
-                         "less than its shortest step ({step_us:.3g} µs): longer lengths would tell",
-    Reason.AT_LEVEL: "with its higher term's test at its level ({higher}: p = {higher_p:.2g}, {share:.0%} of the "
-                     "time)",
+    "less than its shortest step ({step_us:.3g} µs): longer lengths would tell",
+    Reason.AT_LEVEL: "with its higher term's test at its level ({higher}: p = {higher_p:.2g}, {share:.0%} of the time)",
     Reason.CONTESTED: "by its higher term's test ({higher}: p = {higher_p:.2g}, {share:.0%} of the time) while its "
-                      "time exponent [{lo:.2f}, {hi:.2f}] reaches the claim's {claimed:g} ± {tolerance:g}",
+    "time exponent [{lo:.2f}, {hi:.2f}] reaches the claim's {claimed:g} ± {tolerance:g}",
     Reason.BELOW: "it keeps less than its claim: {lead} is not needed (without it p = {need_p:.2g}), nor is a higher "
-                  "term ({higher}: p = {higher_p:.2g}, {share:.0%} of the {of} at n = {top:g})",
+    "term ({higher}: p = {higher_p:.2g}, {share:.0%} of the {of} at n = {top:g})",
     Reason.NO_CLAIM: "nothing is claimed for this exponent",
     Reason.WIDE: "[{lo:.2f}, {hi:.2f}] is {width:.2f} wide, {max_width:g} at most",
     Reason.WITHIN: "[{lo:.2f}, {hi:.2f}] within {claimed:g} ± {tolerance:g}",
@@ -155,8 +164,17 @@ def power_name(p: float) -> str:
     return "n^0" if p == 0 else f"n^{p:g}"
 
 
-def decide(claimed: float, need_p: float, higher_p: float, higher: str, share: float, parameters: int,
-           top: float, lengths: int, of: str = "time") -> tuple[str, Why]:
+def decide(
+    claimed: float,
+    need_p: float,
+    higher_p: float,
+    higher: str,
+    share: float,
+    parameters: int,
+    top: float,
+    lengths: int,
+    of: str = "time",
+) -> tuple[str, Why]:
     """The cost model's verdict on the claim's leading term, from its two F tests (docs/CLAIMS.md, "Verdicts"):
     confirmed when the term is needed and no higher one is, with CONFIRM_DOF degrees of freedom left to that test;
     refuted when a higher term is needed and carries MIN_HIGHER_SHARE of the top length's time; else inconclusive.
@@ -164,20 +182,31 @@ def decide(claimed: float, need_p: float, higher_p: float, higher: str, share: f
     lead = power_name(claimed)
     if math.isnan(need_p) or math.isnan(higher_p):
         return "inconclusive", Why(Reason.PARAMETERS, {"lengths": lengths, "parameters": parameters + 1})
-    tested = {"lead": lead, "need_p": need_p, "higher": higher, "higher_p": higher_p, "share": share, "top": top, "of": of}
+    tested = {
+        "lead": lead,
+        "need_p": need_p,
+        "higher": higher,
+        "higher_p": higher_p,
+        "share": share,
+        "top": top,
+        "of": of,
+    }
     if higher_p < HIGHER_LEVEL and share >= MIN_HIGHER_SHARE:
         return "refuted", Why(Reason.HIGHER, tested)
     dof = lengths - parameters - 1  # left to the test for a higher term
     if need_p < NEED_LEVEL and dof < CONFIRM_DOF:
-        return "inconclusive", Why(Reason.FREEDOM, {**tested, "lengths": lengths, "dof": dof,
-                                                    "s": "s" if dof != 1 else "", "needed": CONFIRM_DOF})
+        return "inconclusive", Why(
+            Reason.FREEDOM,
+            {**tested, "lengths": lengths, "dof": dof, "s": "s" if dof != 1 else "", "needed": CONFIRM_DOF},
+        )
     if need_p < NEED_LEVEL:
         return "confirmed", Why(Reason.CONFIRMED, tested)
     return "inconclusive", Why(Reason.HIDDEN, tested)
 
 
-def decide_memory(claimed: float, need_p: float, higher_p: float, higher: str, share: float, parameters: int,
-                  top: float, lengths: int) -> tuple[str, Why]:
+def decide_memory(
+    claimed: float, need_p: float, higher_p: float, higher: str, share: float, parameters: int, top: float, lengths: int
+) -> tuple[str, Why]:
     """The verdict on a claim of extra memory, O(n^claimed): a bound, so a peak that keeps less than the claim's term
     (not needed) with no higher term needed either is confirmed, where the higher term's test keeps CONFIRM_DOF degrees
     of freedom; else `decide`'s rule, whose refutation (a higher term needed, carrying MIN_HIGHER_SHARE of the peak at
@@ -191,6 +220,9 @@ def decide_memory(claimed: float, need_p: float, higher_p: float, higher: str, s
 def at_level(verdict: str, higher_p: float, share: float) -> bool:
     """Confirmed or refuted with the higher term's test within MARGIN of its level, for a term that would matter:
     the next length may turn it. Not a refutation whose higher term carries DOMINANT of the time."""
-    return (verdict != "inconclusive" and share >= MIN_HIGHER_SHARE
-            and not (verdict == "refuted" and share >= DOMINANT)
-            and HIGHER_LEVEL / MARGIN <= higher_p < HIGHER_LEVEL * MARGIN)
+    return (
+        verdict != "inconclusive"
+        and share >= MIN_HIGHER_SHARE
+        and not (verdict == "refuted" and share >= DOMINANT)
+        and HIGHER_LEVEL / MARGIN <= higher_p < HIGHER_LEVEL * MARGIN
+    )

@@ -37,8 +37,18 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from suite.analyse import claim_rule
-from suite.analyse.claim_rule import (CONFIRM_DOF, DOMINANT, HIGHER_LEVEL, MARGIN, MIN_HIGHER_SHARE,  # noqa: F401
-                                      NEED_LEVEL, Note, Reason, Why, power_name)
+from suite.analyse.claim_rule import (  # noqa: F401
+    CONFIRM_DOF,
+    DOMINANT,
+    HIGHER_LEVEL,
+    MARGIN,
+    MIN_HIGHER_SHARE,
+    NEED_LEVEL,
+    Note,
+    Reason,
+    Why,
+    power_name,
+)
 from suite.analyse.paths import Paths, least, rate
 from suite.analyse.steps import Machine
 
@@ -97,8 +107,14 @@ class CostVerdict:
         return claim_rule.at_level(self.verdict, self.higher_p, self.higher_share)
 
 
-def design(x: np.ndarray, top: float | None, centres: dict[str, float], hw: Machine | None,
-           extra: float | None = None, rate: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def design(
+    x: np.ndarray,
+    top: float | None,
+    centres: dict[str, float],
+    hw: Machine | None,
+    extra: float | None = None,
+    rate: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
     """The columns of a model whose largest term is n^top (None: no term at all), lengths scaled to
     the largest (columns of one size), with a step in its top term's rate at each centre; `rate`, each
     length's path factor on the top term's (and the higher term's and the steps') time per unit of work."""
@@ -120,8 +136,13 @@ def design(x: np.ndarray, top: float | None, centres: dict[str, float], hw: Mach
     return cols
 
 
-def fit(cols: dict[str, np.ndarray], y: np.ndarray, centres: dict[str, float] | None = None,
-        cap: tuple[str, float] | None = None, factors: dict[str, float] | None = None) -> Model:
+def fit(
+    cols: dict[str, np.ndarray],
+    y: np.ndarray,
+    centres: dict[str, float] | None = None,
+    cap: tuple[str, float] | None = None,
+    factors: dict[str, float] | None = None,
+) -> Model:
     """Non-negative least squares of y on the columns on the relative error; `cap` = (the leading
     column, S): each step's coefficient at most S times the leading term's, the gathers' at most
     GATHERS_MAX times (a term whose bound binds is held on it: the active set)."""
@@ -133,8 +154,11 @@ def fit(cols: dict[str, np.ndarray], y: np.ndarray, centres: dict[str, float] | 
     names = list(cols)
     a = np.column_stack(list(cols.values())) / y[:, None] * root[:, None]
     coef = nnls(a, root)[0]
-    bound = {j: cap[1] if name.endswith(" step") else GATHERS_MAX for j, name in enumerate(names)
-             if cap is not None and (name.endswith(" step") or name == GATHERS)}
+    bound = {
+        j: cap[1] if name.endswith(" step") else GATHERS_MAX
+        for j, name in enumerate(names)
+        if cap is not None and (name.endswith(" step") or name == GATHERS)
+    }
     bound = {j: b for j, b in bound.items() if np.isfinite(b)}
     held: list[int] = []
     while bound:
@@ -169,14 +193,16 @@ def best(x, y, top, hw: Machine | None, extra=None, paths: Paths | None = None) 
     lowest = min(m.sse for m in models)
     # NB: a step the fit leaves at zero fits alike at every centre; the last bits of the SSE, which differ
     # with the BLAS kernel (AVX2 or AVX-512), must not choose it: among ties, the centre on the level's size
-    return min((m for m in models if m.sse <= lowest * (1 + TIE) + len(y) * TIE**2),
-               key=lambda m: sum(abs(c - sizes[level]) for level, c in m.centres.items()))
+    return min(
+        (m for m in models if m.sse <= lowest * (1 + TIE) + len(y) * TIE**2),
+        key=lambda m: sum(abs(c - sizes[level]) for level, c in m.centres.items()),
+    )
 
 
-def factored(x, y, top, centres: dict[str, float], hw: Machine | None, extra=None,
-             paths: Paths | None = None) -> Model:
+def factored(x, y, top, centres: dict[str, float], hw: Machine | None, extra=None, paths: Paths | None = None) -> Model:
     """The model with its centres held, and each later path's factor on the leading term's rate chosen
     by least squares (suite.analyse.paths.least)."""
+
     def model(factors: dict[str, float]) -> Model:
         return fit(design(x, top, centres, hw, extra, rate(paths, factors, x)), y, centres, _cap(top, hw), factors)
 
@@ -240,25 +266,46 @@ def tests(x, y, claimed: float, hw: Machine | None, paths: Paths | None = None) 
     else:
         lower = best(x, y, low, hw, None, paths)
         factors = lower.factors or claim.factors
-        both = fit({**design(x, low, lower.centres, hw, None, rate(paths, lower.factors, x)),
-                    power_name(claimed): (x / x.max()) ** claimed * rate(paths, factors, x)},
-                   y, lower.centres, _cap(low, hw), factors)
+        both = fit(
+            {
+                **design(x, low, lower.centres, hw, None, rate(paths, lower.factors, x)),
+                power_name(claimed): (x / x.max()) ** claimed * rate(paths, factors, x),
+            },
+            y,
+            lower.centres,
+            _cap(low, hw),
+            factors,
+        )
         need_p = f_test(lower, both, len(x))
     found = []
     for q in higher_classes(claimed):
         model = best(x, y, claimed, hw, q, paths)
         if paths is not None:
-            held = fit(design(x, claimed, claim.centres, hw, q, rate(paths, claim.factors, x)), y, claim.centres,
-                       _cap(claimed, hw), claim.factors)
+            held = fit(
+                design(x, claimed, claim.centres, hw, q, rate(paths, claim.factors, x)),
+                y,
+                claim.centres,
+                _cap(claimed, hw),
+                claim.factors,
+            )
             model = min(model, held, key=lambda m: m.sse)
         found.append((f_test(claim, model, len(x)), power_name(q), model.shares.get(power_name(q), 0.0), model, q))
     higher_p, name, share, model, q = min(found, key=lambda h: (math.inf if math.isnan(h[0]) else h[0], -h[2]))
     return Tests(claim, need_p, higher_p, name, share, model, q)
 
 
-def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: list | None = None,
-          bootstrap: int = BOOTSTRAP, seed: int = 0, paths: Paths | None = None,
-          rule=claim_rule.decide) -> CostVerdict:
+def judge(
+    x,
+    y,
+    claimed: float,
+    hw: Machine | None = None,
+    *,
+    process_times: list | None = None,
+    bootstrap: int = BOOTSTRAP,
+    seed: int = 0,
+    paths: Paths | None = None,
+    rule=claim_rule.decide,
+) -> CostVerdict:
     """The verdict on `claimed` for time `y` at lengths `x` (one point per length), with the
     machine's cache steps where `hw` is known, and a factor on the leading term's rate for each path
     after the first where the implementation declared a change of path (`paths`, per length). `rule`: what
@@ -273,24 +320,51 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     if len(x) < 3:
         return CostVerdict("inconclusive", Why(Reason.FEW_LENGTHS, {"lengths": len(x), "needed": 3}))
     if x[-1] / x[0] < MIN_SPAN:
-        return CostVerdict("inconclusive", Why(Reason.SHORT_SPAN, {"span": x[-1] / x[0], "after": "",
-                                                                   "needed": MIN_SPAN}))
-    if paths is not None and paths.alone(x, MIN_SPAN):  # the claim is the top path's: the earlier ones' costs are their own
+        return CostVerdict(
+            "inconclusive", Why(Reason.SHORT_SPAN, {"span": x[-1] / x[0], "after": "", "needed": MIN_SPAN})
+        )
+    if paths is not None and paths.alone(
+        x, MIN_SPAN
+    ):  # the claim is the top path's: the earlier ones' costs are their own
         keep = np.arange(paths.alone(x, MIN_SPAN), len(x))
-        on = judge(x[keep], y[keep], claimed, hw.subset(keep) if hw is not None else None, bootstrap=bootstrap,
-                   seed=seed, process_times=None if process_times is None else [process_times[i] for i in keep], rule=rule)
-        return replace(on, reason=on.reason.noted(Note.TOP_PATH_ALONE, path=paths.labels[-1], first=x[keep[0]]),
-                       paths=tuple((name, first, math.nan) for name, first in paths.changes(x)), alone=x[keep[0]])
+        on = judge(
+            x[keep],
+            y[keep],
+            claimed,
+            hw.subset(keep) if hw is not None else None,
+            bootstrap=bootstrap,
+            seed=seed,
+            process_times=None if process_times is None else [process_times[i] for i in keep],
+            rule=rule,
+        )
+        return replace(
+            on,
+            reason=on.reason.noted(Note.TOP_PATH_ALONE, path=paths.labels[-1], first=x[keep[0]]),
+            paths=tuple((name, first, math.nan) for name, first in paths.changes(x)),
+            alone=x[keep[0]],
+        )
     factors = len(paths.names) - 1 if paths is not None else 0
-    while hw is not None and hw.levels()[0] and len(x) - len(design(x, claimed, {}, None, 3.0)) - factors - 2 * len(hw.levels()[0]) < 2:
+    while (
+        hw is not None
+        and hw.levels()[0]
+        and len(x) - len(design(x, claimed, {}, None, 3.0)) - factors - 2 * len(hw.levels()[0]) < 2
+    ):
         seen = hw.levels()[0]  # too few lengths for every step: the outermost level goes first
         hw = hw.without(max(seen, key=seen.get))
     # NB: every length weighs alike: weights from the spread of the processes' medians followed the
     # machine's load, not the fastest call's noise (on a busy run they went from 0.001 to 1 across
     # fixed/flex's lengths and left the F tests no power: n^1.95 "confirmed" as n^1.5)
     result = tests(x, y, claimed, hw, paths)
-    status, why = rule(claimed, result.need_p, result.higher_p, result.higher, result.higher_share,
-                                    result.claim.k, float(x[-1]), len(x))
+    status, why = rule(
+        claimed,
+        result.need_p,
+        result.higher_p,
+        result.higher,
+        result.higher_share,
+        result.claim.k,
+        float(x[-1]),
+        len(x),
+    )
     if status == "confirmed" and paths is not None and paths.short():
         status, why = "inconclusive", paths.withheld(x, why)
     higher_needed = status == "refuted"  # by time; an edge step may make it inconclusive, still needed
@@ -300,11 +374,26 @@ def judge(x, y, claimed: float, hw: Machine | None = None, *, process_times: lis
     if status == "refuted" and result.with_higher is not None:
         shown, extra = result.with_higher, result.higher_q
     lo, hi = _share_intervals(x, y, claimed, shown, hw, process_times, bootstrap, seed, extra, paths)
-    steps = {level: float(np.exp(np.interp(c, np.log2(hw.working_set), np.log(x))))
-             for level, c in shown.centres.items() if _named(shown, lo, f"{level} step")}
+    steps = {
+        level: float(np.exp(np.interp(c, np.log2(hw.working_set), np.log(x))))
+        for level, c in shown.centres.items()
+        if _named(shown, lo, f"{level} step")
+    }
     changes = tuple((name, first, shown.factors.get(name, 1.0)) for name, first in paths.changes(x)) if paths else ()
-    return CostVerdict(status, why, shown, result.need_p, result.higher_p, result.higher,
-                       result.higher_share, steps, lo, hi, higher_needed, changes)
+    return CostVerdict(
+        status,
+        why,
+        shown,
+        result.need_p,
+        result.higher_p,
+        result.higher,
+        result.higher_share,
+        steps,
+        lo,
+        hi,
+        higher_needed,
+        changes,
+    )
 
 
 def _named(model: Model, lo: dict[str, float], name: str) -> bool:
@@ -327,8 +416,18 @@ def _edge(x, y, claimed: float, hw: Machine, why: Why, paths: Paths | None = Non
     return "inconclusive", Why(Reason.EDGE, {"level": level, "n_edge": n_edge, "until": 8 * n_edge}, why)
 
 
-def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: int, seed: int,
-                     extra: float | None = None, paths: Paths | None = None):
+def _share_intervals(
+    x,
+    y,
+    claimed,
+    claim: Model,
+    hw,
+    process_times,
+    bootstrap: int,
+    seed: int,
+    extra: float | None = None,
+    paths: Paths | None = None,
+):
     """95% intervals of each term's share at the largest length in the model shown (`claim`, with its
     higher term n^extra where it has one; the steps' centres and the paths' factors held): the points redrawn from their
     processes (each length's per-process medians, resampled), or from the model's relative residuals
@@ -340,8 +439,10 @@ def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: 
     assert tuple(cols) == claim.names, (tuple(cols), claim.names)  # the intervals are of the model shown
     modelled = np.column_stack(list(cols.values())) @ np.array(claim.coef)
     resid = y / np.where(modelled > 0, modelled, y)
-    per_process = [np.asarray(p, float) if p is not None and len(p) > 1 else None
-                   for p in (process_times if process_times is not None else [None] * len(x))]
+    per_process = [
+        np.asarray(p, float) if p is not None and len(p) > 1 else None
+        for p in (process_times if process_times is not None else [None] * len(x))
+    ]
     if any(p is not None for p in per_process):  # each length's processes redrawn: its factor on y
         factors = np.ones((bootstrap, len(x)))
         for i, p in enumerate(per_process):
@@ -352,5 +453,7 @@ def _share_intervals(x, y, claimed, claim: Model, hw, process_times, bootstrap: 
         samples = modelled * resid[rng.integers(0, len(resid), (bootstrap, len(resid)))]
     draws = [fit(cols, sample, None, _cap(claimed, hw)).shares for sample in samples]
     table = np.array([[d[name] for name in cols] for d in draws])
-    return ({n: float(v) for n, v in zip(cols, np.nanpercentile(table, 2.5, axis=0))},
-            {n: float(v) for n, v in zip(cols, np.nanpercentile(table, 97.5, axis=0))})
+    return (
+        {n: float(v) for n, v in zip(cols, np.nanpercentile(table, 2.5, axis=0))},
+        {n: float(v) for n, v in zip(cols, np.nanpercentile(table, 97.5, axis=0))},
+    )

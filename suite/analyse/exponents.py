@@ -17,8 +17,22 @@ from suite.analyse.fits import MIN_POINTS, MIN_SPAN, TOLERANCE, fit_power, verdi
 from suite.plan.case import series_key
 from suite.store.row import NUMERIC_COLUMNS
 
-SHAPE = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "valid_fraction", "num_heads",
-         "num_kv_heads", "head_dim", "causal", "params"]
+SHAPE = [
+    "variant",
+    "impl",
+    "device",
+    "dtype",
+    "mode",
+    "batch",
+    "seq_len",
+    "kv_len",
+    "valid_fraction",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "causal",
+    "params",
+]
 # Axes fitted on every point: a flat series there is an implementation's work, not a per-call overhead (a dense
 # key-padding mask costs B·n² at any valid fraction); docs/CLAIMS.md, "Padding"
 NO_FLOOR = ("valid_tokens",)
@@ -31,8 +45,13 @@ DERIVED = {"valid_tokens": "valid_fraction"}
 RULE = "cost"
 # what the verdict table shows of a series' memory fit beside its time verdict, each as memory_<name>
 MEMORY_SHOWN = ("claimed", "verdict", "why", "reason", "terms")
-METRICS = {"time": "time_min_s", "memory": "peak_bytes", "flops": "flops_counted", "error": "approx_error",
-           "work": "flops"}  # work: the algorithm's FLOPs (theory), where the counter cannot count
+METRICS = {
+    "time": "time_min_s",
+    "memory": "peak_bytes",
+    "flops": "flops_counted",
+    "error": "approx_error",
+    "work": "flops",
+}  # work: the algorithm's FLOPs (theory), where the counter cannot count
 
 
 # ------------------------------------------------------------------------------ the table's shape
@@ -45,8 +64,9 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
     params = out["params"].map(lambda s: json.loads(s) if isinstance(s, str) and s else {})
     out["param_values"] = params
     out["features"] = params.map(lambda p: p.get("features"))
-    out["series"] = [_series(impl, p, causal, mode)
-                     for impl, p, causal, mode in zip(out["impl"], params, out["causal"], out["mode"])]
+    out["series"] = [
+        _series(impl, p, causal, mode) for impl, p, causal, mode in zip(out["impl"], params, out["causal"], out["mode"])
+    ]
     if "approx_error" not in out:
         out["approx_error"] = np.nan
     for column in ("kv_len", "valid_fraction", "valid_tokens", "claimed_exponent_q", "claimed_exponent_k"):
@@ -122,8 +142,9 @@ def _cross_label(axis: str, row: pd.Series) -> str:
     return f" [n_k={int(row['kv_len'])}]" if _crossed(row) else ""
 
 
-def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memory", "flops", "work"),
-              hosts: dict | None = None) -> pd.DataFrame:
+def exponents(
+    frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memory", "flops", "work"), hosts: dict | None = None
+) -> pd.DataFrame:
     """One row per series (every shape field held fixed but `axis`) and metric with ≥ 3 values of `axis`.
 
     Columns: the fixed fields, `axis`, `metric`, `slope`, `lo`, `hi`, `claimed`, `verdict`, `why`,
@@ -161,10 +182,17 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
             if values[axis].nunique() < MIN_POINTS:
                 continue
             series = values.groupby(axis)[col].median()  # one point per x
-            records.append({**dict(zip(fixed, keys if isinstance(keys, tuple) else (keys,))),
-                            "series": label, "axis": axis, "metric": metric,
-                            "impl_work": first.get("impl_work"), "impl_library": first.get("impl_library"),
-                            **_fitted(series, group, axis, metric, hosts)})
+            records.append(
+                {
+                    **dict(zip(fixed, keys if isinstance(keys, tuple) else (keys,))),
+                    "series": label,
+                    "axis": axis,
+                    "metric": metric,
+                    "impl_work": first.get("impl_work"),
+                    "impl_library": first.get("impl_library"),
+                    **_fitted(series, group, axis, metric, hosts),
+                }
+            )
         slopes = {r["metric"]: r["slope"] for r in records[mine:]}
         for record in records[mine:]:  # the same series' work exponents, beside its time exponent
             record["flops_slope"] = slopes.get("flops", np.nan)
@@ -179,8 +207,12 @@ def exponents(frame: pd.DataFrame, axis: str = "seq_len", metrics=("time", "memo
 def _structured(record: dict) -> dict:
     """A record's reason as plain values (suite.analyse.claim_rule): its code, what would tell, its notes' codes."""
     why = record.pop("_why")
-    return {**record, "reason": why.reason.value, "tells": why.tells.value,
-            "why_notes": ",".join(note.value for note, _ in why.notes)}
+    return {
+        **record,
+        "reason": why.reason.value,
+        "tells": why.tells.value,
+        "why_notes": ",".join(note.value for note, _ in why.notes),
+    }
 
 
 def _fitted(series: pd.Series, group: pd.DataFrame, axis: str, metric: str, hosts: dict | None) -> dict:
@@ -190,8 +222,11 @@ def _fitted(series: pd.Series, group: pd.DataFrame, axis: str, metric: str, host
     if axis == "valid_tokens" and claimed is not None:
         fit, claimed = _against_work(series, group, axis)
     else:  # NB: a claim of a constant cost (a decode step over a window) is a claim about the floor itself
-        fit = fit_power(series.index.to_numpy(float), series.to_numpy(float),
-                        exclude_floor=metric in ("time", "memory") and axis not in NO_FLOOR and claimed != 0)
+        fit = fit_power(
+            series.index.to_numpy(float),
+            series.to_numpy(float),
+            exclude_floor=metric in ("time", "memory") and axis not in NO_FLOOR and claimed != 0,
+        )
     status, why = verdict(fit, claimed)
     extra = {}
     if RULE == "cost" and metric == "time" and axis in terms.AXES and claimed is not None and not pd.isna(claimed):
@@ -203,12 +238,23 @@ def _fitted(series: pd.Series, group: pd.DataFrame, axis: str, metric: str, host
         result = memory.judge_series(series, claimed)
         extra = {"power_verdict": status, "power_why": str(why), **terms.columns(result, claimed, of="peak")}
         status, why = result.verdict, result.reason
-    return {"slope": fit.slope if fit else np.nan, "lo": fit.lo if fit else np.nan,
-            "hi": fit.hi if fit else np.nan, "intercept": fit.intercept if fit else np.nan,
-            "claimed": claimed, "verdict": status, "why": str(why), "_why": why, "points": len(series),
-            "used_min": min(fit.used) if fit else np.nan, "used_max": max(fit.used) if fit else np.nan,
-            "span": fit.span if fit else np.nan, "excluded": list(fit.excluded) if fit else [],
-            "floor": fit.floor if fit else np.nan, **extra}
+    return {
+        "slope": fit.slope if fit else np.nan,
+        "lo": fit.lo if fit else np.nan,
+        "hi": fit.hi if fit else np.nan,
+        "intercept": fit.intercept if fit else np.nan,
+        "claimed": claimed,
+        "verdict": status,
+        "why": str(why),
+        "_why": why,
+        "points": len(series),
+        "used_min": min(fit.used) if fit else np.nan,
+        "used_max": max(fit.used) if fit else np.nan,
+        "span": fit.span if fit else np.nan,
+        "excluded": list(fit.excluded) if fit else [],
+        "floor": fit.floor if fit else np.nan,
+        **extra,
+    }
 
 
 def _by_work(record: dict) -> None:
@@ -236,8 +282,9 @@ def _against_work(series: pd.Series, group: pd.DataFrame, axis: str):
     if shape is None or fit is None:
         return fit, float("nan")
     c = round(shape.slope, 2)
-    return dataclasses.replace(fit, slope=fit.slope * c, lo=fit.lo * c, hi=fit.hi * c,
-                               used=tuple(map(float, x)), excluded=()), c
+    return dataclasses.replace(
+        fit, slope=fit.slope * c, lo=fit.lo * c, hi=fit.hi * c, used=tuple(map(float, x)), excluded=()
+    ), c
 
 
 def all_exponents(frame: pd.DataFrame, hosts: dict | None = None) -> pd.DataFrame:
@@ -247,11 +294,15 @@ def all_exponents(frame: pd.DataFrame, hosts: dict | None = None) -> pd.DataFram
     a `diagnosis` of why it differs from its claim, where it does.
     """
     frame = prepare(frame)
-    parts = [exponents(frame, "seq_len", hosts=hosts), exponents(frame, "kv_len", hosts=hosts),
-             exponents(frame, "valid_tokens"),
-             exponents(frame, "num_heads", ("time", "flops")),
-             exponents(frame, "head_dim", ("time", "flops")), exponents(frame, "num_kv_heads", ("time",)),
-             exponents(frame, "features", ("time", "error"))]
+    parts = [
+        exponents(frame, "seq_len", hosts=hosts),
+        exponents(frame, "kv_len", hosts=hosts),
+        exponents(frame, "valid_tokens"),
+        exponents(frame, "num_heads", ("time", "flops")),
+        exponents(frame, "head_dim", ("time", "flops")),
+        exponents(frame, "num_kv_heads", ("time",)),
+        exponents(frame, "features", ("time", "error")),
+    ]
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame()
@@ -289,8 +340,12 @@ def claims(fits: pd.DataFrame) -> pd.DataFrame:
     """
     if fits.empty:
         return fits
-    time_n = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "time") & _column(fits, "kv_len").isna()
-                  & _column(fits, "valid_fraction").isna()]
+    time_n = fits[
+        (fits["axis"] == "seq_len")
+        & (fits["metric"] == "time")
+        & _column(fits, "kv_len").isna()
+        & _column(fits, "valid_fraction").isna()
+    ]
     rows = time_n[(time_n["mode"] == "fwd") & (~time_n["causal"].astype(bool))].copy()
     peaks = fits[(fits["axis"] == "seq_len") & (fits["metric"] == "memory")]
     join = [c for c in SHAPE if c != "seq_len"]
@@ -299,7 +354,9 @@ def claims(fits: pd.DataFrame) -> pd.DataFrame:
     rows = rows.merge(peaks[join + list(shown)].rename(columns=shown), on=join, how="left")
     rows["realizes"] = np.select(
         [rows["verdict"] == "confirmed", (rows["claimed"] < 2) & (rows["slope"] >= 1.85)],
-        ["yes", "no: measured quadratic"], default="")
+        ["yes", "no: measured quadratic"],
+        default="",
+    )
     return rows.sort_values(["variant", "device", "dtype", "impl", "series"]).reset_index(drop=True)
 
 
@@ -357,9 +414,15 @@ def diagnose(row: pd.Series) -> str:
     """Why a time exponent differs from its claim, from the other fits of the same series."""
     if row["verdict"] in ("confirmed", "no claim") or pd.isna(row["slope"]):
         return ""
-    axis = {"seq_len": "n_q" if _crossed(row) else "n", "kv_len": "n_k", "valid_tokens": "valid tokens",
-            "num_heads": "H", "head_dim": "d",
-            "num_kv_heads": "H_kv", "features": "m"}.get(row.get("axis", "seq_len"), "n")
+    axis = {
+        "seq_len": "n_q" if _crossed(row) else "n",
+        "kv_len": "n_k",
+        "valid_tokens": "valid tokens",
+        "num_heads": "H",
+        "head_dim": "d",
+        "num_kv_heads": "H_kv",
+        "features": "m",
+    }.get(row.get("axis", "seq_len"), "n")
     notes = []
     flops_slope, source = row.get("flops_slope"), "counted FLOPs"
     uncounted = flops_slope is None or pd.isna(flops_slope)
@@ -367,30 +430,39 @@ def diagnose(row: pd.Series) -> str:
     library = library if isinstance(library, str) else None
     if uncounted and library and not row.get("countable", True):
         # a library kernel the counter cannot trace (flex): its own work is unknown, say only what time says
-        notes.append(f"its own work cannot be counted (FlopCounterMode cannot trace {row.get('impl')}); time grows "
-                     f"as {axis}^{row['slope']:.2f}" + (", as if it computed every pair" if row["slope"] >= 1.85 else ""))
+        notes.append(
+            f"its own work cannot be counted (FlopCounterMode cannot trace {row.get('impl')}); time grows "
+            f"as {axis}^{row['slope']:.2f}" + (", as if it computed every pair" if row["slope"] >= 1.85 else "")
+        )
         flops_slope = None
-    elif uncounted and not library and row.get("impl_work") == "algorithm" \
-            and not pd.isna(row.get("work_slope", np.nan)):
+    elif (
+        uncounted and not library and row.get("impl_work") == "algorithm" and not pd.isna(row.get("work_slope", np.nan))
+    ):
         flops_slope, source = row["work_slope"], "the algorithm's FLOPs; the counter cannot count this path"
     if flops_slope is not None and not pd.isna(flops_slope):
         if abs(flops_slope - row["claimed"]) <= TOLERANCE:
             rate = flops_slope - row["slope"]
-            notes.append(f"the work ({source}) grows as {axis}^{_p(flops_slope)}, as claimed, but the rate "
-                         + (f"of work rises as {axis}^{rate:.2f} over the span (per-call overheads amortizing)"
-                            if rate > 0 else
-                            f"of work falls as {axis}^{-rate:.2f} (the working set leaving the caches, or "
-                            "scattered memory access)"))
+            notes.append(
+                f"the work ({source}) grows as {axis}^{_p(flops_slope)}, as claimed, but the rate "
+                + (
+                    f"of work rises as {axis}^{rate:.2f} over the span (per-call overheads amortizing)"
+                    if rate > 0
+                    else f"of work falls as {axis}^{-rate:.2f} (the working set leaving the caches, or "
+                    "scattered memory access)"
+                )
+            )
         elif source == "counted FLOPs" and not (abs(row.get("work_slope", np.nan) - flops_slope) <= TOLERANCE):
-            notes.append(f"this implementation's work (counted FLOPs) grows as {axis}^{_p(flops_slope)}, "
-                         f"not as the algorithm's {axis}^{row['claimed']:g}")
+            notes.append(
+                f"this implementation's work (counted FLOPs) grows as {axis}^{_p(flops_slope)}, "
+                f"not as the algorithm's {axis}^{row['claimed']:g}"
+            )
         else:
-            notes.append(f"the algorithm's own FLOPs grow as {axis}^{_p(flops_slope)} over this span, not yet as "
-                         f"the asymptotic {axis}^{row['claimed']:g}: a wider span, to larger {axis}, would tell")
+            notes.append(
+                f"the algorithm's own FLOPs grow as {axis}^{_p(flops_slope)} over this span, not yet as "
+                f"the asymptotic {axis}^{row['claimed']:g}: a wider span, to larger {axis}, would tell"
+            )
     if row["excluded"]:
         notes.append(f"{axis} ≤ {max(row['excluded']):g} left out under the overhead floor")
     if not pd.isna(row["span"]) and row["span"] < MIN_SPAN:
         notes.append(f"span {row['span']:.0f}x is too narrow")
     return "; ".join(notes)
-
-

@@ -124,13 +124,25 @@ def fit_power(x, y, *, exclude_floor: bool = True, level: float = LEVEL) -> Fit 
     half = stats.t.ppf(0.5 + level / 2, dof) * stderr if dof > 0 else math.inf
     if not np.isfinite(half):
         half = math.inf
-    return Fit(slope=float(res.slope), lo=float(res.slope - half), hi=float(res.slope + half),
-               intercept=float(res.intercept), used=tuple(map(float, x[~excluded])),
-               excluded=tuple(map(float, x[excluded])), floor=floor)
+    return Fit(
+        slope=float(res.slope),
+        lo=float(res.slope - half),
+        hi=float(res.slope + half),
+        intercept=float(res.intercept),
+        used=tuple(map(float, x[~excluded])),
+        excluded=tuple(map(float, x[excluded])),
+        floor=floor,
+    )
 
 
-def verdict(fit: Fit | None, claimed: float | None, *, tolerance: float = TOLERANCE,
-            min_span: float = MIN_SPAN, max_width: float = MAX_WIDTH) -> tuple[str, Why]:
+def verdict(
+    fit: Fit | None,
+    claimed: float | None,
+    *,
+    tolerance: float = TOLERANCE,
+    min_span: float = MIN_SPAN,
+    max_width: float = MAX_WIDTH,
+) -> tuple[str, Why]:
     """(verdict, why) per docs/CLAIMS.md: the 95% interval against claimed ± tolerance, and no wider
     than max_width (a wide interval's side of an edge is what one run's noise put it on)."""
     if claimed is None or (isinstance(claimed, float) and math.isnan(claimed)):
@@ -138,8 +150,9 @@ def verdict(fit: Fit | None, claimed: float | None, *, tolerance: float = TOLERA
     if fit is None:
         return "inconclusive", Why(Reason.NO_FIT, {"needed": MIN_POINTS})
     if fit.span < min_span:
-        return "inconclusive", Why(Reason.SHORT_SPAN, {"span": fit.span, "after": " after the floor",
-                                                       "needed": min_span})
+        return "inconclusive", Why(
+            Reason.SHORT_SPAN, {"span": fit.span, "after": " after the floor", "needed": min_span}
+        )
     facts = {"lo": fit.lo, "hi": fit.hi, "claimed": claimed, "tolerance": tolerance}
     low, high = claimed - tolerance, claimed + tolerance
     if fit.hi - fit.lo > max_width + 1e-9:
@@ -149,5 +162,3 @@ def verdict(fit: Fit | None, claimed: float | None, *, tolerance: float = TOLERA
     if fit.hi < low or fit.lo > high:
         return "refuted", Why(Reason.OUTSIDE, facts)
     return "inconclusive", Why(Reason.OVERLAPS, facts)
-
-

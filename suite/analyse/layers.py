@@ -38,9 +38,15 @@ def _fit(fits: pd.DataFrame, layer: Layer, axis: str) -> pd.Series | None:
     shapes held fixed), the one over the most points, then the widest span."""
     if fits.empty:
         return None
-    rows = fits[(fits["variant"] == layer.variant) & (fits["impl"] == layer.impl) & (fits["axis"] == axis)
-                & (fits["metric"] == "time") & (fits["mode"] == "fwd") & ~fits["causal"].astype(bool)
-                & (fits["series"] == layer.impl)]
+    rows = fits[
+        (fits["variant"] == layer.variant)
+        & (fits["impl"] == layer.impl)
+        & (fits["axis"] == axis)
+        & (fits["metric"] == "time")
+        & (fits["mode"] == "fwd")
+        & ~fits["causal"].astype(bool)
+        & (fits["series"] == layer.impl)
+    ]
     if rows.empty:
         return None
     return rows.sort_values(["points", "span"], ascending=False).iloc[0]
@@ -49,9 +55,14 @@ def _fit(fits: pd.DataFrame, layer: Layer, axis: str) -> pd.Series | None:
 def _crossover(crossovers: pd.DataFrame, layer: Layer, fit: pd.Series | None) -> str:
     if layer.variant == "full" or crossovers.empty or fit is None:
         return ""
-    rows = crossovers[(crossovers["variant"] == layer.variant) & (crossovers["impl"] == layer.impl)
-                      & (crossovers["reference"] == REFERENCE) & (crossovers["series"] == layer.impl)
-                      & (crossovers["head_dim"] == fit["head_dim"]) & (crossovers["num_heads"] == fit["num_heads"])]
+    rows = crossovers[
+        (crossovers["variant"] == layer.variant)
+        & (crossovers["impl"] == layer.impl)
+        & (crossovers["reference"] == REFERENCE)
+        & (crossovers["series"] == layer.impl)
+        & (crossovers["head_dim"] == fit["head_dim"])
+        & (crossovers["num_heads"] == fit["num_heads"])
+    ]
     return "" if rows.empty else str(rows.iloc[0]["crossover"])
 
 
@@ -62,10 +73,15 @@ def layer_table(fits: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame:
         in_n, in_d = _fit(fits, layer, "seq_len"), _fit(fits, layer, "head_dim")
         if in_n is None and in_d is None:
             continue
-        record = {"layer": layer.name, "series": f"{layer.variant}/{layer.impl}", "complexity": layer.complexity,
-                  "sequential": layer.sequential, "path": layer.path,
-                  "width": "" if in_n is None else f"D = {int(in_n['num_heads'] * in_n['head_dim'])}",
-                  "crossover": _crossover(crossovers, layer, in_n)}
+        record = {
+            "layer": layer.name,
+            "series": f"{layer.variant}/{layer.impl}",
+            "complexity": layer.complexity,
+            "sequential": layer.sequential,
+            "path": layer.path,
+            "width": "" if in_n is None else f"D = {int(in_n['num_heads'] * in_n['head_dim'])}",
+            "crossover": _crossover(crossovers, layer, in_n),
+        }
         for key, fit in (("n", in_n), ("d", in_d)):
             for field in ("slope", "lo", "hi", "claimed", "verdict"):
                 record[f"{key}_{field}"] = np.nan if fit is None else fit[field]

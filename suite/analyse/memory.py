@@ -54,5 +54,11 @@ def claimed(row: pd.Series) -> float | None:
 
 def judge_series(series: pd.Series, claim: float, bootstrap: int = cost.BOOTSTRAP) -> cost.CostVerdict:
     """The verdict on one series' peaks (`series`: peak bytes per length) against its claim."""
-    return cost.judge(series.index.to_numpy(float), series.to_numpy(float), claim, None, bootstrap=bootstrap,
-                      rule=claim_rule.decide_memory)
+    return cost.judge(
+        series.index.to_numpy(float),
+        series.to_numpy(float),
+        claim,
+        None,
+        bootstrap=bootstrap,
+        rule=claim_rule.decide_memory,
+    )

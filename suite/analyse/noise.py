@@ -48,15 +48,29 @@ class Noise:
         if not self.recorded:
             return "machine load: not recorded by the version that ran this"
         head = "TOO NOISY TO TRUST" if self.too_noisy else "quiet enough"
-        cv = f"median spread between processes {self.median_cv:.1%}" if self.median_cv is not None else \
-            "one process per case (no spread between processes)"
-        busy = (f"{self.busy} of {self.timed} cases timed while other processes used > {self.limit:g} core "
-                f"(up to {self.max_busy:.2f}; {self.retimed} timings redone)")
+        cv = (
+            f"median spread between processes {self.median_cv:.1%}"
+            if self.median_cv is not None
+            else "one process per case (no spread between processes)"
+        )
+        busy = (
+            f"{self.busy} of {self.timed} cases timed while other processes used > {self.limit:g} core "
+            f"(up to {self.max_busy:.2f}; {self.retimed} timings redone)"
+        )
         steal = f"; hypervisor steal up to {self.max_steal:.2f} core" if self.max_steal else ""
-        touched = f"; verdicts touched: {', '.join(self.touched[:12])}{' …' if len(self.touched) > 12 else ''}" \
-            if self.touched else ""
-        gpu = (f"; GPU: {self.gpu_unsteady} of {self.gpu_sampled} cases timed while its clock dipped > 10% or it "
-               f"slowed ({self.gpu_retimed} timings redone)") if self.gpu_sampled else ""
+        touched = (
+            f"; verdicts touched: {', '.join(self.touched[:12])}{' …' if len(self.touched) > 12 else ''}"
+            if self.touched
+            else ""
+        )
+        gpu = (
+            (
+                f"; GPU: {self.gpu_unsteady} of {self.gpu_sampled} cases timed while its clock dipped > 10% or it "
+                f"slowed ({self.gpu_retimed} timings redone)"
+            )
+            if self.gpu_sampled
+            else ""
+        )
         return f"machine load: {head}: {busy}{steal}{gpu}; {cv}{touched}"
 
 

@@ -52,17 +52,29 @@ def cases(frame: pd.DataFrame, rule: regression.Rule = regression.Rule(), modera
     tested = out["status"] == "tested"
     if tested.any():
         sub = out.loc[tested]
-        test = ttest(sub["change"].to_numpy(float), sub["var"].to_numpy(float), sub["pairs"].to_numpy(float),
-                     sub["df"].to_numpy(float), moderated)
+        test = ttest(
+            sub["change"].to_numpy(float),
+            sub["var"].to_numpy(float),
+            sub["pairs"].to_numpy(float),
+            sub["df"].to_numpy(float),
+            moderated,
+        )
         for column in ("se", "p", "q", "ratio_lo", "ratio_hi"):
             out.loc[tested, column] = test[column]
         d0, s0 = test["prior"]
     else:
         d0, s0 = 0.0, 0.0
     move, move_p = grid_move(frame, out.loc[tested, ["case_id", "change"]])
-    out.attrs.update(grid_shift=move, grid_shift_p=move_p, applied_shift=0.0, run_sigma=0.0,
-                     tested=int(tested.sum()), interleaved=True,
-                     prior_df=float(min(d0, 1e6)), prior_sd=float(np.sqrt(s0)))
+    out.attrs.update(
+        grid_shift=move,
+        grid_shift_p=move_p,
+        applied_shift=0.0,
+        run_sigma=0.0,
+        tested=int(tested.sum()),
+        interleaved=True,
+        prior_df=float(min(d0, 1e6)),
+        prior_sd=float(np.sqrt(s0)),
+    )
     return regression.status(out, tested, rule)
 
 
@@ -84,8 +96,14 @@ def grid_move(frame: pd.DataFrame, tested: pd.DataFrame) -> tuple[float, float]:
     return median, float(stats.ttest_1samp(per_pair, 0.0).pvalue)
 
 
-def calls(mean: np.ndarray, var: np.ndarray, n: np.ndarray, df: np.ndarray, rule: regression.Rule = regression.Rule(),
-          moderated: bool = True) -> np.ndarray:
+def calls(
+    mean: np.ndarray,
+    var: np.ndarray,
+    n: np.ndarray,
+    df: np.ndarray,
+    rule: regression.Rule = regression.Rule(),
+    moderated: bool = True,
+) -> np.ndarray:
     """Slower / faster / unchanged per case from `estimate`'s figures: `cases`' decision on bare
     arrays (benchmarks/ab_power.py draws thousands of them)."""
     test = ttest(mean, var, n, df, moderated)
@@ -120,8 +138,14 @@ def ttest(mean: np.ndarray, var: np.ndarray, n: np.ndarray, df: np.ndarray, mode
     se = np.sqrt(post / n)
     p = 2 * stats.t.sf(np.abs(mean) / se, total_df)
     half = stats.t.ppf(0.975, total_df) * se
-    return {"se": se, "p": p, "q": stats.false_discovery_control(p, method="bh"), "ratio_lo": np.exp(mean - half),
-            "ratio_hi": np.exp(mean + half), "prior": (d0, s0)}
+    return {
+        "se": se,
+        "p": p,
+        "q": stats.false_discovery_control(p, method="bh"),
+        "ratio_lo": np.exp(mean - half),
+        "ratio_hi": np.exp(mean + half),
+        "prior": (d0, s0),
+    }
 
 
 def prior(var: np.ndarray, df: np.ndarray) -> tuple[float, float]:
@@ -171,9 +195,22 @@ def _side_status(rows: pd.DataFrame) -> tuple[str | None, str]:
 
 def _case(case_id: str, group: pd.DataFrame) -> dict:
     label = group.iloc[0].reindex(LABEL).to_dict()
-    record = {"case_id": case_id, **label, "ratio": np.nan, "ratio_lo": np.nan, "ratio_hi": np.nan, "p": np.nan,
-              "base_time_s": np.nan, "new_time_s": np.nan, "change": np.nan, "se": np.nan, "var": np.nan, "df": np.nan,
-              "pairs": 0, "reason": ""}
+    record = {
+        "case_id": case_id,
+        **label,
+        "ratio": np.nan,
+        "ratio_lo": np.nan,
+        "ratio_hi": np.nan,
+        "p": np.nan,
+        "base_time_s": np.nan,
+        "new_time_s": np.nan,
+        "change": np.nan,
+        "se": np.nan,
+        "var": np.nan,
+        "df": np.nan,
+        "pairs": 0,
+        "reason": "",
+    }
     (sa, ra), (sb, rb) = (_side_status(group[group["side"] == side]) for side in ("a", "b"))
     if sa == "absent":
         return {**record, "status": "new", "reason": BLOCKING["new"]}

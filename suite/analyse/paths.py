@@ -59,7 +59,7 @@ class Paths:
     def withheld(self, x: np.ndarray, why: Why) -> Why:
         """Why a confirmation is withheld: the top lengths' path holds too few of them, its factor fits them almost
         freely."""
-        at = ", ".join(f"{v:g}" for v in x[-self.short():])
+        at = ", ".join(f"{v:g}" for v in x[-self.short() :])
         return Why(Reason.SHORT_PATH, {"path": self.labels[-1], "at": at, "needed": MIN_LENGTHS}, why)
 
     def changes(self, x: np.ndarray) -> list[tuple[str, float]]:
@@ -92,8 +92,10 @@ def least(paths: Paths, model: Callable) -> object:
     step = grid[1] - grid[0]
     for _ in range(1 if len(later) == 1 else 2):
         for name in later:
+
             def sse(log: float) -> float:
                 return model({**{k: 2.0**v for k, v in logs.items()}, name: 2.0**log}).sse
+
             fits = np.array([sse(g) for g in grid])
             alike = fits <= fits.min() * (1 + TIE) + TIE  # a flat SSE (no leading term): the factor nearest 1
             start = grid[alike][np.argmin(np.abs(grid[alike]))]

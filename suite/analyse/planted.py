@@ -22,8 +22,10 @@ import numpy as np
 
 # Cache sizes of the two host kinds the project is developed on (sysfs, cpu0): an AMD EPYC's (1 MiB of L2
 # a core, 32 MiB of L3) and an Intel Xeon's (Ice Lake SP: 1.25 MiB of L2 a core, 48 MiB of L3).
-HOSTS = {"amd": {"L1d": {"bytes": 32 << 10}, "L2": {"bytes": 1 << 20}, "L3": {"bytes": 32 << 20}},
-         "intel": {"L1d": {"bytes": 48 << 10}, "L2": {"bytes": 1280 << 10}, "L3": {"bytes": 48 << 20}}}
+HOSTS = {
+    "amd": {"L1d": {"bytes": 32 << 10}, "L2": {"bytes": 1 << 20}, "L3": {"bytes": 32 << 20}},
+    "intel": {"L1d": {"bytes": 48 << 10}, "L2": {"bytes": 1280 << 10}, "L3": {"bytes": 48 << 20}},
+}
 # The same hosts without their last level: every step mid-span (K and V pass L2 near n = 2048, five
 # octaves below 65536), where a span shows a step end; with L3, K and V reach it at the top length
 MID_SPAN = {f"{host} (L2 only)": {k: v for k, v in caches.items() if k != "L3"} for host, caches in HOSTS.items()}
@@ -51,9 +53,17 @@ def lengths(low: int = 256, high: int = 65536, midpoints: bool = True) -> np.nda
     return np.array(sorted(powers + mids), float)
 
 
-def series(rng: np.random.Generator, claimed: float, caches: dict, *, x: np.ndarray | None = None,
-           noise: float = 0.02, higher: float | None = None, higher_share: float = 0.1,
-           path: tuple[float, float] | None = None) -> Planted:
+def series(
+    rng: np.random.Generator,
+    claimed: float,
+    caches: dict,
+    *,
+    x: np.ndarray | None = None,
+    noise: float = 0.02,
+    higher: float | None = None,
+    higher_share: float = 0.1,
+    path: tuple[float, float] | None = None,
+) -> Planted:
     """One series: the claim's term, its rate rising by up to 50% at each cache level passed; a
     per-row cost (up to 30% of the largest length's time, for a claim above n¹); a floor of up to 80%
     of the smallest length's time; a higher term n^higher carrying `higher_share` of the largest
@@ -78,8 +88,9 @@ def series(rng: np.random.Generator, claimed: float, caches: dict, *, x: np.ndar
     return Planted(claimed, x, _finished(rng, x, body, noise, higher, higher_share), ws, higher, higher_share, labels)
 
 
-def _finished(rng: np.random.Generator, x, body, noise: float, higher: float | None, higher_share: float,
-              at: float | None = None):
+def _finished(
+    rng: np.random.Generator, x, body, noise: float, higher: float | None, higher_share: float, at: float | None = None
+):
     """`body` with a floor of up to 80% of the smallest length's time, a higher term n^higher carrying
     `higher_share` of the time at length `at` (None: the largest), and lognormal noise."""
     floor_share = rng.uniform(0.0, 0.8)
@@ -91,8 +102,16 @@ def _finished(rng: np.random.Generator, x, body, noise: float, higher: float | N
     return y * np.exp(rng.normal(0.0, noise, len(x)))
 
 
-def gathered(rng: np.random.Generator, probe: dict, *, x: np.ndarray | None = None, noise: float = 0.01,
-             higher: float | None = None, higher_share: float = 0.1, at: float | None = None) -> Planted:
+def gathered(
+    rng: np.random.Generator,
+    probe: dict,
+    *,
+    x: np.ndarray | None = None,
+    noise: float = 0.01,
+    higher: float | None = None,
+    higher_share: float = 0.1,
+    at: float | None = None,
+) -> Planted:
     """An O(n) series of random gathers: a share s (0.3 to 1) of its time per row follows `probe`'s ns a
     gathered pair at a head's K (suite.machine.gathers, as measured: not made monotone), the rest is flat; a
     floor, a higher term (its share of the time at length `at`, None: the largest) and noise as `series`."""
@@ -106,9 +125,18 @@ def gathered(rng: np.random.Generator, probe: dict, *, x: np.ndarray | None = No
     return Planted(1.0, x, _finished(rng, x, body, noise, higher, higher_share, at), ws, higher, higher_share)
 
 
-def gather_study(probes: list[dict], count: int = 100, *, processes: int = 3, seed: int = 0, noise: float = 0.01,
-                 higher: float | None = None, higher_share: float = 0.1, same: bool = False,
-                 climb: bool = False) -> dict:
+def gather_study(
+    probes: list[dict],
+    count: int = 100,
+    *,
+    processes: int = 3,
+    seed: int = 0,
+    noise: float = 0.01,
+    higher: float | None = None,
+    higher_share: float = 0.1,
+    same: bool = False,
+    climb: bool = False,
+) -> dict:
     """Verdicts on `count` `gathered` series over 256-65536, each planted with the fastest of `processes` probe runs
     drawn at random (as a case's time is its fastest over its processes) and fitted with the fastest of as many
     others (as a run's probe is: suite.machine.gathers.fastest, made monotone), or with its own (`same`); the
@@ -128,10 +156,17 @@ def gather_study(probes: list[dict], count: int = 100, *, processes: int = 3, se
     for _ in range(count):
         pick = rng.permutation(len(probes))
         plant = fastest([probes[i] for i in pick[:processes]])
-        fit = plant if same else fastest([probes[i] for i in pick[processes:2 * processes]])
+        fit = plant if same else fastest([probes[i] for i in pick[processes : 2 * processes]])
         reach = min(plant["lengths"][-1], fit["lengths"][-1]) if climb else 65536
-        s = gathered(rng, plant, x=lengths(high=max(reach, 65536)), noise=noise, higher=higher,
-                     higher_share=higher_share, at=65536.0)
+        s = gathered(
+            rng,
+            plant,
+            x=lengths(high=max(reach, 65536)),
+            noise=noise,
+            higher=higher,
+            higher_share=higher_share,
+            at=65536.0,
+        )
         hw = machine(s.working_set, HOSTS["amd"], STEP_MAX, gather_rate(fit, s.working_set / 2))
         top = 65536
         while True:
@@ -143,8 +178,13 @@ def gather_study(probes: list[dict], count: int = 100, *, processes: int = 3, se
                 break
             top, climbed = 2 * top, climbed + (top == 65536)
         tally[outcome(result, higher)] = tally.get(outcome(result, higher), 0) + 1
-    return {"tally": tally, **{k: v / count for k, v in tally.items()}, "climbed": climbed / count, "first": first,
-            "caught_planted": (tally.get("refuted", 0) + tally.get("caught", 0)) / count}
+    return {
+        "tally": tally,
+        **{k: v / count for k, v in tally.items()},
+        "climbed": climbed / count,
+        "first": first,
+        "caught_planted": (tally.get("refuted", 0) + tally.get("caught", 0)) / count,
+    }
 
 
 def outcome(result, higher: float | None) -> str:
@@ -152,9 +192,18 @@ def outcome(result, higher: float | None) -> str:
     return "caught" if higher is not None and result.higher_needed and result.verdict != "refuted" else result.verdict
 
 
-def study(count: int = 200, *, seed: int = 0, noise: float = 0.02, higher_share: float = 0.1,
-          claims=(1.0, 1.5, 2.0), hosts=("amd", "intel"), x: np.ndarray | None = None,
-          path: tuple[float, float] | None = None, declared: bool = True) -> dict:
+def study(
+    count: int = 200,
+    *,
+    seed: int = 0,
+    noise: float = 0.02,
+    higher_share: float = 0.1,
+    claims=(1.0, 1.5, 2.0),
+    hosts=("amd", "intel"),
+    x: np.ndarray | None = None,
+    path: tuple[float, float] | None = None,
+    declared: bool = True,
+) -> dict:
     """Rates over `count` series per claim and host: the claim confirmed when nothing higher is
     planted; when n² (or, for a claim of n², n³) is, refuted, or caught (refuted, or inconclusive
     naming the higher term: a cache step at the span's edge could also explain it), and the counts.
@@ -169,8 +218,9 @@ def study(count: int = 200, *, seed: int = 0, noise: float = 0.02, higher_share:
         for claimed in claims:
             for kind, higher in (("clean", None), ("planted", 2.0 if claimed < 2 else 3.0)):
                 for _ in range(count):
-                    s = series(rng, claimed, HOSTS[host], x=x, noise=noise, higher=higher, higher_share=higher_share,
-                               path=path)
+                    s = series(
+                        rng, claimed, HOSTS[host], x=x, noise=noise, higher=higher, higher_share=higher_share, path=path
+                    )
                     hw = machine(s.working_set, HOSTS[host], STEP_MAX)
                     result = judge(s.x, s.y, claimed, hw, bootstrap=0, paths=told(s.paths) if declared else None)
                     key = (host, claimed, outcome(result, higher))
@@ -179,7 +229,12 @@ def study(count: int = 200, *, seed: int = 0, noise: float = 0.02, higher_share:
 
     def rate(kind, verdict):
         return sum(v for (h, c, w), v in tally[kind].items() if w == verdict) / total
-    return {"confirmed_clean": rate("clean", "confirmed"), "refuted_clean": rate("clean", "refuted"),
-            "refuted_planted": rate("planted", "refuted"), "confirmed_planted": rate("planted", "confirmed"),
-            "caught_planted": rate("planted", "refuted") + rate("planted", "caught"),
-            "tally": tally}
+
+    return {
+        "confirmed_clean": rate("clean", "confirmed"),
+        "refuted_clean": rate("clean", "refuted"),
+        "refuted_planted": rate("planted", "refuted"),
+        "confirmed_planted": rate("planted", "confirmed"),
+        "caught_planted": rate("planted", "refuted") + rate("planted", "caught"),
+        "tally": tally,
+    }

@@ -19,15 +19,32 @@ import pandas as pd
 from scipy import stats
 from statsmodels.robust.scale import qn_scale
 
-from suite.analyse.exponents import SHAPE, exponents as fit_exponents
+from suite.analyse.exponents import SHAPE
+from suite.analyse.exponents import exponents as fit_exponents
 from suite.analyse.gate import Rule  # noqa: F401 - the gate's settings, used and re-exported here
 
-STABLE_ENV = ("torch", "xformers", "cuda", "python", "cpu_model", "cpu_count", "threads", "allocator",
-              "cuda_device")
-LABEL = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "num_heads", "num_kv_heads",
-         "head_dim", "causal", "params"]
-BLOCKING = {"missing": "in the baseline, not in the new run", "failed": "ok in the baseline, failed in the new run",
-            "untested": "too few timings to test", "new": "no baseline to compare with"}
+STABLE_ENV = ("torch", "xformers", "cuda", "python", "cpu_model", "cpu_count", "threads", "allocator", "cuda_device")
+LABEL = [
+    "variant",
+    "impl",
+    "device",
+    "dtype",
+    "mode",
+    "batch",
+    "seq_len",
+    "kv_len",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "causal",
+    "params",
+]
+BLOCKING = {
+    "missing": "in the baseline, not in the new run",
+    "failed": "ok in the baseline, failed in the new run",
+    "untested": "too few timings to test",
+    "new": "no baseline to compare with",
+}
 
 
 MIN_PROCESS_SIGMA = 0.005  # a case's processes never agree better than 0.5% (log time)
@@ -75,8 +92,14 @@ def bootstrap_se(lb: np.ndarray, ln: np.ndarray, draws: int = 2000) -> float:
     return float(np.std(mn - mb, ddof=1))
 
 
-def cases(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(), *, shift: float | None = None,
-          run_sigma: float | None = None) -> pd.DataFrame:
+def cases(
+    base: pd.DataFrame,
+    new: pd.DataFrame,
+    rule: Rule = Rule(),
+    *,
+    shift: float | None = None,
+    run_sigma: float | None = None,
+) -> pd.DataFrame:
     """One row per case of either run: status faster / slower / unchanged / new / missing / failed /
     fixed / untested / skipped, with the ratio new/base, its 95% interval, p and the BH q-value.
 
@@ -88,9 +111,10 @@ def cases(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(), *, shift: 
     whole change, unless `rule.allow_shift` (`applied_shift` says which).
     """
     b, n = base.set_index("case_id"), new.set_index("case_id")
-    records = [_pair(case_id, b.loc[case_id] if case_id in b.index else None,
-                     n.loc[case_id] if case_id in n.index else None)
-               for case_id in list(b.index) + [c for c in n.index if c not in b.index]]
+    records = [
+        _pair(case_id, b.loc[case_id] if case_id in b.index else None, n.loc[case_id] if case_id in n.index else None)
+        for case_id in list(b.index) + [c for c in n.index if c not in b.index]
+    ]
     out = pd.DataFrame.from_records(records)
     return _test(out, rule, shift, run_sigma)
 
@@ -98,9 +122,19 @@ def cases(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(), *, shift: 
 def _pair(case_id: str, row_b: pd.Series | None, row_n: pd.Series | None) -> dict:
     """One case's record before the grid-wide test: its status so far, change of log time and se."""
     label = (row_n if row_n is not None else row_b).reindex(LABEL).to_dict()  # NB: a table without kv_len: NaN
-    record = {"case_id": case_id, **label, "ratio": np.nan, "ratio_lo": np.nan, "ratio_hi": np.nan,
-              "p": np.nan, "base_time_s": np.nan, "new_time_s": np.nan, "change": np.nan, "se": np.nan,
-              "reason": ""}
+    record = {
+        "case_id": case_id,
+        **label,
+        "ratio": np.nan,
+        "ratio_lo": np.nan,
+        "ratio_hi": np.nan,
+        "p": np.nan,
+        "base_time_s": np.nan,
+        "new_time_s": np.nan,
+        "change": np.nan,
+        "se": np.nan,
+        "reason": "",
+    }
     if row_n is None:
         return {**record, "status": "missing", "reason": BLOCKING["missing"]}
     if row_b is None:
@@ -112,9 +146,15 @@ def _pair(case_id: str, row_b: pd.Series | None, row_n: pd.Series | None) -> dic
     if len(tb) < 2 or len(tn) < 2:
         return {**record, "status": "untested", "reason": BLOCKING["untested"]}
     change, se = log_change(tb, tn)
-    return {**record, "change": change, "se": se, "status": "tested",
-            "reason": "" if kind_b == kind_n == "processes" else
-            "tested on samples of one process: between-process noise is not in the test"}
+    return {
+        **record,
+        "change": change,
+        "se": se,
+        "status": "tested",
+        "reason": ""
+        if kind_b == kind_n == "processes"
+        else "tested on samples of one process: between-process noise is not in the test",
+    }
 
 
 def _test(out: pd.DataFrame, rule: Rule, shift: float | None, run_sigma: float | None) -> pd.DataFrame:
@@ -154,7 +194,7 @@ def shorth_midpoint(x: np.ndarray) -> float:
     so a split grid is tested either against the unmoved group or as a shift."""
     x = np.sort(x)
     h = (len(x) + 1) // 2
-    widths = x[h - 1:] - x[: len(x) - h + 1]
+    widths = x[h - 1 :] - x[: len(x) - h + 1]
     i = int(np.argmin(widths))
     return float((x[i] + x[i + h - 1]) / 2)
 
@@ -185,8 +225,9 @@ def not_ok(sb: str, rb: str, sn: str, rn: str, where: tuple[str, str] = ("in the
     return {"status": "failed", "reason": f"{sb} {where[0]}, {sn} {where[1]}: {rn}"}
 
 
-def exponents(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(),
-              hosts: tuple[dict, dict] = ({}, {})) -> pd.DataFrame:
+def exponents(
+    base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(), hosts: tuple[dict, dict] = ({}, {})
+) -> pd.DataFrame:
     """Fitted time exponents in n of both runs, joined per series: drift and verdict change flagged.
     `hosts`: each run's cache steps (suite.analyse.terms.machines); the work's fits beside the time's
     (a path whose counted FLOPs grow past its claim is refuted by them), so each verdict is its report's."""
@@ -198,10 +239,14 @@ def exponents(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(),
     both = fb[keys + cols].merge(fn[keys + cols], on=keys + ["series", "claimed"], suffixes=("_base", "_new"))
     apart = (both["lo_new"] > both["hi_base"]) | (both["hi_new"] < both["lo_base"])
     change = both["slope_new"] - both["slope_base"]
-    both["drift"] = np.where(apart & (change > rule.exponent_drift), "steeper",
-                             np.where(apart & (change < -rule.exponent_drift), "flatter", ""))
-    both["verdict_change"] = np.where(both["verdict_base"] != both["verdict_new"],
-                                      both["verdict_base"] + " → " + both["verdict_new"], "")
+    both["drift"] = np.where(
+        apart & (change > rule.exponent_drift),
+        "steeper",
+        np.where(apart & (change < -rule.exponent_drift), "flatter", ""),
+    )
+    both["verdict_change"] = np.where(
+        both["verdict_base"] != both["verdict_new"], both["verdict_base"] + " → " + both["verdict_new"], ""
+    )
     return both
 
 
@@ -211,8 +256,11 @@ def _time_fits(frame: pd.DataFrame, hosts: dict) -> pd.DataFrame:
 
 
 def env_differences(env_base: dict, env_new: dict) -> list[str]:
-    return [f"{key}: {env_base.get(key)!r} vs {env_new.get(key)!r}" for key in STABLE_ENV
-            if env_base.get(key) != env_new.get(key)]
+    return [
+        f"{key}: {env_base.get(key)!r} vs {env_new.get(key)!r}"
+        for key in STABLE_ENV
+        if env_base.get(key) != env_new.get(key)
+    ]
 
 
 @dataclass
@@ -224,16 +272,22 @@ class Verdict:
     env: list[str]
 
 
-def decide(base: pd.DataFrame, new: pd.DataFrame, env_base: dict, env_new: dict, rule: Rule = Rule(),
-           force: bool = False, hosts: tuple[dict, dict] = ({}, {})) -> Verdict:
+def decide(
+    base: pd.DataFrame,
+    new: pd.DataFrame,
+    env_base: dict,
+    env_new: dict,
+    rule: Rule = Rule(),
+    force: bool = False,
+    hosts: tuple[dict, dict] = ({}, {}),
+) -> Verdict:
     """0 / 1 / 2 and why, for two stored runs; `hosts` as `exponents` takes them."""
     env = env_differences(env_base, env_new)
     table = cases(base, new, rule)
     return judge(table, exponents(base, new, rule, hosts), env, rule, force)
 
 
-def judge(table: pd.DataFrame, exps: pd.DataFrame, env: list[str], rule: Rule = Rule(),
-          force: bool = False) -> Verdict:
+def judge(table: pd.DataFrame, exps: pd.DataFrame, env: list[str], rule: Rule = Rule(), force: bool = False) -> Verdict:
     """The one exit-code rule: 2 when the environments differ (unless forced); else 1 when any
     regression is found, even beside cases that cannot be judged; else 2 when a case cannot be
     judged (missing, failed, untested, or new without --allow-new); else 0."""
@@ -241,26 +295,39 @@ def judge(table: pd.DataFrame, exps: pd.DataFrame, env: list[str], rule: Rule = 
     shift, slower = table.attrs.get("grid_shift", 0.0), table[table["status"] == "slower"]
     supported = table.attrs.get("grid_shift_p", 0.0) <= rule.alpha  # ab tests its move over the pairs
     if shift >= math.log1p(rule.effect_floor) and supported and not rule.allow_shift:
-        reasons.append(f"the whole grid is slower: the median case by {math.expm1(shift):.1%}, {len(slower)} of "
-                       f"{table.attrs.get('tested', 0)} cases called slower " + (
-                           "(interleaved: drift cancels, so this is the code)" if table.attrs.get("interleaved") else
-                           "(shared code, or a slower machine: `suite ab` tells them apart; --allow-shift tests each "
-                           "case beyond the shift)"))
+        reasons.append(
+            f"the whole grid is slower: the median case by {math.expm1(shift):.1%}, {len(slower)} of "
+            f"{table.attrs.get('tested', 0)} cases called slower "
+            + (
+                "(interleaved: drift cancels, so this is the code)"
+                if table.attrs.get("interleaved")
+                else "(shared code, or a slower machine: `suite ab` tells them apart; --allow-shift tests each "
+                "case beyond the shift)"
+            )
+        )
     for _, row in slower.iterrows():
         confirmed = " (confirmed by a re-run)" if "confirmed" in str(row.get("reason", "")) else ""
-        reasons.append(f"slower{confirmed}: {case_label(row)} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, "
-                       f"{row['ratio_hi']:.3f}], q = {row['q']:.2g}")
+        reasons.append(
+            f"slower{confirmed}: {case_label(row)} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, "
+            f"{row['ratio_hi']:.3f}], q = {row['q']:.2g}"
+        )
     for _, row in exps[exps["drift"] == "steeper"].iterrows():
-        reasons.append(f"exponent drift: {row['variant']}/{row['series']} n^{row['slope_base']:.2f} → "
-                       f"n^{row['slope_new']:.2f}")
+        reasons.append(
+            f"exponent drift: {row['variant']}/{row['series']} n^{row['slope_base']:.2f} → n^{row['slope_new']:.2f}"
+        )
     for _, row in exps[exps["verdict_change"] == "confirmed → refuted"].iterrows():
         reasons.append(f"verdict change: {row['variant']}/{row['series']} confirmed → refuted")
     blocking = [s for s in BLOCKING if not (s == "new" and rule.allow_new)]
     unjudged = table[table["status"].isin(blocking)]
     cannot = [f"{row['status']}: {case_label(row)}: {row['reason']}" for _, row in unjudged.iterrows()]
     if env and not force:
-        return Verdict(2, ["environments differ (compare only within one fingerprint, or --force): "
-                           + "; ".join(env)], table, exps, env)
+        return Verdict(
+            2,
+            ["environments differ (compare only within one fingerprint, or --force): " + "; ".join(env)],
+            table,
+            exps,
+            env,
+        )
     if reasons:
         return Verdict(1, reasons, table, exps, env)
     if cannot:
@@ -285,5 +352,7 @@ def case_label(row) -> str:
     params = "" if row["params"] in (None, "{}") else f" {row['params']}"
     kv_len = row.get("kv_len")
     n = f"n={row['seq_len']}" + (f" n_k={int(kv_len)}" if kv_len is not None and kv_len == kv_len else "")
-    return (f"{row['variant']}/{row['impl']} {row['device']} {row['dtype']} {row['mode']} {n} "
-            f"H={row['num_heads']}/{row['num_kv_heads']} d={row['head_dim']}{' causal' if row['causal'] else ''}{params}")
+    return (
+        f"{row['variant']}/{row['impl']} {row['device']} {row['dtype']} {row['mode']} {n} "
+        f"H={row['num_heads']}/{row['num_kv_heads']} d={row['head_dim']}{' causal' if row['causal'] else ''}{params}"
+    )

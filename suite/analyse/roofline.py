@@ -33,7 +33,9 @@ def roofline(frame: pd.DataFrame, bandwidth: dict | None) -> pd.DataFrame:
     out = pd.DataFrame(index=frame.index)
     out["bandwidth_bytes_per_s"] = [bandwidth_of(bandwidth, device) for device in frame["device"]]
     # the cache level's: a second ceiling the figure draws, which no bound here uses
-    out["cache_bandwidth_bytes_per_s"] = [bandwidth_of(bandwidth, device, "cache_bytes_per_s") for device in frame["device"]]
+    out["cache_bandwidth_bytes_per_s"] = [
+        bandwidth_of(bandwidth, device, "cache_bytes_per_s") for device in frame["device"]
+    ]
     flops = frame["product_flops"]
     compute_s = flops / frame["peak_flops_per_s"]
     for name, column in BOUNDS.items():
@@ -43,5 +45,7 @@ def roofline(frame: pd.DataFrame, bandwidth: dict | None) -> pd.DataFrame:
         out[f"intensity_{name}"] = flops / moved
         out[f"roofline_{name}_s"] = bound
         out[f"roofline_{name}_share"] = bound / frame["time_s"]
-        out[f"roofline_{name}_binds"] = np.where(bound.isna(), None, np.where(memory_s > compute_s, "memory", "compute"))
+        out[f"roofline_{name}_binds"] = np.where(
+            bound.isna(), None, np.where(memory_s > compute_s, "memory", "compute")
+        )
     return out

@@ -50,15 +50,22 @@ def judge(series: pd.Series, group: pd.DataFrame, hosts: dict | None) -> tuple[s
     cache = cache_bytes(first, n)
     cache_rise, claim_rise = cache[top] - cache[low], float(claim.iloc[top] - claim.iloc[low])
     read = max(float(series.iloc[top] - series.iloc[low]), 0.0) * rate  # the most the rise could read
-    facts = {"low": n[low], "top": n[top], "read_mb": read / 1e6, "claim_kb": float(claim.iloc[top]) / 1e3,
-             "cache_mb": cache[top] / 1e6, "share": (read - max(claim_rise, 0.0)) / cache_rise if cache_rise else 0.0,
-             "gbps": rate / 1e9}
+    facts = {
+        "low": n[low],
+        "top": n[top],
+        "read_mb": read / 1e6,
+        "claim_kb": float(claim.iloc[top]) / 1e3,
+        "cache_mb": cache[top] / 1e6,
+        "share": (read - max(claim_rise, 0.0)) / cache_rise if cache_rise else 0.0,
+        "gbps": rate / 1e9,
+    }
     if claim_rise < SHARE * cache_rise and read - max(claim_rise, 0.0) >= SHARE * cache_rise:
         return "refuted", Why(Reason.BYTES_CACHE, facts)
     unseen = SHARE * cache_rise / rate
     if unseen < float(series.iloc[low]):
-        return "inconclusive", Why(Reason.BYTES_UNSEEN, {**facts, "unseen_us": unseen * 1e6,
-                                                         "step_us": float(series.iloc[low]) * 1e6})
+        return "inconclusive", Why(
+            Reason.BYTES_UNSEEN, {**facts, "unseen_us": unseen * 1e6, "step_us": float(series.iloc[low]) * 1e6}
+        )
     return "confirmed", Why(Reason.BYTES_WITHIN, facts)
 
 

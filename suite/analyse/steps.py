@@ -23,7 +23,9 @@ class Machine:
 
     working_set: np.ndarray
     caches: dict
-    step_max: float = math.inf  # a step raises the time per unit of work by at most this (cache over memory bandwidth, − 1)
+    step_max: float = (
+        math.inf
+    )  # a step raises the time per unit of work by at most this (cache over memory bandwidth, − 1)
     with_edge: bool = False  # model the top edge's levels too (the test a refutation must pass)
     # the run's ns a gathered pair at each length (suite.machine.gathers), for an implementation whose leading
     # term is random gathers: measured across every level, it stands in for the levels' steps
@@ -41,7 +43,9 @@ class Machine:
             size = float(info.get("bytes") or 0) if isinstance(info, dict) else 0.0
             if size <= 0 or (octaves <= math.log2(size) - 1).sum() < INSIDE:
                 continue
-            if (octaves >= math.log2(size) - 0.5).sum() >= 2 or (self.with_edge and octaves[-1] > math.log2(size) - EDGE):
+            if (octaves >= math.log2(size) - 0.5).sum() >= 2 or (
+                self.with_edge and octaves[-1] > math.log2(size) - EDGE
+            ):
                 seen[level] = math.log2(size)
             elif octaves[-1] > math.log2(size) - EDGE:
                 edge[level] = math.log2(size)
@@ -52,8 +56,9 @@ class Machine:
         return 1.0 / (1.0 + np.exp(-(np.log2(self.working_set) - centre) / SCALE))
 
     def subset(self, keep: np.ndarray) -> "Machine":
-        return replace(self, working_set=self.working_set[keep],
-                       gathers=None if self.gathers is None else self.gathers[keep])
+        return replace(
+            self, working_set=self.working_set[keep], gathers=None if self.gathers is None else self.gathers[keep]
+        )
 
     def without(self, level: str) -> "Machine":
         return replace(self, caches={k: v for k, v in self.caches.items() if k != level})

@@ -58,9 +58,17 @@ def speedups(frame: pd.DataFrame, references=("dense", "sdpa")) -> pd.DataFrame:
     """Per sub-quadratic series and n it shares with a reference implementation of `full`: the
     speed-up its FLOPs allow (full's FLOPs over its own: what it would gain at full's rate) and the
     speed-up measured (full's median time over its own). NATTEN states a pattern's speed this way."""
-    records = [{**info, "reference": ref, "seq_len": n, "flops_bound": theirs.at[n, "flops"] / mine.at[n, "flops"],
-                "speedup": theirs.at[n, "time_s"] / mine.at[n, "time_s"]}
-               for info, ref, mine, theirs in against_full(frame, references) for n in mine.index]
+    records = [
+        {
+            **info,
+            "reference": ref,
+            "seq_len": n,
+            "flops_bound": theirs.at[n, "flops"] / mine.at[n, "flops"],
+            "speedup": theirs.at[n, "time_s"] / mine.at[n, "time_s"],
+        }
+        for info, ref, mine, theirs in against_full(frame, references)
+        for n in mine.index
+    ]
     return pd.DataFrame.from_records(records)
 
 
@@ -70,8 +78,12 @@ def _crossing(n: np.ndarray, log_ratio: np.ndarray) -> dict:
     if faster.all():
         return {"crossover_n": np.nan, "crossover": f"faster at every measured n ({span})"}
     if not faster[-1]:
-        return {"crossover_n": np.nan, "crossover": f"slower at every measured n up to {n[-1]:g}"
-                if not faster.any() else f"slower again at n = {n[-1]:g}"}
+        return {
+            "crossover_n": np.nan,
+            "crossover": f"slower at every measured n up to {n[-1]:g}"
+            if not faster.any()
+            else f"slower again at n = {n[-1]:g}",
+        }
     i = int(np.flatnonzero(~faster)[-1])  # last slower point; faster from i + 1 on
     a, b = np.log(n[i]), np.log(n[i + 1])
     t = log_ratio[i] / (log_ratio[i] - log_ratio[i + 1])
@@ -125,8 +137,10 @@ def op_shares(spent) -> dict[str, float] | None:
     return dict(sorted(shares.items(), key=lambda item: -item[1]))
 
 
-COMPILED_NAMES = ((re.compile(r"^## Call CompiledFxGraph \w+ ##$"), "compiled graph (inductor)"),
-                  (re.compile(r"^Torch-Compiled Region: [\d/]+$"), "compiled region (dynamo)"))
+COMPILED_NAMES = (
+    (re.compile(r"^## Call CompiledFxGraph \w+ ##$"), "compiled graph (inductor)"),
+    (re.compile(r"^Torch-Compiled Region: [\d/]+$"), "compiled region (dynamo)"),
+)
 
 
 def op_name(name: str) -> str:
@@ -142,7 +156,11 @@ def all_terms(frame: pd.DataFrame, names: frozenset[str] | None = None) -> pd.Se
     """The algorithm's FLOPs with its named terms apart (linformer's projections, a feature map's
     GEMMs, reformer's hashing, the softmax's operations), or those of them in `names`: what the
     algorithm computes in all. In fwd_bwd the terms count 3× too, as `flops` does (docs/CLAIMS.md, "Modes")."""
-    extra = frame["extra_flops"].map(lambda terms: _sum_terms(terms, names)).astype(float) if "extra_flops" in frame else 0.0
+    extra = (
+        frame["extra_flops"].map(lambda terms: _sum_terms(terms, names)).astype(float)
+        if "extra_flops" in frame
+        else 0.0
+    )
     factor = np.where(frame["mode"] == "fwd_bwd", FWD_BWD_FLOP_FACTOR, 1)
     return frame["flops"] + factor * extra
 
@@ -161,7 +179,9 @@ def output_bytes(frame: pd.DataFrame) -> pd.Series:
     """The size of one call's output (B, H, n_q, d): the yardstick of the memory a call needs."""
     from suite.plan.case import DTYPES
 
-    size = frame["dtype"].map(lambda name: DTYPES[name].itemsize).astype(float)  # NB: pandas 3 maps an empty column to text
+    size = (
+        frame["dtype"].map(lambda name: DTYPES[name].itemsize).astype(float)
+    )  # NB: pandas 3 maps an empty column to text
     rows = np.where(frame["mode"] == "decode", 1, frame["seq_len"])
     return frame["batch"] * frame["num_heads"] * rows * frame["head_dim"] * size
 
@@ -179,5 +199,3 @@ def status_matrix(frame: pd.DataFrame) -> pd.DataFrame:
     counts = frame.groupby(["variant", "impl", "status"]).size().unstack("status", fill_value=0)
     order = [s for s in ("ok", "skipped", "oom", "timeout", "error", "invalid", "not_run") if s in counts]
     return counts[order + [c for c in counts if c not in order]]
-
-

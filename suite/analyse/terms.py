@@ -22,8 +22,17 @@ from suite.analyse.paths import Paths, declared
 from suite.analyse.steps import gather_rate, machine
 
 AXES = ("seq_len", "kv_len")  # the lengths a cost model is fitted in (the claim's n, n_q or n_k)
-COLUMNS = ("power_verdict", "power_why", "terms", "need_p", "higher_p", "higher_term", "higher_share",
-           "lead_share", "steps")
+COLUMNS = (
+    "power_verdict",
+    "power_why",
+    "terms",
+    "need_p",
+    "higher_p",
+    "higher_term",
+    "higher_share",
+    "lead_share",
+    "steps",
+)
 
 
 def machines(env: dict | None, bandwidth: dict | None = None) -> dict[str, dict]:
@@ -40,9 +49,14 @@ def machines(env: dict | None, bandwidth: dict | None = None) -> dict[str, dict]
         ratio = math.inf
     gathers = ((bandwidth or {}).get("cpu") or {}).get("gathers")
     rate = ((bandwidth or {}).get("cpu") or {}).get("bytes_per_s")  # a decode step's bytes (suite.analyse.step_bytes)
-    return {"cpu": {"caches": reached(caches, bandwidth), "gathers": gathers if isinstance(gathers, dict) else None,
-                    "step_max": max(ratio - 1.0, 0.0) if math.isfinite(ratio) else math.inf,
-                    "bytes_per_s": float(rate) if isinstance(rate, (int, float)) and rate > 0 else None}}
+    return {
+        "cpu": {
+            "caches": reached(caches, bandwidth),
+            "gathers": gathers if isinstance(gathers, dict) else None,
+            "step_max": max(ratio - 1.0, 0.0) if math.isfinite(ratio) else math.inf,
+            "bytes_per_s": float(rate) if isinstance(rate, (int, float)) and rate > 0 else None,
+        }
+    }
 
 
 def reached(caches: dict, bandwidth: dict | None) -> dict:
@@ -123,8 +137,14 @@ def _notes(value) -> dict:
     return loaded if isinstance(loaded, dict) else {}
 
 
-def judge_series(series: pd.Series, group: pd.DataFrame, axis: str, claimed: float,
-                 hosts: dict | None, bootstrap: int = cost.BOOTSTRAP) -> cost.CostVerdict:
+def judge_series(
+    series: pd.Series,
+    group: pd.DataFrame,
+    axis: str,
+    claimed: float,
+    hosts: dict | None,
+    bootstrap: int = cost.BOOTSTRAP,
+) -> cost.CostVerdict:
     """The cost-model verdict of one time series (`series`: fastest call per length)."""
     x = series.index.to_numpy(float)
     info = (hosts or {}).get(group.iloc[0].get("device"))
@@ -132,8 +152,15 @@ def judge_series(series: pd.Series, group: pd.DataFrame, axis: str, claimed: flo
     said = info is not None and ws is not None and claimed > 0 and gathered(group)
     rate = gather_rate(info.get("gathers"), np.asarray(ws, float) / 2) if said else None  # at a head's K
     hw = machine(ws, info["caches"], info["step_max"], rate) if info else None
-    result = cost.judge(x, series.to_numpy(float), claimed, hw, process_times=process_times(group, axis, x),
-                        bootstrap=bootstrap, paths=paths(group, axis, x))
+    result = cost.judge(
+        x,
+        series.to_numpy(float),
+        claimed,
+        hw,
+        process_times=process_times(group, axis, x),
+        bootstrap=bootstrap,
+        paths=paths(group, axis, x),
+    )
     return replace(result, reason=result.reason.noted(Note.NO_PROBE)) if said and rate is None else result
 
 
@@ -141,34 +168,65 @@ def columns(result: cost.CostVerdict, claimed: float, of: str = "time") -> dict:
     """What the fits table shows of a cost-model verdict (`of`: what it models, time or the peak)."""
     model = result.model
     shares = model.shares if model is not None else {}
-    return {"terms": explain(result, claimed, of), "need_p": result.need_p, "higher_p": result.higher_p,
-            "higher_term": result.higher, "higher_share": result.higher_share,
-            "lead_share": shares.get(cost.power_name(claimed), 0.0 if claimed else shares.get("call", math.nan))
-            if model is not None else math.nan,
-            "steps": ", ".join(f"{level} at n ≈ {n:.0f}" for level, n in result.steps.items()),
-            "verdict_from": result.alone}
+    return {
+        "terms": explain(result, claimed, of),
+        "need_p": result.need_p,
+        "higher_p": result.higher_p,
+        "higher_term": result.higher,
+        "higher_share": result.higher_share,
+        "lead_share": shares.get(cost.power_name(claimed), 0.0 if claimed else shares.get("call", math.nan))
+        if model is not None
+        else math.nan,
+        "steps": ", ".join(f"{level} at n ≈ {n:.0f}" for level, n in result.steps.items()),
+        "verdict_from": result.alone,
+    }
 
 
 def explain(result: cost.CostVerdict, claimed: float, of: str = "time") -> str:
-    """"n^1.5 carries 64% [58, 70] of the time at n = 65536; rows (n) 30%; call 6%; L2 step at n ≈ 1024"."""
+    """ "n^1.5 carries 64% [58, 70] of the time at n = 65536; rows (n) 30%; call 6%; L2 step at n ≈ 1024"."""
     model = result.model
     if model is None:
         return ""
-    labels = {"call": "the per-call floor", "rows": "per row or block (n)",
-              cost.GATHERS: "the gathers' rise (this host's rate for random rows)"} if of == "time" else {
-        "call": "the floor (fixed buffers)", "rows": "per row (n: the output)"}
+    labels = (
+        {
+            "call": "the per-call floor",
+            "rows": "per row or block (n)",
+            cost.GATHERS: "the gathers' rise (this host's rate for random rows)",
+        }
+        if of == "time"
+        else {"call": "the floor (fixed buffers)", "rows": "per row (n: the output)"}
+    )
     parts = []
     for name in sorted(model.shares, key=lambda k: -model.shares[k]):
         share = model.shares[name]
         if not share > cost.NAMED:
             continue
         label = labels.get(name, f"the leading term {name}" if name == cost.power_name(claimed) else name)
-        interval = (f" [{result.share_lo[name]:.0%}, {result.share_hi[name]:.0%}]"
-                    if name in result.share_lo and not math.isnan(result.share_lo[name]) else "")
+        interval = (
+            f" [{result.share_lo[name]:.0%}, {result.share_hi[name]:.0%}]"
+            if name in result.share_lo and not math.isnan(result.share_lo[name])
+            else ""
+        )
         parts.append(f"{label} {share:.0%}{interval}")
     steps = [f"{level} passed at n ≈ {n:.0f}" for level, n in result.steps.items()]
     if result.paths:
-        steps.append("path " + " → ".join(f"{name} (from n = {first:g}" + (
-            ", fitted alone" if first == result.alone else "" if not i or math.isnan(factor)
-            else f", ×{factor:.2f} the leading term's rate") + ")" for i, (name, first, factor) in enumerate(result.paths)))
-    return "; ".join(parts) + (f" of the {of} at the largest n" if parts else "") + ("; " + ", ".join(steps) if steps else "")
+        steps.append(
+            "path "
+            + " → ".join(
+                f"{name} (from n = {first:g}"
+                + (
+                    ", fitted alone"
+                    if first == result.alone
+                    else ""
+                    if not i or math.isnan(factor)
+                    else f", ×{factor:.2f} the leading term's rate"
+                )
+                + ")"
+                for i, (name, first, factor) in enumerate(result.paths)
+            )
+        )
+    return (
+        "; ".join(parts)
+        + (f" of the {of} at the largest n" if parts else "")
+        + ("; " + ", ".join(steps) if steps else "")
+    )

@@ -41,18 +41,32 @@ def commits(spec: str, repo: Path, paths: list[str] = ()) -> list[str]:
         raise UsageError(f"history backfill: range {spec!r} (allowed: A..B, two commit-ishes of {repo})")
     ends = []
     for field, given in zip(("A", "B"), parts):
-        found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{given}^{{commit}}"], cwd=repo,
-                               capture_output=True, text=True) if sides.REF_RULE.match(given) else None
+        found = (
+            subprocess.run(
+                ["git", "rev-parse", "--verify", "--quiet", f"{given}^{{commit}}"],
+                cwd=repo,
+                capture_output=True,
+                text=True,
+            )
+            if sides.REF_RULE.match(given)
+            else None
+        )
         if found is None or found.returncode != 0:
-            raise UsageError(f"history backfill: {field} = {given!r} in range {spec!r} (allowed: a commit-ish that "
-                             f"`git rev-parse` resolves in {repo}: letters, digits and ._/@^~{{}}- , not starting "
-                             "with '-')")
+            raise UsageError(
+                f"history backfill: {field} = {given!r} in range {spec!r} (allowed: a commit-ish that "
+                f"`git rev-parse` resolves in {repo}: letters, digits and ._/@^~{{}}- , not starting "
+                "with '-')"
+            )
         ends.append(found.stdout.strip())
     for path in paths:
         if path.startswith("-") or ".." in Path(path).parts or Path(path).is_absolute():
             raise UsageError(f"history backfill: --paths {path!r} (allowed: paths inside the repository)")
-    out = subprocess.run(["git", "rev-list", "--reverse", f"{ends[0]}..{ends[1]}", "--", *paths], cwd=repo,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["git", "rev-list", "--reverse", f"{ends[0]}..{ends[1]}", "--", *paths],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
     found = out.stdout.split()
     if out.returncode != 0 or not found:
         raise UsageError(f"history backfill: range {spec!r} holds no commit in {repo} (A must be an ancestor of B)")
@@ -80,17 +94,30 @@ def measure(commit: str, args, results_dir: Path, name: str) -> Path:
     if _finished(folder):
         found = RunDir(folder).env().get("git_commit")
         if found != commit:
-            raise UsageError(f"{folder} holds a finished run of commit {str(found)[:12]}, not of {commit[:12]} (allowed: "
-                             "the folder of this commit's run; move it aside to measure the commit again)")
+            raise UsageError(
+                f"{folder} holds a finished run of commit {str(found)[:12]}, not of {commit[:12]} (allowed: "
+                "the folder of this commit's run; move it aside to measure the commit again)"
+            )
         return folder
-    resume = ["--resume", name] if (folder / RunDir.PLAN).is_file() else \
-        ["--grid", _grid_argument(args.grid), "--run-id", name]
-    extra = [*(["--device", ",".join(args.device)] if args.device and not resume[0] == "--resume" else []),
-             *(["--variant", ",".join(args.variant)] if args.variant and not resume[0] == "--resume" else [])]
+    resume = (
+        ["--resume", name]
+        if (folder / RunDir.PLAN).is_file()
+        else ["--grid", _grid_argument(args.grid), "--run-id", name]
+    )
+    extra = [
+        *(["--device", ",".join(args.device)] if args.device and not resume[0] == "--resume" else []),
+        *(["--variant", ",".join(args.variant)] if args.variant and not resume[0] == "--resume" else []),
+    ]
     with sides.worktree(commit, Path(args.repo)) as root:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-        done = subprocess.run([sys.executable, "-m", "suite", "run", *resume, *extra, "--results-dir", str(results_dir),
-                               "--no-report"], cwd=root, env=env)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "suite", "run", *resume, *extra, "--results-dir", str(results_dir), "--no-report"],
+            cwd=root,
+            env=env,
+        )
     if done.returncode != 0:
         raise UsageError(f"its run exited {done.returncode} (see {folder}/worker.log)")
     return folder
@@ -113,9 +140,15 @@ def ordered(chosen: list[str], order: str, seed: int) -> list[str]:
 def _record(results_dir: Path, args, measured: list[str]) -> None:
     """Append the order measured in, with its seed, to ORDERS (the runs' own times say the same)."""
     results_dir.mkdir(parents=True, exist_ok=True)
-    line = {"range": args.range, "paths": args.paths or [], "grid": args.grid, "order": args.order,
-            "seed": args.seed if args.order == "shuffled" else None, "commits": measured,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    line = {
+        "range": args.range,
+        "paths": args.paths or [],
+        "grid": args.grid,
+        "order": args.order,
+        "seed": args.seed if args.order == "shuffled" else None,
+        "commits": measured,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     with open(results_dir / ORDERS, "a") as out:
         out.write(json.dumps(line) + "\n")
 
@@ -130,7 +163,9 @@ def checked(args) -> tuple[Path, Path]:
     if not repo.is_dir():
         raise UsageError(f"--repo {args.repo!r}: no such folder (allowed: a git repository's folder)")
     if args.grid not in PRESETS and not Path(args.grid).is_file():
-        raise UsageError(f"--grid {args.grid!r}: no such preset or file (allowed: {', '.join(PRESETS)}, or a grid file)")
+        raise UsageError(
+            f"--grid {args.grid!r}: no such preset or file (allowed: {', '.join(PRESETS)}, or a grid file)"
+        )
     db = Path(args.db)
     if db.exists():
         with store.connected(db, read_only=True):
@@ -148,8 +183,11 @@ def backfill(args) -> list[tuple[str, str]]:
     grid_name = check_name("--grid", Path(args.grid).stem)
     chosen = ordered(commits(args.range, repo, args.paths or []), args.order, args.seed)
     how = f"shuffled (seed {args.seed})" if args.order == "shuffled" else "sequential"
-    print(f"history backfill: {len(chosen)} commits of {args.range}, grid {args.grid}, into {args.db}; measured in "
-          f"{how} order: {' '.join(c[:12] for c in chosen)} (recorded in {results_dir / ORDERS})", file=sys.stderr)
+    print(
+        f"history backfill: {len(chosen)} commits of {args.range}, grid {args.grid}, into {args.db}; measured in "
+        f"{how} order: {' '.join(c[:12] for c in chosen)} (recorded in {results_dir / ORDERS})",
+        file=sys.stderr,
+    )
     _record(results_dir, args, chosen)
     failed = []
     for i, commit in enumerate(chosen, 1):
@@ -158,7 +196,9 @@ def backfill(args) -> list[tuple[str, str]]:
         try:
             folder = measure(commit, args, results_dir, name)
             added = store.add(Path(args.db), runs.load(str(folder), results_dir, repo))
-            print(f"[{i}/{len(chosen)}] {commit[:12]}: {'added' if added else 'already in the history'}", file=sys.stderr)
+            print(
+                f"[{i}/{len(chosen)}] {commit[:12]}: {'added' if added else 'already in the history'}", file=sys.stderr
+            )
         except UsageError as err:
             failed.append((commit, str(err)))
     return failed

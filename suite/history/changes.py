@@ -58,7 +58,9 @@ LEVEL = 0.95
 RESAMPLES = 999
 TAIL = 3  # violations in a row at the end that make a change (HUD's two doubled the study's false alarms)
 BAND = 2.0  # a violation lies beyond the level's median by this many of its robust sds (and THRESHOLD at least)
-SCREEN = math.log(1.03)  # with --confirm: a time series' newest TAIL points' median this far above its level is re-measured
+SCREEN = math.log(
+    1.03
+)  # with --confirm: a time series' newest TAIL points' median this far above its level is re-measured
 CLASSES = ("regression", "suspicious", "improvement", "no change", "insufficient data")
 
 
@@ -81,8 +83,9 @@ def _segments(y: np.ndarray, kind: str, penalty: float) -> list[list[int]]:
     try:
         from asv.step_detect import solve_potts
     except ImportError:
-        raise UsageError("the history's change points need asv: pip install -c constraints.txt -e \".[history]\"") \
-            from None
+        raise UsageError(
+            'the history\'s change points need asv: pip install -c constraints.txt -e ".[history]"'
+        ) from None
     from scipy.stats import median_abs_deviation
 
     centre = np.median(y)
@@ -98,9 +101,15 @@ def _size(y: np.ndarray, before: list[int], after: list[int]) -> tuple[float, fl
 
     a, b = y[after], y[before]
     size = float(np.median(a) - np.median(b))
-    res = stats.bootstrap((a, b), lambda s, t, axis: np.median(s, axis=axis) - np.median(t, axis=axis),
-                          vectorized=True, n_resamples=RESAMPLES, confidence_level=LEVEL, method="percentile",
-                          rng=np.random.default_rng(0))
+    res = stats.bootstrap(
+        (a, b),
+        lambda s, t, axis: np.median(s, axis=axis) - np.median(t, axis=axis),
+        vectorized=True,
+        n_resamples=RESAMPLES,
+        confidence_level=LEVEL,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    )
     return size, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
@@ -115,13 +124,17 @@ def _significant(y: np.ndarray, before: list[int], after: list[int]) -> bool:
 def _weakest(y: np.ndarray, levels: list[list[int]], threshold: float) -> tuple[int | None, list]:
     """The index of the boundary that is no change point (the smallest |size| among them), and the sizes."""
     sizes = [_size(y, levels[i], levels[i + 1]) for i in range(len(levels) - 1)]
-    weak = [(abs(s), i) for i, (s, lo, hi) in enumerate(sizes)
-            if abs(s) < threshold or lo <= 0 <= hi or not _significant(y, levels[i], levels[i + 1])]
+    weak = [
+        (abs(s), i)
+        for i, (s, lo, hi) in enumerate(sizes)
+        if abs(s) < threshold or lo <= 0 <= hi or not _significant(y, levels[i], levels[i + 1])
+    ]
     return (min(weak)[1] if weak else None), sizes
 
 
-def change_points(values, kind: str = "time", threshold: float | None = None,
-                  penalty: float = PENALTY, tail: bool = True) -> list[Change]:
+def change_points(
+    values, kind: str = "time", threshold: float | None = None, penalty: float = PENALTY, tail: bool = True
+) -> list[Change]:
     """The change points of one series, oldest first. `values`: times (seconds) or exponents, in order:
     the levels' (`level_changes`), and with `tail` the tail's where they show none among the newest
     RECENT points."""
@@ -134,16 +147,16 @@ def change_points(values, kind: str = "time", threshold: float | None = None,
     return found + [newest] if newest is not None else found
 
 
-def judged(values, kind: str = "time", tail: bool = True, screen: bool = False,
-           **options) -> tuple[list[Change], str]:
+def judged(values, kind: str = "time", tail: bool = True, screen: bool = False, **options) -> tuple[list[Change], str]:
     """A series' change points (`change_points`, `options` its threshold and penalty) and its tail's class;
     with `screen` (a time series, `check --confirm`) the screen's slowdown appended where the class is no
     regression: a change to measure again, which gives the series no class."""
     found = change_points(values, kind, tail=tail, **options)
     status = classify(len(values), found)
     if screen and kind == "time" and status != "regression" and len(values) >= MIN_POINTS:
-        screened = screen_change(np.log(np.asarray(values, float)), kind, SCREEN, options.get("threshold"),
-                                 options.get("penalty", PENALTY))
+        screened = screen_change(
+            np.log(np.asarray(values, float)), kind, SCREEN, options.get("threshold"), options.get("penalty", PENALTY)
+        )
         found = found + [screened] if screened is not None else found
     return found, status
 
@@ -186,8 +199,9 @@ def tail_change(y: np.ndarray, kind: str, threshold: float, penalty: float = PEN
     return _tail_size(y, kind, level, tail, "tail")
 
 
-def screen_change(y: np.ndarray, kind: str, screen: float = SCREEN, threshold: float | None = None,
-                  penalty: float = PENALTY) -> Change | None:
+def screen_change(
+    y: np.ndarray, kind: str, screen: float = SCREEN, threshold: float | None = None, penalty: float = PENALTY
+) -> Change | None:
     """A slowdown to re-measure (`check --confirm`): the newest TAIL points' median at least `screen` (log)
     above the level before them (`_tail`; its older change points found with `threshold`). Speedups are
     not screened (nothing to confirm)."""
@@ -209,7 +223,7 @@ def level_changes(y: np.ndarray, kind: str, threshold: float, penalty: float = P
         weakest, sizes = _weakest(y, levels, threshold)
         if weakest is None:
             break
-        levels[weakest:weakest + 2] = [levels[weakest] + levels[weakest + 1]]
+        levels[weakest : weakest + 2] = [levels[weakest] + levels[weakest + 1]]
     out = []
     for i, (size, lo, hi) in enumerate(sizes):
         scale = (lambda v: math.expm1(v)) if kind == "time" else (lambda v: v)

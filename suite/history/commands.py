@@ -38,8 +38,10 @@ def add(args) -> int:
     run = runs.load(args.run, Path(args.results_dir), Path(args.repo), args.commit_time)
     added = store.add(Path(args.db), run, args.another_fingerprint)
     what = "added" if added else "already there, nothing added"
-    print(f"history {args.db}: run {run.run_name} (commit {run.git_commit[:12]}, fingerprint {run.fingerprint_id}, "
-          f"{len(run.cases)} cases, {len(run.exponents)} exponents): {what}")
+    print(
+        f"history {args.db}: run {run.run_name} (commit {run.git_commit[:12]}, fingerprint {run.fingerprint_id}, "
+        f"{len(run.cases)} cases, {len(run.exponents)} exponents): {what}"
+    )
     return 0
 
 
@@ -62,8 +64,10 @@ def _load(args):
             raise UsageError(f"--fingerprint {args.fingerprint} (allowed: {', '.join(prints) or 'none: it is empty'})")
         chosen = args.fingerprint
     elif len(prints) > 1:
-        raise UsageError(f"history {args.db} holds runs of {len(prints)} fingerprints ({', '.join(prints)}): their "
-                         "times are not one series; choose one with --fingerprint")
+        raise UsageError(
+            f"history {args.db} holds runs of {len(prints)} fingerprints ({', '.join(prints)}): their "
+            "times are not one series; choose one with --fingerprint"
+        )
     elif not prints:
         raise UsageError(f"history {args.db} holds no run (add one: python -m suite history add RUN)")
     else:
@@ -78,7 +82,9 @@ def _load(args):
 def _line(row) -> str:
     from suite.history.page import fmt_size
 
-    what = {"time": f"time n={row['seq_len']:.0f}", "exponent": "exponent in n"}.get(row["kind"], "time, its lengths together")
+    what = {"time": f"time n={row['seq_len']:.0f}", "exponent": "exponent in n"}.get(
+        row["kind"], "time, its lengths together"
+    )
     step = f" (a step of its lengths {row['lengths']})" if row.get("rule") == "step" else ""
     return f"{row['series']}: {what} {fmt_size(row)} in {row['commits']}{step}"
 
@@ -88,8 +94,10 @@ def _regressions(bad: pd.DataFrame, confirmed: bool) -> list[str]:
     word = "stands after --confirm" if confirmed else "suspected, not confirmed"
     lines = [f"REGRESSION {_line(row)}: {word}" for _, row in bad.iterrows()]
     if lines and not confirmed:
-        lines.append(f"{len(bad)} slowdowns suspected, not confirmed: a history alone cannot tell the host's drift "
-                     "from the code's; check --confirm --grid GRID times the commits on each side as an A/B")
+        lines.append(
+            f"{len(bad)} slowdowns suspected, not confirmed: a history alone cannot tell the host's drift "
+            "from the code's; check --confirm --grid GRID times the commits on each side as an A/B"
+        )
     return lines
 
 
@@ -100,12 +108,19 @@ def _host_lines(found: pd.DataFrame, fail: bool) -> tuple[list[str], bool]:
     mine = found[(found["kind"] == "level") & found["slower"]]
     new, machine = _by_commit(mine[(mine["class"] == "regression") & mine["newest"]])
     why = "every case slower at once: the host (busier) or a commit that slowed everything (e.g. a library upgrade)"
-    lines = [f"{'HOST LEVEL REGRESSION' if fail else 'host level slower (warning only: --host-level warn)'} "
-             f"{fmt_size(row)} in {row['commits']}: {why}" for _, row in new.iterrows()]
-    lines += [f"host level slower with no commit between (warning only) {fmt_size(row)} in {row['commits']}"
-              for _, row in machine.iterrows()]
-    lines += [f"suspicious host level {fmt_size(row)} in {row['commits']}: {why}"
-              for _, row in mine[mine["class"] == "suspicious"].iterrows()]
+    lines = [
+        f"{'HOST LEVEL REGRESSION' if fail else 'host level slower (warning only: --host-level warn)'} "
+        f"{fmt_size(row)} in {row['commits']}: {why}"
+        for _, row in new.iterrows()
+    ]
+    lines += [
+        f"host level slower with no commit between (warning only) {fmt_size(row)} in {row['commits']}"
+        for _, row in machine.iterrows()
+    ]
+    lines += [
+        f"suspicious host level {fmt_size(row)} in {row['commits']}: {why}"
+        for _, row in mine[mine["class"] == "suspicious"].iterrows()
+    ]
     return lines, bool(len(new)) and fail
 
 
@@ -125,17 +140,28 @@ def _broken(runs: pd.DataFrame, cases: pd.DataFrame) -> list[str]:
     newest = runs["run_key"].iloc[-1]
     earlier = cases[(cases["run_key"] != newest) & (cases["status"] == "ok")].groupby("case_id").size()
     now = cases[(cases["run_key"] == newest) & (cases["status"] != "ok") & cases["case_id"].isin(earlier.index)]
-    return [f"FAILED {row['series']} n={row['seq_len']}: {row['status']} in the newest run "
-            f"({str(row['reason'] or 'no reason given')[:200]}); ok in {earlier[row['case_id']]} earlier runs"
-            for _, row in now.sort_values(["series", "seq_len"]).iterrows()]
+    return [
+        f"FAILED {row['series']} n={row['seq_len']}: {row['status']} in the newest run "
+        f"({str(row['reason'] or 'no reason given')[:200]}); ok in {earlier[row['case_id']]} earlier runs"
+        for _, row in now.sort_values(["series", "seq_len"]).iterrows()
+    ]
 
 
 def _confirming(args):
     """--confirm's grid, design and rule, checked before any work (None without --confirm)."""
     if not args.confirm:
-        given = [name for name, value in (("--grid", args.grid), ("--device", args.device), ("--pairs", args.pairs),
-                                          ("--rounds", args.rounds), ("--plugin", args.plugin),
-                                          ("--compile-cache", args.compile_cache)) if value]
+        given = [
+            name
+            for name, value in (
+                ("--grid", args.grid),
+                ("--device", args.device),
+                ("--pairs", args.pairs),
+                ("--rounds", args.rounds),
+                ("--plugin", args.plugin),
+                ("--compile-cache", args.compile_cache),
+            )
+            if value
+        ]
         if given:
             raise UsageError(f"{', '.join(given)}: only with --confirm (they say how its A/Bs run)")
         return None
@@ -146,7 +172,9 @@ def _confirming(args):
     from suite.run.ab import session
 
     if not args.grid:
-        raise UsageError("--confirm needs --grid: the grid the history's runs were made with (its cases are re-measured)")
+        raise UsageError(
+            "--confirm needs --grid: the grid the history's runs were made with (its cases are re-measured)"
+        )
     if not Path(args.repo).is_dir():
         raise UsageError(f"--repo {args.repo!r}: no such folder (allowed: a git repository's folder)")
     compile_cache.use(args.compile_cache, Path(args.results_dir))  # the A/B's workers inherit it
@@ -157,20 +185,29 @@ def _confirming(args):
     return grid, pairs, rounds, Rule()
 
 
-def _confirmed(args, setup, bad: pd.DataFrame, runs: pd.DataFrame, cases: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def _confirmed(
+    args, setup, bad: pd.DataFrame, runs: pd.DataFrame, cases: pd.DataFrame
+) -> tuple[pd.DataFrame, list[str]]:
     """The slowdowns that stand after their A/Bs (suite.history.confirm), and a line for each one measured."""
     from suite.history import confirm
 
     grid, pairs, rounds, rule = setup
     asks = confirm.asked(bad, cases, runs["run_key"].iloc[-1], runs["git_commit"].iloc[-1])
-    answers = confirm.confirm(asks, grid, Path(args.repo).resolve(), Path(args.results_dir), pairs, rounds,
-                              list(args.plugin), rule)
+    answers = confirm.confirm(
+        asks, grid, Path(args.repo).resolve(), Path(args.results_dir), pairs, rounds, list(args.plugin), rule
+    )
     keep, lines = pd.Series(True, index=bad.index), []
     for ask, said in zip(asks, answers):
-        rows = bad[(bad["series_key"] == ask.series_key) & (bad["before_commit"] == ask.before)
-                   & bad["kind"].isin(confirm.CONFIRMED_KINDS)]
-        word = {True: "confirmed", False: "not confirmed (the runs' drift: a warning only)",
-                None: "the slowdown stands"}[said.confirmed]
+        rows = bad[
+            (bad["series_key"] == ask.series_key)
+            & (bad["before_commit"] == ask.before)
+            & bad["kind"].isin(confirm.CONFIRMED_KINDS)
+        ]
+        word = {
+            True: "confirmed",
+            False: "not confirmed (the runs' drift: a warning only)",
+            None: "the slowdown stands",
+        }[said.confirmed]
         lines.append(f"A/B of {ask.series} {ask.before[:10]}..{ask.after[:10]}: {word}; {said.text}")
         if said.confirmed is False:
             keep[rows.index] = False
@@ -190,25 +227,35 @@ def check(args) -> int:
     counts = verdicts["class"].value_counts().to_dict()
     tally = ", ".join(f"{n} {name}" for name, n in counts.items())
     if verdicts.empty or (verdicts["class"] == "insufficient data").all():
-        print(f"cannot judge: {len(runs)} runs of fingerprint {fingerprint} in {args.db}; a series needs "
-              f"{changes.MIN_POINTS} points ({tally or 'no series'})", file=sys.stderr)
+        print(
+            f"cannot judge: {len(runs)} runs of fingerprint {fingerprint} in {args.db}; a series needs "
+            f"{changes.MIN_POINTS} points ({tally or 'no series'})",
+            file=sys.stderr,
+        )
         return 2
     host, host_fails = _host_lines(found, args.host_level == "fail")
     found = found[found["kind"] != "level"]
     screened = found["rule"] == "screen"  # with --confirm: slowdowns to measure again, no class of their own
     bad, machine = _by_commit(found[((found["class"] == "regression") & found["newest"]) | screened])
-    lines = [f"history check {args.db} (fingerprint {fingerprint}, {len(runs)} runs): {tally}", rule_text(judged),
-             *host]
+    lines = [
+        f"history check {args.db} (fingerprint {fingerprint}, {len(runs)} runs): {tally}",
+        rule_text(judged),
+        *host,
+    ]
     broken = _broken(runs, cases)
     lines += broken
     if setup is not None and not bad.empty:
         bad, measured = _confirmed(args, setup, bad, runs, cases)
         lines += measured
     lines += _regressions(bad, setup is not None)
-    lines += [f"slower with no commit between (the machine or the environment; warning only) {_line(row)}"
-              for _, row in machine.iterrows()]
-    lines += [f"suspicious {_line(row)}" for _, row in
-              found[(found["class"] == "suspicious") & found["slower"] & ~screened].iterrows()]
+    lines += [
+        f"slower with no commit between (the machine or the environment; warning only) {_line(row)}"
+        for _, row in machine.iterrows()
+    ]
+    lines += [
+        f"suspicious {_line(row)}"
+        for _, row in found[(found["class"] == "suspicious") & found["slower"] & ~screened].iterrows()
+    ]
     text = "\n".join(lines)
     print(text)
     _markdown(args, text)
@@ -233,6 +280,8 @@ def report(args) -> int:
     judged = judge(runs, cases, exponents, args.against)
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(output, render(judged, {"fingerprint": fingerprint, "db": str(args.db)}))
-    print(f"history report: {output} ({len(runs)} runs, {len(judged.verdicts)} series, "
-          f"{len(judged.changes)} change points)")
+    print(
+        f"history report: {output} ({len(runs)} runs, {len(judged.verdicts)} series, "
+        f"{len(judged.changes)} change points)"
+    )
     return 0

@@ -62,19 +62,32 @@ def asked(found: pd.DataFrame, cases: pd.DataFrame, newest: str, commit: str) ->
     mine = found[found["kind"].isin(CONFIRMED_KINDS)]
     for (key, before), rows in mine.groupby(["series_key", "before_commit"], sort=False):
         series = ok[ok["series_key"] == key].sort_values("seq_len")
-        out.append(Asked(key, rows["series"].iloc[0], before, commit, tuple(series["case_id"]),
-                         tuple(int(n) for n in series["seq_len"])))
+        out.append(
+            Asked(
+                key,
+                rows["series"].iloc[0],
+                before,
+                commit,
+                tuple(series["case_id"]),
+                tuple(int(n) for n in series["seq_len"]),
+            )
+        )
     return out
 
 
 def narrowed(grid: Grid, ask: Asked) -> Grid:
     """`grid` with only the cases of `ask` (an adaptive series' lengths made from its ladder, as the runs
     climbed them); exit 2 where it holds none of them (the history's cases come from another grid)."""
-    made = [*grid.cases, *(ladder.case(n) for ladder in grid.ladders for n in ask.lengths if ladder.low <= n <= ladder.high)]
+    made = [
+        *grid.cases,
+        *(ladder.case(n) for ladder in grid.ladders for n in ask.lengths if ladder.low <= n <= ladder.high),
+    ]
     cases = list({case.case_id: case for case in made if case.case_id in ask.case_ids}.values())
     if not cases:
-        raise UsageError(f"--grid {grid.name}: none of {ask.series}'s {len(ask.case_ids)} cases of the newest run "
-                         f"(allowed: the grid the history's runs were made with)")
+        raise UsageError(
+            f"--grid {grid.name}: none of {ask.series}'s {len(ask.case_ids)} cases of the newest run "
+            f"(allowed: the grid the history's runs were made with)"
+        )
     return replace(grid, cases=tuple(cases), ladders=())
 
 
@@ -83,8 +96,10 @@ def checked(ask: Asked) -> Asked:
     name that git or the file system could take for something else); else exit 2."""
     for where, commit in (("before the slowdown", ask.before), ("of the newest run", ask.after)):
         if not isinstance(commit, str) or not FULL_HASH.fullmatch(commit):
-            raise UsageError(f"history check --confirm: the history's git_commit {where} of {ask.series} = "
-                             f"{shown(commit)} (allowed: a full commit hash, 40 or 64 hex digits)")
+            raise UsageError(
+                f"history check --confirm: the history's git_commit {where} of {ask.series} = "
+                f"{shown(commit)} (allowed: a full commit hash, 40 or 64 hex digits)"
+            )
     return ask
 
 
@@ -107,8 +122,10 @@ def answer(verdict, run: str) -> Answer:
     """The A/B's answer from its verdict (suite.analyse.paired): confirmed where it would fail `suite ab`
     (one of the cases called slower, or the series' cases slower together)."""
     table = verdict.cases
-    figures = "; ".join(f"n={row['seq_len']} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}] "
-                        f"{row['status']}" for _, row in table.sort_values("seq_len").iterrows())
+    figures = "; ".join(
+        f"n={row['seq_len']} ×{row['ratio']:.3f} [{row['ratio_lo']:.3f}, {row['ratio_hi']:.3f}] {row['status']}"
+        for _, row in table.sort_values("seq_len").iterrows()
+    )
     called = (table["status"] == "slower").any()
     if called or verdict.code == 1:  # a case called, or the cases slower together (ab's common move)
         return Answer(True, run, f"A/B {run}: {figures}" + ("" if called else f" ({'; '.join(verdict.reasons)[:200]})"))
@@ -117,8 +134,18 @@ def answer(verdict, run: str) -> Answer:
     return Answer(False, run, f"A/B {run}: {figures}")
 
 
-def confirm(asks: list[Asked], grid: Grid, repo: Path, results_dir: Path, pairs: int, rounds: int,
-            plugins: list[str], rule, measure: Callable | None = None, out=None) -> list[Answer]:
+def confirm(
+    asks: list[Asked],
+    grid: Grid,
+    repo: Path,
+    results_dir: Path,
+    pairs: int,
+    rounds: int,
+    plugins: list[str],
+    rule,
+    measure: Callable | None = None,
+    out=None,
+) -> list[Answer]:
     """Run each A/B (`measure`: suite.run.ab.session.measure) into a folder of `results_dir`; every grid
     is narrowed first, so a grid that lacks a series' cases stops the check before any work."""
     from suite.analyse import paired
@@ -138,8 +165,9 @@ def confirm(asks: list[Asked], grid: Grid, repo: Path, results_dir: Path, pairs:
             answers.append(Answer(None, "", f"not measured: {why}"))
             continue
         run = RunDir.new(results_dir, f"{stamp}-history-confirm-{i}")
-        print(f"confirming {ask.series} ({len(small.cases)} cases): {ask.before[:10]} against {ask.after[:10]}",
-              file=out)
+        print(
+            f"confirming {ask.series} ({len(small.cases)} cases): {ask.before[:10]} against {ask.after[:10]}", file=out
+        )
         try:
             frame = measure(run, small, ask.before, ask.after, repo, pairs, rounds, plugins, out=out)
         except RuntimeError as err:
@@ -147,7 +175,9 @@ def confirm(asks: list[Asked], grid: Grid, repo: Path, results_dir: Path, pairs:
             continue
         verdict = paired.verdict(frame, rule)
         if run.path.is_dir():  # its table beside its blocks, as `suite ab` leaves it
-            atomic.write_text(run.path / "compare.md",
-                              comparison.markdown(verdict, f"A {ask.before[:12]}", f"B {ask.after[:12]}", rule))
+            atomic.write_text(
+                run.path / "compare.md",
+                comparison.markdown(verdict, f"A {ask.before[:12]}", f"B {ask.after[:12]}", rule),
+            )
         answers.append(answer(verdict, run.name))
     return answers

@@ -35,8 +35,17 @@ def _spans(ax, changes: pd.DataFrame, percent: bool) -> None:
         sizes = sorted(group["size"])
         fmt = (lambda v: f"{v:+.0%}") if percent else (lambda v: f"{v:+.2f}")
         text = fmt(sizes[0]) if len(sizes) == 1 else f"{fmt(sizes[0])}…{fmt(sizes[-1])}"
-        ax.annotate(text, (after, 0.98), xycoords=("data", "axes fraction"), color=colour, fontsize=8,
-                    ha="left", va="top", xytext=(2, 0), textcoords="offset points")
+        ax.annotate(
+            text,
+            (after, 0.98),
+            xycoords=("data", "axes fraction"),
+            color=colour,
+            fontsize=8,
+            ha="left",
+            va="top",
+            xytext=(2, 0),
+            textcoords="offset points",
+        )
 
 
 def _ticks(ax, runs: pd.DataFrame) -> None:
@@ -50,8 +59,9 @@ def _ticks(ax, runs: pd.DataFrame) -> None:
 
 def _times(ax, points: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFrame) -> None:
     data = points.sort_values(["seq_len", "run"])
-    palette = dict(zip(sorted(data["seq_len"].unique()),
-                       sns.color_palette("viridis", n_colors=data["seq_len"].nunique())))
+    palette = dict(
+        zip(sorted(data["seq_len"].unique()), sns.color_palette("viridis", n_colors=data["seq_len"].nunique()))
+    )
     for n, rows in data.groupby("seq_len"):
         ax.plot(rows["run"], rows["value"], marker="o", ms=3, lw=1, color=palette[n], label=f"n={int(n)}")
         at = rows["value"] / rows[METRIC]  # the run's level divided out, as from the point
@@ -66,8 +76,9 @@ def _times(ax, points: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFrame) 
 
 def _exponent(ax, points: pd.DataFrame, changes: pd.DataFrame, runs: pd.DataFrame) -> None:
     if points.empty:
-        ax.text(0.5, 0.5, "no exponent fitted (a series needs 3 lengths)", ha="center", transform=ax.transAxes,
-                color="#555")
+        ax.text(
+            0.5, 0.5, "no exponent fitted (a series needs 3 lengths)", ha="center", transform=ax.transAxes, color="#555"
+        )
         ax.set_axis_off()
         return
     rows = points.sort_values("run")

@@ -45,16 +45,20 @@ def summary(judged: Judged) -> pd.DataFrame:
         lengths = verdicts[verdicts["kind"] == TOGETHER]
         worst = min(verdicts["class"], key=SEVERITY.get)
         newest = mine.sort_values("after_run").iloc[-1] if not mine.empty else None
-        rows.append({"series_key": key, "series": verdicts["series"].iloc[0], "class": worst,
-                     "time": ", ".join(f"{n} {c}" for c, n in time["class"].value_counts().items())
-                     + "".join(f"; its lengths together: {c}" for c in lengths["class"]),
-                     "exponent_class": exponent["class"].iloc[0] if not exponent.empty else "no fit",
-                     "exponent": exponent["newest"].iloc[0] if not exponent.empty else float("nan"),
-                     "claimed": exponent["claimed"].iloc[0] if not exponent.empty else float("nan"),
-                     "points": int(verdicts["points"].max()),
-                     "newest_change": "" if newest is None else
-                     f"{_what(newest)} "
-                     f"{fmt_size(newest)} in {newest['commits']}"})
+        rows.append(
+            {
+                "series_key": key,
+                "series": verdicts["series"].iloc[0],
+                "class": worst,
+                "time": ", ".join(f"{n} {c}" for c, n in time["class"].value_counts().items())
+                + "".join(f"; its lengths together: {c}" for c in lengths["class"]),
+                "exponent_class": exponent["class"].iloc[0] if not exponent.empty else "no fit",
+                "exponent": exponent["newest"].iloc[0] if not exponent.empty else float("nan"),
+                "claimed": exponent["claimed"].iloc[0] if not exponent.empty else float("nan"),
+                "points": int(verdicts["points"].max()),
+                "newest_change": "" if newest is None else f"{_what(newest)} {fmt_size(newest)} in {newest['commits']}",
+            }
+        )
     table = pd.DataFrame(rows)
     if table.empty:
         return table
@@ -67,12 +71,16 @@ def rule_text(judged) -> str:
     few = f"under {level.MIN_OTHERS + 1} cases of {level.MIN_SERIES} series"
     if rule is None or rule.raw_runs == len(runs):
         return f"judged raw: no run has a level (each has {few}), so a busy host and a change look alike"
-    spreads = f"each case's robust spread, median over the cases: {rule.spread_level:.1%} against the level, " \
-              f"{rule.spread_raw:.1%} raw"
+    spreads = (
+        f"each case's robust spread, median over the cases: {rule.spread_level:.1%} against the level, "
+        f"{rule.spread_raw:.1%} raw"
+    )
     without = f"; {rule.raw_runs} of {len(runs)} runs judged raw ({few})" if rule.raw_runs else ""
     if rule.against == "level":
-        return ("each case judged against its run's level (the median shift of the run's cases of other series; "
-                f"{spreads}){without}; the level judged as a series of its own")
+        return (
+            "each case judged against its run's level (the median shift of the run's cases of other series; "
+            f"{spreads}){without}; the level judged as a series of its own"
+        )
     why = "--against raw" if rule.asked == "raw" else "the level would add more noise than it takes away"
     return f"judged raw ({why}: {spreads}); the host's level judged as a series of its own"
 
@@ -81,9 +89,14 @@ def _figures(judged: Judged, keys: list[str]) -> dict[str, str]:
     points, out = judged.points, {}
     for key in keys:
         mine = points[points["series_key"] == key]
-        out[key] = base64.b64encode(figures.series_figure(
-            mine[mine["kind"] == "time"], mine[mine["kind"] == "exponent"],
-            judged.changes[judged.changes["series_key"] == key], judged.runs)).decode()
+        out[key] = base64.b64encode(
+            figures.series_figure(
+                mine[mine["kind"] == "time"],
+                mine[mine["kind"] == "exponent"],
+                judged.changes[judged.changes["series_key"] == key],
+                judged.runs,
+            )
+        ).decode()
     return out
 
 
@@ -94,23 +107,38 @@ def _host(judged: Judged) -> dict | None:
         return None
     points = judged.points[judged.points["kind"] == "level"]
     mine = judged.changes[judged.changes["kind"] == "level"]
-    return {"verdict": verdict.iloc[0], "changes": mine,
-            "image": base64.b64encode(figures.level_figure(points, mine, judged.runs)).decode()}
+    return {
+        "verdict": verdict.iloc[0],
+        "changes": mine,
+        "image": base64.b64encode(figures.level_figure(points, mine, judged.runs)).decode(),
+    }
 
 
 def render(judged: Judged, title: dict) -> str:
     """The page. `title`: what the header says (database, fingerprint)."""
     table = summary(judged)
     keys = list(table["series_key"]) if not table.empty else []
-    loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                                undefined=jinja2.StrictUndefined)
+    loader = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+    )
     loader.filters.update(size=fmt_size, short=lambda c: str(c)[:10])
     runs = judged.runs
     return loader.get_template("history.html.j2").render(
-        title=title, summary=table, images=_figures(judged, keys), changes=judged.changes, verdicts=judged.verdicts,
-        host=_host(judged), rule=rule_text(judged), level=level,
-        runs=runs, first=runs.iloc[0] if len(runs) else None, last=runs.iloc[-1] if len(runs) else None,
-        rules=rules, time_pct=100 * math.expm1(rules.THRESHOLD["time"]), counts=table_counts(judged))
+        title=title,
+        summary=table,
+        images=_figures(judged, keys),
+        changes=judged.changes,
+        verdicts=judged.verdicts,
+        host=_host(judged),
+        rule=rule_text(judged),
+        level=level,
+        runs=runs,
+        first=runs.iloc[0] if len(runs) else None,
+        last=runs.iloc[-1] if len(runs) else None,
+        rules=rules,
+        time_pct=100 * math.expm1(rules.THRESHOLD["time"]),
+        counts=table_counts(judged),
+    )
 
 
 def table_counts(judged: Judged) -> dict:

@@ -16,12 +16,51 @@ import pandas as pd
 from suite.analyse.exponents import all_exponents, prepare
 from suite.plan.case import series_key
 
-SHAPE = ["variant", "impl", "device", "dtype", "mode", "batch", "num_heads", "num_kv_heads", "head_dim", "causal",
-         "params", "kv_len", "valid_fraction"]
-CASE_COLUMNS = ["case_id", "series_key", "series", "label", *SHAPE, "seq_len", "status", "reason", "time_s",
-                "time_lo_s", "time_hi_s", "time_min_s", "time_iqr_s", "samples_n", "replicates"]
-EXPONENT_COLUMNS = ["series_key", "series", *SHAPE, "slope", "lo", "hi", "claimed", "verdict", "points",
-                    "used_min", "used_max"]
+SHAPE = [
+    "variant",
+    "impl",
+    "device",
+    "dtype",
+    "mode",
+    "batch",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "causal",
+    "params",
+    "kv_len",
+    "valid_fraction",
+]
+CASE_COLUMNS = [
+    "case_id",
+    "series_key",
+    "series",
+    "label",
+    *SHAPE,
+    "seq_len",
+    "status",
+    "reason",
+    "time_s",
+    "time_lo_s",
+    "time_hi_s",
+    "time_min_s",
+    "time_iqr_s",
+    "samples_n",
+    "replicates",
+]
+EXPONENT_COLUMNS = [
+    "series_key",
+    "series",
+    *SHAPE,
+    "slope",
+    "lo",
+    "hi",
+    "claimed",
+    "verdict",
+    "points",
+    "used_min",
+    "used_max",
+]
 LEVEL = 0.95
 
 
@@ -38,8 +77,10 @@ def median_interval(samples) -> tuple[float, float]:
 
 def _label(row: pd.Series) -> str:
     kv = f"/{int(row['num_kv_heads'])}" if row["num_kv_heads"] != row["num_heads"] else ""
-    return (f"{row['variant']}/{row['series']} {row['device']} {row['dtype']} B={int(row['batch'])} "
-            f"H={int(row['num_heads'])}{kv} d={int(row['head_dim'])}")
+    return (
+        f"{row['variant']}/{row['series']} {row['device']} {row['dtype']} B={int(row['batch'])} "
+        f"H={int(row['num_heads'])}{kv} d={int(row['head_dim'])}"
+    )
 
 
 def _keyed(rows: pd.DataFrame) -> pd.DataFrame:
@@ -56,8 +97,9 @@ def _keyed(rows: pd.DataFrame) -> pd.DataFrame:
 def case_points(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per case of the run (every status: a case that stopped working is history too)."""
     data = _keyed(prepare(frame))
-    intervals = [median_interval(s) if status == "ok" else (np.nan, np.nan)
-                 for s, status in zip(data["samples"], data["status"])]
+    intervals = [
+        median_interval(s) if status == "ok" else (np.nan, np.nan) for s, status in zip(data["samples"], data["status"])
+    ]
     data["time_lo_s"] = [lo for lo, _ in intervals]
     data["time_hi_s"] = [hi for _, hi in intervals]
     data["samples_n"] = data["samples"].map(lambda s: 0 if s is None else len(s))

@@ -58,22 +58,35 @@ def _loaded(ref: str, folder: Path, results_dir: Path, repo: Path, commit_time: 
     fingerprint = check_name(f"{folder / RunDir.ENV} fingerprint_id", env.get("fingerprint_id"))
     commit = env.get("git_commit")
     if not isinstance(commit, str) or commit.endswith("-dirty") or not COMMIT.fullmatch(commit):
-        raise UsageError(f"history add {ref}: {folder / RunDir.ENV} git_commit = {commit!r} (allowed: a clean "
-                         "commit's hash; a run with uncommitted changes does not say what was measured)")
+        raise UsageError(
+            f"history add {ref}: {folder / RunDir.ENV} git_commit = {commit!r} (allowed: a clean "
+            "commit's hash; a run with uncommitted changes does not say what was measured)"
+        )
     when = _commit_time(commit, repo) if commit_time is None else _timestamp("--commit-time", commit_time)
     run = RunDir.resolve(str(folder), Path(results_dir))
     frame = run.read_table()
     left = unfinished(frame)
     if left:
         counts = ", ".join(f"{n} of {len(frame)} cases {status}" for status, n in left.items())
-        raise UsageError(f"history add {ref}: the run is not finished: {counts} "
-                         f"(allowed: every case one of {', '.join(FINISHED)}; python -m suite run --resume "
-                         f"{run.name} measures the others)")
+        raise UsageError(
+            f"history add {ref}: the run is not finished: {counts} "
+            f"(allowed: every case one of {', '.join(FINISHED)}; python -m suite run --resume "
+            f"{run.name} measures the others)"
+        )
     finished = _run_time(run)
     key = hashlib.sha1(f"{fingerprint}\n{commit}\n{run.name}\n{finished.isoformat()}".encode()).hexdigest()[:16]
-    return Run(run_key=key, fingerprint_id=fingerprint, git_commit=commit, commit_time=when, run_time=finished,
-               run_name=run.name, grid=str(run.plan().get("grid", "")), env=run.file(RunDir.ENV).read_text(),
-               cases=case_points(frame), exponents=exponent_points(frame, machines(env, run.bandwidth())))
+    return Run(
+        run_key=key,
+        fingerprint_id=fingerprint,
+        git_commit=commit,
+        commit_time=when,
+        run_time=finished,
+        run_name=run.name,
+        grid=str(run.plan().get("grid", "")),
+        env=run.file(RunDir.ENV).read_text(),
+        cases=case_points(frame),
+        exponents=exponent_points(frame, machines(env, run.bandwidth())),
+    )
 
 
 def unfinished(frame: pd.DataFrame) -> dict[str, int]:
@@ -94,20 +107,27 @@ def _timestamp(field: str, text: str) -> pd.Timestamp:
 
 def _commit_time(commit: str, repo: Path) -> pd.Timestamp:
     if not Path(repo).is_dir():
-        raise UsageError(f"--repo {str(repo)!r}: no such folder (allowed: the git repository of the run's commit, "
-                         "or give the commit's time with --commit-time)")
+        raise UsageError(
+            f"--repo {str(repo)!r}: no such folder (allowed: the git repository of the run's commit, "
+            "or give the commit's time with --commit-time)"
+        )
     out = subprocess.run(["git", "show", "-s", "--format=%cI", commit], cwd=repo, capture_output=True, text=True)
     if out.returncode != 0 or not out.stdout.strip():
-        raise UsageError(f"commit {commit[:12]}: not in the repository {repo} (allowed: a commit `git show` finds "
-                         "there: fetch it, give --repo, or give its time with --commit-time)")
+        raise UsageError(
+            f"commit {commit[:12]}: not in the repository {repo} (allowed: a commit `git show` finds "
+            "there: fetch it, give --repo, or give its time with --commit-time)"
+        )
     return _timestamp("commit time", out.stdout.strip())
 
 
 def _run_time(run: RunDir) -> pd.Timestamp:
     journal = run.file(RunDir.JOURNAL)
     lines, _ = Journal(journal).lines() if journal.is_file() else ([], [])
-    times = [_finished_at(journal, number, data["finished_at"]) for number, data in lines
-             if data.get("finished_at") is not None]
+    times = [
+        _finished_at(journal, number, data["finished_at"])
+        for number, data in lines
+        if data.get("finished_at") is not None
+    ]
     seconds = max(times) if times else run.file(RunDir.PARQUET).stat().st_mtime
     return pd.Timestamp(seconds, unit="s", tz="UTC").floor("us")
 
@@ -120,5 +140,7 @@ def _finished_at(journal: Path, number: int, value) -> float:
     (NaN, infinite, negative, past 2100, text, a boolean: a damaged line, which would set the run's time)."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value < LATEST:
         return float(value)
-    raise UsageError(f"history add: {journal} line {number} finished_at = {str(value)[:40]!r} (allowed: a finite "
-                     "time in seconds since 1970, before 2100, as `suite run` writes it; mend or drop the line)")
+    raise UsageError(
+        f"history add: {journal} line {number} finished_at = {str(value)[:40]!r} (allowed: a finite "
+        "time in seconds since 1970, before 2100, as `suite run` writes it; mend or drop the line)"
+    )

@@ -31,11 +31,41 @@ HOST = "host level"  # the key and series of the host's level
 TOGETHER = "lengths"  # the kind of a series' lengths judged together (`together`)
 TOGETHER_LENGTHS = 3
 SEVERITY = {"regression": 0, "suspicious": 1, "improvement": 2, "no change": 3, "insufficient data": 4}
-VERDICT_COLUMNS = ["kind", "key", "series_key", "series", "label", "seq_len", "points", "class", "changes",
-                   "newest", "newest_commit", "claimed"]
-CHANGE_COLUMNS = ["kind", "key", "series_key", "series", "label", "seq_len", "class", "before_run", "after_run",
-                  "before_commit", "after_commit", "commits", "size", "lo", "hi", "slower", "newest", "rule",
-                  "lengths"]
+VERDICT_COLUMNS = [
+    "kind",
+    "key",
+    "series_key",
+    "series",
+    "label",
+    "seq_len",
+    "points",
+    "class",
+    "changes",
+    "newest",
+    "newest_commit",
+    "claimed",
+]
+CHANGE_COLUMNS = [
+    "kind",
+    "key",
+    "series_key",
+    "series",
+    "label",
+    "seq_len",
+    "class",
+    "before_run",
+    "after_run",
+    "before_commit",
+    "after_commit",
+    "commits",
+    "size",
+    "lo",
+    "hi",
+    "slower",
+    "newest",
+    "rule",
+    "lengths",
+]
 
 
 @dataclass
@@ -59,23 +89,50 @@ def _one(kind: str, key: str, rows: pd.DataFrame, column: str, screen: bool = Fa
     """`screen`: a case's and a series' lengths' times are screened too (changes.screen_change: `check
     --confirm` measures its slowdown again); the screen's change joins the rows, not the class."""
     rows = rows.tail(WINDOW)
-    changes, status = judged(rows[column].to_numpy(float), "exponent" if kind == "exponent" else "time",
-                             tail=kind != "time",  # one case's odd nights come too often for the tail's rule
-                             screen=screen and kind in ("time", TOGETHER))
+    changes, status = judged(
+        rows[column].to_numpy(float),
+        "exponent" if kind == "exponent" else "time",
+        tail=kind != "time",  # one case's odd nights come too often for the tail's rule
+        screen=screen and kind in ("time", TOGETHER),
+    )
     first = rows.iloc[-1]
     commits = rows["git_commit"].tolist()
-    base = {"kind": kind, "key": key, "series_key": first["series_key"], "series": first["series"],
-            "label": first["series"] if kind == "exponent" else first["label"],
-            "seq_len": first["seq_len"] if kind == "time" else np.nan}
-    verdict = {**base, "points": len(rows), "class": status, "changes": len(changes), "newest": first[column],
-               "newest_commit": first["git_commit"], "claimed": first["claimed"] if kind == "exponent" else np.nan}
+    base = {
+        "kind": kind,
+        "key": key,
+        "series_key": first["series_key"],
+        "series": first["series"],
+        "label": first["series"] if kind == "exponent" else first["label"],
+        "seq_len": first["seq_len"] if kind == "time" else np.nan,
+    }
+    verdict = {
+        **base,
+        "points": len(rows),
+        "class": status,
+        "changes": len(changes),
+        "newest": first[column],
+        "newest_commit": first["git_commit"],
+        "claimed": first["claimed"] if kind == "exponent" else np.nan,
+    }
     runs = rows["run"].tolist()
-    found = [{**base, "class": status, "before_run": runs[c.before], "after_run": runs[c.after],
-              "before_commit": commits[c.before],
-              "after_commit": commits[c.after], "commits": commit_range(commits[c.before], commits[c.after]),
-              "size": c.size, "lo": c.lo, "hi": c.hi, "slower": c.slower, "newest": i == len(changes) - 1,
-              "rule": c.rule}
-             for i, c in enumerate(changes)]
+    found = [
+        {
+            **base,
+            "class": status,
+            "before_run": runs[c.before],
+            "after_run": runs[c.after],
+            "before_commit": commits[c.before],
+            "after_commit": commits[c.after],
+            "commits": commit_range(commits[c.before], commits[c.after]),
+            "size": c.size,
+            "lo": c.lo,
+            "hi": c.hi,
+            "slower": c.slower,
+            "newest": i == len(changes) - 1,
+            "rule": c.rule,
+        }
+        for i, c in enumerate(changes)
+    ]
     return verdict, found
 
 
@@ -97,10 +154,12 @@ def leveled(ok: pd.DataFrame, count: int, against: str = "auto") -> tuple[pd.Dat
     if against not in ("auto", "level", "raw"):
         raise ValueError(f"against {against!r} (allowed: auto, level, raw)")
     if ok.empty:
-        return ok.assign(level=np.nan, value=ok[METRIC]), np.full(count, np.nan), \
-            Rule("raw", against, np.nan, np.nan, count)
-    logs = ok.pivot_table(index="case_id", columns="run", values=METRIC, aggfunc="first").reindex(
-        columns=range(count))
+        return (
+            ok.assign(level=np.nan, value=ok[METRIC]),
+            np.full(count, np.nan),
+            Rule("raw", against, np.nan, np.nan, count),
+        )
+    logs = ok.pivot_table(index="case_id", columns="run", values=METRIC, aggfunc="first").reindex(columns=range(count))
     logs = np.log(logs.astype(float))
     series = ok.groupby("case_id")["series_key"].first().reindex(logs.index)
     own, host = levels.levels(logs.to_numpy(), series.to_numpy())
@@ -116,8 +175,15 @@ def leveled(ok: pd.DataFrame, count: int, against: str = "auto") -> tuple[pd.Dat
 def _host(runs: pd.DataFrame) -> pd.DataFrame:
     """The host's level as a series' points: `value` the ratio exp(level), in the runs where it is defined."""
     rows = runs.dropna(subset=["level"])
-    return rows.assign(series_key=HOST, series=HOST, label=f"{HOST} (every case at once)", seq_len=np.nan,
-                       claimed=np.nan, run=rows["position"], value=np.exp(rows["level"]))
+    return rows.assign(
+        series_key=HOST,
+        series=HOST,
+        label=f"{HOST} (every case at once)",
+        seq_len=np.nan,
+        claimed=np.nan,
+        run=rows["position"],
+        value=np.exp(rows["level"]),
+    )
 
 
 def together(ok: pd.DataFrame) -> pd.DataFrame:
@@ -142,17 +208,25 @@ def _together(rows: pd.DataFrame) -> pd.DataFrame:
     logs = np.log(rows["value"].astype(float))
     rows = rows.assign(dev=logs - logs.groupby(rows["case_id"]).transform("median"))
     out = rows.groupby("run", as_index=False, sort=True).agg(
-        series_key=("series_key", "first"), series=("series", "first"), git_commit=("git_commit", "first"),
-        dev=("dev", "median"))
-    return out.assign(label=out["series"] + " (its lengths together)", seq_len=np.nan, claimed=np.nan,
-                      value=np.exp(out["dev"]))
+        series_key=("series_key", "first"),
+        series=("series", "first"),
+        git_commit=("git_commit", "first"),
+        dev=("dev", "median"),
+    )
+    return out.assign(
+        label=out["series"] + " (its lengths together)", seq_len=np.nan, claimed=np.nan, value=np.exp(out["dev"])
+    )
 
 
 def _step_rows(rows: pd.DataFrame) -> list[dict]:
     """One series' step (suite.history.steps) as change rows: each case it slowed; [] where none."""
     newest = set(rows.loc[rows["run"] == rows["run"].max(), "case_id"])
-    wide = rows[rows["case_id"].isin(newest)].pivot_table(index="case_id", columns="run", values="value",
-                                                          aggfunc="first").dropna(axis=1).iloc[:, -WINDOW:]
+    wide = (
+        rows[rows["case_id"].isin(newest)]
+        .pivot_table(index="case_id", columns="run", values="value", aggfunc="first")
+        .dropna(axis=1)
+        .iloc[:, -WINDOW:]
+    )
     found = steps.series_step(np.log(wide.to_numpy(float)))
     if found is None or found.after < wide.shape[1] - RECENT:
         return []
@@ -161,12 +235,31 @@ def _step_rows(rows: pd.DataFrame) -> list[dict]:
     before, after = runs[found.before], runs[found.after]
     first = rows.drop_duplicates("case_id").set_index("case_id")
     lengths = ", ".join(str(int(n)) for n in sorted(first.loc[wide.index, "seq_len"]))
-    return [{"kind": "time", "key": case, "series_key": first.loc[case, "series_key"], "series": first.loc[case, "series"],
-             "label": first.loc[case, "label"], "seq_len": first.loc[case, "seq_len"], "class": "regression",
-             "before_run": before, "after_run": after, "before_commit": commits[before], "after_commit": commits[after],
-             "commits": commit_range(commits[before], commits[after]), "size": found.sizes[i], "lo": np.nan,
-             "hi": np.nan, "slower": True, "newest": True, "rule": "step", "lengths": lengths}
-            for i, case in enumerate(wide.index) if i in found.cases]
+    return [
+        {
+            "kind": "time",
+            "key": case,
+            "series_key": first.loc[case, "series_key"],
+            "series": first.loc[case, "series"],
+            "label": first.loc[case, "label"],
+            "seq_len": first.loc[case, "seq_len"],
+            "class": "regression",
+            "before_run": before,
+            "after_run": after,
+            "before_commit": commits[before],
+            "after_commit": commits[after],
+            "commits": commit_range(commits[before], commits[after]),
+            "size": found.sizes[i],
+            "lo": np.nan,
+            "hi": np.nan,
+            "slower": True,
+            "newest": True,
+            "rule": "step",
+            "lengths": lengths,
+        }
+        for i, case in enumerate(wide.index)
+        if i in found.cases
+    ]
 
 
 def stepped(ok: pd.DataFrame, verdicts: pd.DataFrame, found: list[dict]) -> tuple[pd.DataFrame, list[dict]]:
@@ -184,8 +277,9 @@ def stepped(ok: pd.DataFrame, verdicts: pd.DataFrame, found: list[dict]) -> tupl
     return verdicts, found
 
 
-def judge(runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame, against: str = "auto",
-          screen: bool = False) -> Judged:
+def judge(
+    runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame, against: str = "auto", screen: bool = False
+) -> Judged:
     """Change points and classes of every case's time (against its run's level, or raw: `against`, see
     `leveled`), the host's level and every series' exponent (the store's frames); `screen`: the times'
     screened slowdowns too (`_one`), for `check --confirm` to re-measure."""
@@ -193,13 +287,17 @@ def judge(runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame, agai
     where = dict(zip(runs["run_key"], runs["position"]))
     ok = cases[(cases["status"] == "ok") & (cases[METRIC] > 0)].assign(run=lambda c: c["run_key"].map(where))
     ok, host, rule = leveled(ok, len(runs), against)
-    runs = runs.assign(level=host, cases=ok.groupby("run").size().reindex(runs["position"]).fillna(0).astype(int)
-                       .to_numpy())
+    runs = runs.assign(
+        level=host, cases=ok.groupby("run").size().reindex(runs["position"]).fillna(0).astype(int).to_numpy()
+    )
     fitted = exponents.dropna(subset=["slope"]).assign(run=lambda e: e["run_key"].map(where))
     verdicts, changes, points = [], [], []
-    for kind, frame, key, column in (("time", ok, "case_id", "value"), (TOGETHER, together(ok), "series_key", "value"),
-                                     ("level", _host(runs), "series_key", "value"),
-                                     ("exponent", fitted, "series_key", "slope")):
+    for kind, frame, key, column in (
+        ("time", ok, "case_id", "value"),
+        (TOGETHER, together(ok), "series_key", "value"),
+        ("level", _host(runs), "series_key", "value"),
+        ("exponent", fitted, "series_key", "slope"),
+    ):
         if frame.empty:
             continue
         for name, rows in frame.sort_values("run").groupby(key, sort=False):
@@ -210,5 +308,10 @@ def judge(runs: pd.DataFrame, cases: pd.DataFrame, exponents: pd.DataFrame, agai
     table = pd.DataFrame(verdicts, columns=VERDICT_COLUMNS)
     table, changes = stepped(ok, table, changes)
     table = table.assign(order=table["class"].map(SEVERITY)).sort_values(["order", "series", "kind", "seq_len"])
-    return Judged(table.drop(columns="order").reset_index(drop=True), pd.DataFrame(changes, columns=CHANGE_COLUMNS),
-                  pd.concat(points, ignore_index=True) if points else pd.DataFrame(), runs, rule)
+    return Judged(
+        table.drop(columns="order").reset_index(drop=True),
+        pd.DataFrame(changes, columns=CHANGE_COLUMNS),
+        pd.concat(points, ignore_index=True) if points else pd.DataFrame(),
+        runs,
+        rule,
+    )

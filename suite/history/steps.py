@@ -72,8 +72,10 @@ def _beyond(dev: np.ndarray, width: float) -> bool:
 def _start(dev: np.ndarray) -> int:
     """The first night of the step among the newest RECENT (leaving MIN_SIZE after it at least): where one
     split into two levels fits `dev` best in L1 (each side about its median)."""
+
     def cost(at: int) -> float:
         return float(np.abs(dev[:at] - np.median(dev[:at])).sum() + np.abs(dev[at:] - np.median(dev[at:])).sum())
+
     return min(range(len(dev) - RECENT, len(dev) - MIN_SIZE + 1), key=cost)
 
 
@@ -98,5 +100,10 @@ def series_step(logs, threshold: float = THRESHOLD["time"], band: float = BAND) 
     start = _start(pooled if _beyond(pooled, pooled_width) else np.median(dev[stepped], axis=0))
     sizes = [float(np.median(row[start:]) - np.median(row[:start])) for row in logs]
     together = np.median(logs[:, start:] - np.median(logs[:, :start], axis=1, keepdims=True), axis=0)
-    return Step(first + start - 1, first + start, math.expm1(float(np.median(together))),
-                tuple(i for i, s in enumerate(sizes) if s >= threshold), tuple(math.expm1(s) for s in sizes))
+    return Step(
+        first + start - 1,
+        first + start,
+        math.expm1(float(np.median(together))),
+        tuple(i for i, s in enumerate(sizes) if s >= threshold),
+        tuple(math.expm1(s) for s in sizes),
+    )

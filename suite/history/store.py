@@ -42,17 +42,45 @@ from suite.store import atomic
 
 SCHEMA = "1"
 KEYS = ["run_key", "fingerprint_id", "git_commit", "commit_time", "run_time"]
-TYPES = {"case_id": "VARCHAR", "series_key": "VARCHAR", "series": "VARCHAR", "label": "VARCHAR", "variant": "VARCHAR",
-         "impl": "VARCHAR", "device": "VARCHAR", "dtype": "VARCHAR", "mode": "VARCHAR", "batch": "INTEGER",
-         "num_heads": "INTEGER", "num_kv_heads": "INTEGER", "head_dim": "INTEGER", "causal": "BOOLEAN",
-         "params": "VARCHAR", "kv_len": "DOUBLE", "valid_fraction": "DOUBLE", "seq_len": "INTEGER",
-         "status": "VARCHAR", "reason": "VARCHAR", "samples_n": "INTEGER", "replicates": "INTEGER",
-         "verdict": "VARCHAR", "points": "INTEGER", "run_key": "VARCHAR", "fingerprint_id": "VARCHAR",
-         "git_commit": "VARCHAR", "commit_time": "TIMESTAMPTZ", "run_time": "TIMESTAMPTZ"}
+TYPES = {
+    "case_id": "VARCHAR",
+    "series_key": "VARCHAR",
+    "series": "VARCHAR",
+    "label": "VARCHAR",
+    "variant": "VARCHAR",
+    "impl": "VARCHAR",
+    "device": "VARCHAR",
+    "dtype": "VARCHAR",
+    "mode": "VARCHAR",
+    "batch": "INTEGER",
+    "num_heads": "INTEGER",
+    "num_kv_heads": "INTEGER",
+    "head_dim": "INTEGER",
+    "causal": "BOOLEAN",
+    "params": "VARCHAR",
+    "kv_len": "DOUBLE",
+    "valid_fraction": "DOUBLE",
+    "seq_len": "INTEGER",
+    "status": "VARCHAR",
+    "reason": "VARCHAR",
+    "samples_n": "INTEGER",
+    "replicates": "INTEGER",
+    "verdict": "VARCHAR",
+    "points": "INTEGER",
+    "run_key": "VARCHAR",
+    "fingerprint_id": "VARCHAR",
+    "git_commit": "VARCHAR",
+    "commit_time": "TIMESTAMPTZ",
+    "run_time": "TIMESTAMPTZ",
+}
 RUN_COLUMNS = [*KEYS, "run_name", "grid", "added_at", "env"]
 # DuckDB's settings for every connection: no file but the database's, no extension, settings locked
-CONFIG = {"enable_external_access": False, "autoload_known_extensions": False, "autoinstall_known_extensions": False,
-          "lock_configuration": True}
+CONFIG = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "lock_configuration": True,
+}
 TABLES = {"runs": RUN_COLUMNS, "cases": [*KEYS, *CASE_COLUMNS], "exponents": [*KEYS, *EXPONENT_COLUMNS]}
 
 
@@ -73,8 +101,9 @@ class Run:
 
 
 def _table(name: str, columns: list[str], key: list[str]) -> str:
-    cols = ", ".join(f"{c} {TYPES.get(c, 'DOUBLE')} NOT NULL" if c in KEYS else f"{c} {TYPES.get(c, 'DOUBLE')}"
-                     for c in columns)
+    cols = ", ".join(
+        f"{c} {TYPES.get(c, 'DOUBLE')} NOT NULL" if c in KEYS else f"{c} {TYPES.get(c, 'DOUBLE')}" for c in columns
+    )
     return f"CREATE TABLE {name} ({cols}, PRIMARY KEY ({', '.join(key)}))"
 
 
@@ -92,7 +121,7 @@ def _duckdb():
     try:
         import duckdb
     except ImportError:
-        raise UsageError("the history needs DuckDB: pip install -c constraints.txt -e \".[history]\"") from None
+        raise UsageError('the history needs DuckDB: pip install -c constraints.txt -e ".[history]"') from None
     return duckdb
 
 
@@ -101,9 +130,11 @@ def problem(path: Path, err: Exception) -> UsageError:
     text = str(err).splitlines()[0] if str(err) else type(err).__name__
     if "lock" in text.lower():
         return UsageError(f"history database {path} is in use by another process ({text}): wait for it")
-    return UsageError(f"history database {path} cannot be used: {text} (a damaged or foreign file: restore it "
-                      "from its copy, or move it and its .wal aside and rebuild it with `history add` / "
-                      "`history backfill`)")
+    return UsageError(
+        f"history database {path} cannot be used: {text} (a damaged or foreign file: restore it "
+        "from its copy, or move it and its .wal aside and rebuild it with `history add` / "
+        "`history backfill`)"
+    )
 
 
 @contextmanager
@@ -114,8 +145,9 @@ def connected(path: Path, read_only: bool):
     if path.is_dir():
         raise UsageError(f"--db {path} is a folder (allowed: a history database's file)")
     if not path.is_file():
-        raise UsageError(f"--db {path}: no history database there (make one: python -m suite history add RUN "
-                         f"--db {path})")
+        raise UsageError(
+            f"--db {path}: no history database there (make one: python -m suite history add RUN --db {path})"
+        )
     try:
         con = _connect(path, read_only)
     except duckdb.Error as err:
@@ -144,21 +176,29 @@ def _check_schema(con, path: Path) -> None:
     table, the column, what was found and what is allowed."""
     views, tables = _catalog(con)
     if "meta" not in tables and "meta" not in views:
-        raise UsageError(f"history database {path}: a DuckDB database without the history's tables (not a "
-                         "history database: give another --db)")
+        raise UsageError(
+            f"history database {path}: a DuckDB database without the history's tables (not a "
+            "history database: give another --db)"
+        )
     for name in ("meta", *TABLES):
         if name in views:
-            raise UsageError(f"history database {path}: table {name} is a VIEW (allowed: a BASE TABLE; a view's "
-                             f"SQL would run on every read; {FIX})")
+            raise UsageError(
+                f"history database {path}: table {name} is a VIEW (allowed: a BASE TABLE; a view's "
+                f"SQL would run on every read; {FIX})"
+            )
     if views:
         name, kind = min(views.items())
-        raise UsageError(f"history database {path}: {kind} {name} (allowed: none: a history database holds "
-                         f"tables only, and a view's or macro's SQL could run on a read; {FIX})")
+        raise UsageError(
+            f"history database {path}: {kind} {name} (allowed: none: a history database holds "
+            f"tables only, and a view's or macro's SQL could run on a read; {FIX})"
+        )
     _check_columns(path, "meta", tables)
     found = dict(con.execute("SELECT key, value FROM main.meta").fetchall())
     if found.get("schema") != SCHEMA:
-        raise UsageError(f"history database {path}: schema {found.get('schema')!r} (allowed: {SCHEMA!r}, "
-                         "this version's; rebuild it with `history backfill`)")
+        raise UsageError(
+            f"history database {path}: schema {found.get('schema')!r} (allowed: {SCHEMA!r}, "
+            "this version's; rebuild it with `history backfill`)"
+        )
     for name in TABLES:
         _check_columns(path, name, tables)
 
@@ -167,19 +207,22 @@ def _catalog(con) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """The file's views and macros ({name: kind}) and its tables' columns ({table: {column: declaration}}),
     read from DuckDB's catalog functions (which run none of the file's SQL)."""
     here = "database_name = current_database() AND NOT internal"
-    found = con.execute(f"SELECT schema_name, view_name, 'view' FROM duckdb_views() WHERE {here} UNION "
-                        f"SELECT schema_name, function_name, 'macro' FROM duckdb_functions() WHERE {here}").fetchall()
+    found = con.execute(
+        f"SELECT schema_name, view_name, 'view' FROM duckdb_views() WHERE {here} UNION "
+        f"SELECT schema_name, function_name, 'macro' FROM duckdb_functions() WHERE {here}"
+    ).fetchall()
     return {(name if schema == "main" else f"{schema}.{name}"): kind for schema, name, kind in found}, _columns(con)
 
 
 def _columns(con) -> dict[str, dict[str, str]]:
     tables = {}
     for table, column, declared in con.execute(
-            "SELECT table_name, column_name, data_type || CASE WHEN is_nullable THEN '' ELSE ' NOT NULL' END "
-            "|| CASE WHEN column_default IS NULL THEN '' ELSE ' DEFAULT ' || column_default END "
-            "|| CASE WHEN is_generated THEN ' GENERATED' ELSE '' END FROM duckdb_columns() "
-            "WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal "
-            "ORDER BY table_name, column_index").fetchall():
+        "SELECT table_name, column_name, data_type || CASE WHEN is_nullable THEN '' ELSE ' NOT NULL' END "
+        "|| CASE WHEN column_default IS NULL THEN '' ELSE ' DEFAULT ' || column_default END "
+        "|| CASE WHEN is_generated THEN ' GENERATED' ELSE '' END FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal "
+        "ORDER BY table_name, column_index"
+    ).fetchall():
         tables.setdefault(table, {})[column] = declared
     return tables
 
@@ -204,15 +247,21 @@ def _check_columns(path: Path, table: str, tables: dict[str, dict[str, str]]) ->
     found = tables[table]
     for column, declared in want.items():
         if column not in found:
-            raise UsageError(f"history database {path}: table {table} lacks {column} {declared} (allowed: schema "
-                             f"{SCHEMA}'s columns, this one among them; {FIX})")
+            raise UsageError(
+                f"history database {path}: table {table} lacks {column} {declared} (allowed: schema "
+                f"{SCHEMA}'s columns, this one among them; {FIX})"
+            )
         if found[column] != declared:
-            raise UsageError(f"history database {path}: table {table} column {column} is {found[column]} (allowed: "
-                             f"{declared}, schema {SCHEMA}'s; {FIX})")
+            raise UsageError(
+                f"history database {path}: table {table} column {column} is {found[column]} (allowed: "
+                f"{declared}, schema {SCHEMA}'s; {FIX})"
+            )
     extra = sorted(found.keys() - want.keys())
     if extra:
-        raise UsageError(f"history database {path}: table {table} has column {extra[0]} {found[extra[0]]} (allowed: "
-                         f"only {allowed}; {FIX})")
+        raise UsageError(
+            f"history database {path}: table {table} has column {extra[0]} {found[extra[0]]} (allowed: "
+            f"only {allowed}; {FIX})"
+        )
 
 
 def read(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -220,8 +269,10 @@ def read(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     their numbers checked to be in range (UsageError naming the table, the column and the value)."""
     order = "ORDER BY commit_time, run_time, run_key"
     with connected(path, read_only=True) as con:
-        frames = tuple(con.execute(f"SELECT {', '.join(_quoted(c) for c in columns)} FROM main.{table} {order}").df()
-                       for table, columns in TABLES.items())
+        frames = tuple(
+            con.execute(f"SELECT {', '.join(_quoted(c) for c in columns)} FROM main.{table} {order}").df()
+            for table, columns in TABLES.items()
+        )
     for table, frame in zip(TABLES, frames):
         _check_numbers(path, table, frame)
     return frames
@@ -240,8 +291,10 @@ def _check_numbers(path: Path, table: str, frame: pd.DataFrame) -> None:
         ok, allowed = _in_range(column, values)
         bad = ~np.isnan(values) & ~ok
         if bad.any():
-            raise UsageError(f"history database {path}: table {table} column {column} = {float(values[bad][0])!r} "
-                             f"in run {frame['run_key'].to_numpy()[bad][0]} (allowed: {allowed}, or missing; {FIX})")
+            raise UsageError(
+                f"history database {path}: table {table} column {column} = {float(values[bad][0])!r} "
+                f"in run {frame['run_key'].to_numpy()[bad][0]} (allowed: {allowed}, or missing; {FIX})"
+            )
 
 
 def _in_range(column: str, values: np.ndarray) -> tuple[np.ndarray, str]:
@@ -270,7 +323,8 @@ def add(path: Path, run: Run, another_fingerprint: bool = False) -> bool:
             raise UsageError(
                 f"history add {run.run_name}: fingerprint {run.fingerprint_id} (allowed: {', '.join(prints)}, the "
                 f"machine and settings of {path}): another machine's times are no point of these series (keep them "
-                "in another --db, or add with --another-fingerprint and judge each with --fingerprint)")
+                "in another --db, or add with --another-fingerprint and judge each with --fingerprint)"
+            )
         _insert(con, run)
     return True
 
@@ -281,13 +335,17 @@ def _create(path: Path, run: Run) -> bool:
     duckdb = _duckdb()
     wal = path.with_name(path.name + ".wal")
     if wal.exists():
-        raise UsageError(f"--db {path}: its write-ahead log {wal} is there without it (allowed: a new database's "
-                         "path with no .wal beside it; move the log aside with the database it belongs to)")
+        raise UsageError(
+            f"--db {path}: its write-ahead log {wal} is there without it (allowed: a new database's "
+            "path with no .wal beside it; move the log aside with the database it belongs to)"
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     except OSError as err:
-        raise UsageError(f"--db {path}: {err.strerror or err} (allowed: a path in a folder this user can write)") from None
+        raise UsageError(
+            f"--db {path}: {err.strerror or err} (allowed: a path in a folder this user can write)"
+        ) from None
     fresh = work / path.name
     try:
         con = _connect(fresh)
@@ -317,12 +375,19 @@ def _create(path: Path, run: Run) -> bool:
 
 def _insert(con, run: Run) -> None:
     """The run's rows, in one transaction (rolled back on any error)."""
-    keys = {"run_key": run.run_key, "fingerprint_id": run.fingerprint_id, "git_commit": run.git_commit,
-            "commit_time": run.commit_time, "run_time": run.run_time}
+    keys = {
+        "run_key": run.run_key,
+        "fingerprint_id": run.fingerprint_id,
+        "git_commit": run.git_commit,
+        "commit_time": run.commit_time,
+        "run_time": run.run_time,
+    }
     con.begin()
     try:
-        con.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, now(), ?)",
-                    [*keys.values(), run.run_name, run.grid, run.env])
+        con.execute(
+            f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, now(), ?)",
+            [*keys.values(), run.run_name, run.grid, run.env],
+        )
         for name, frame in (("cases", run.cases), ("exponents", run.exponents)):
             rows = frame.assign(**keys)
             con.register("incoming", rows)
@@ -333,6 +398,8 @@ def _insert(con, run: Run) -> None:
         con.rollback()
         if isinstance(err, _duckdb().Error):  # the run's values, not the database: name the run
             text = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise UsageError(f"run {run.run_name}: its points cannot be stored ({text}; allowed: the types and "
-                             f"ranges of schema {SCHEMA}'s columns)") from None
+            raise UsageError(
+                f"run {run.run_name}: its points cannot be stored ({text}; allowed: the types and "
+                f"ranges of schema {SCHEMA}'s columns)"
+            ) from None
         raise

@@ -35,8 +35,13 @@ PURGE_ALL = b"arena.4096.purge"  # MALLCTL_ARENAS_ALL
 
 def jemalloc_library() -> str | None:
     """The path of the system's jemalloc (Debian/Ubuntu: the libjemalloc2 package), or None."""
-    for folder in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
-                   "/usr/local/lib"):
+    for folder in (
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/usr/local/lib",
+    ):
         if (Path(folder) / JEMALLOC).is_file():
             return str(Path(folder) / JEMALLOC)
     return None
@@ -68,8 +73,10 @@ def check(mode: str, executor: str = "local") -> None:
     if mode != "jemalloc":  # NB: auto never refuses: it falls back to retain
         return
     if executor == "ray":
-        raise UsageError("[settings]: field 'allocator' = 'jemalloc' (allowed with local workers only: "
-                         "Ray starts its actors' processes itself; retain or default on Ray)")
+        raise UsageError(
+            "[settings]: field 'allocator' = 'jemalloc' (allowed with local workers only: "
+            "Ray starts its actors' processes itself; retain or default on Ray)"
+        )
     try:
         environment(mode)
     except ValueError as err:
@@ -107,14 +114,18 @@ def configure(mode: str = "retain") -> dict[str, object]:
         raise ValueError(f"allocator={mode!r} (allowed: {', '.join(MODES)})")
     mode = resolve(mode)
     if mode != "jemalloc" and _jemalloc_loaded() is not None:
-        raise RuntimeError(f"allocator={mode!r}, but this process runs on jemalloc (preloaded): its mallopt "
-                           "would set an allocator nothing uses")
+        raise RuntimeError(
+            f"allocator={mode!r}, but this process runs on jemalloc (preloaded): its mallopt "
+            "would set an allocator nothing uses"
+        )
     if mode == "default":
         return {"allocator": "glibc default"}
     if mode == "jemalloc":
         if _jemalloc_loaded() is None:
-            raise RuntimeError("allocator='jemalloc', but this process does not run on jemalloc: a worker must "
-                               "start with it preloaded (suite.machine.allocator.started_with)")
+            raise RuntimeError(
+                "allocator='jemalloc', but this process does not run on jemalloc: a worker must "
+                "start with it preloaded (suite.machine.allocator.started_with)"
+            )
         return {"allocator": "jemalloc", "malloc_conf": os.environ.get("MALLOC_CONF", "")}
     name = ctypes.util.find_library("c")
     if name is None:
@@ -123,9 +134,7 @@ def configure(mode: str = "retain") -> dict[str, object]:
     if not hasattr(libc, "mallopt"):
         return {"allocator": f"default ({name} has no mallopt: not glibc)"}
     mmap_threshold = 1 << 30
-    ok = libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold) and libc.mallopt(
-        M_TRIM_THRESHOLD, ctypes.c_int(2**31 - 1)
-    )
+    ok = libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold) and libc.mallopt(M_TRIM_THRESHOLD, ctypes.c_int(2**31 - 1))
     if not ok:
         return {"allocator": "glibc default (mallopt refused)"}
     return {"allocator": "glibc retain", "mmap_threshold": mmap_threshold, "trim_threshold": 2**31 - 1}

@@ -36,8 +36,10 @@ def caches(root: Path | None = None) -> dict[str, dict[str, int]]:
             if kind == "Instruction":
                 continue
             name = f"L{(index / 'level').read_text().strip()}" + ("d" if kind == "Data" else "")
-            out[name] = {"bytes": size_bytes((index / "size").read_text()),
-                         "shared_by": shared_cpus((index / "shared_cpu_list").read_text())}
+            out[name] = {
+                "bytes": size_bytes((index / "size").read_text()),
+                "shared_by": shared_cpus((index / "shared_cpu_list").read_text()),
+            }
         except (OSError, ValueError, KeyError):
             continue
     return out

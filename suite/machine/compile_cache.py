@@ -33,8 +33,10 @@ def check(value: str, results_dir: Path) -> Path:
         raise UsageError(f"{OPTION} {value!r} (allowed: a folder's path)")
     folder, results = Path(value).expanduser().resolve(), Path(results_dir).expanduser().resolve()
     if folder == results or results in folder.parents:
-        raise UsageError(f"{OPTION} {value} (allowed: a folder outside --results-dir {results_dir}: what is "
-                         "compiled runs, and nothing from a results folder is ever executed)")
+        raise UsageError(
+            f"{OPTION} {value} (allowed: a folder outside --results-dir {results_dir}: what is "
+            "compiled runs, and nothing from a results folder is ever executed)"
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:

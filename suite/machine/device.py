@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from suite.errors import UsageError
-from suite.machine import stream
-from suite.machine import timing
+from suite.machine import stream, timing
 from suite.machine.probe import GemmShape, attention_shapes, square
 
 Timer = Callable[..., list[float]]  # (fn, min_run_time, max_samples, min_samples, threads, warmed=) -> seconds
@@ -38,7 +37,9 @@ class Device:
     # in all 415 cases of two full runs); not on CUDA, where a first call may allocate a library's
     # workspace or autotune, so the peak is read after the timing there
     peak_warms_up: bool = False
-    gathers: bool = False  # the bandwidth probe times random gathers too (suite.machine.gathers): where caches set their rate
+    gathers: bool = (
+        False  # the bandwidth probe times random gathers too (suite.machine.gathers): where caches set their rate
+    )
 
     def reasons(self) -> list[str]:
         """Why this machine cannot measure on the device ([] when it can)."""
@@ -54,16 +55,45 @@ def _nothing(*_) -> None:
 
 
 DEVICES: dict[str, Device] = {
-    "cpu": Device("cpu", timing.time_cpu, timing.peak_cpu, timing.ops_cpu, _nothing, _nothing, _nothing, True,
-                  lambda threads: {"num_cpus": threads}, 2e10,
-                  (square(512), square(1024), *attention_shapes(8, 1024, 64, 1024), *attention_shapes(8, 256, 64, 768),
-                   square(512, "onednn"), square(1024, "onednn")),
-                  "torch.utils.benchmark", stream.cpu_sizes,
-                  peak_warms_up=True, gathers=True),
-    "cuda": Device("cuda", timing.time_cuda, timing.peak_cuda, _nothing, timing.cuda_synchronize, timing.cuda_release,
-                   timing.cuda_allocated, False, lambda threads: {"num_gpus": 1, "num_cpus": 1}, 2e13,
-                   (square(4096), square(8192), *attention_shapes(32, 4096, 64, 4096), *attention_shapes(32, 1024, 128, 1024)),
-                   "CUDA events, do_bench's semantics: L2 flushed before each call, calls queued", stream.cuda_sizes),
+    "cpu": Device(
+        "cpu",
+        timing.time_cpu,
+        timing.peak_cpu,
+        timing.ops_cpu,
+        _nothing,
+        _nothing,
+        _nothing,
+        True,
+        lambda threads: {"num_cpus": threads},
+        2e10,
+        (
+            square(512),
+            square(1024),
+            *attention_shapes(8, 1024, 64, 1024),
+            *attention_shapes(8, 256, 64, 768),
+            square(512, "onednn"),
+            square(1024, "onednn"),
+        ),
+        "torch.utils.benchmark",
+        stream.cpu_sizes,
+        peak_warms_up=True,
+        gathers=True,
+    ),
+    "cuda": Device(
+        "cuda",
+        timing.time_cuda,
+        timing.peak_cuda,
+        _nothing,
+        timing.cuda_synchronize,
+        timing.cuda_release,
+        timing.cuda_allocated,
+        False,
+        lambda threads: {"num_gpus": 1, "num_cpus": 1},
+        2e13,
+        (square(4096), square(8192), *attention_shapes(32, 4096, 64, 4096), *attention_shapes(32, 1024, 128, 1024)),
+        "CUDA events, do_bench's semantics: L2 flushed before each call, calls queued",
+        stream.cuda_sizes,
+    ),
 }
 
 

@@ -35,8 +35,8 @@ RUN_TIME = 0.05  # s a measurement
 
 def tables(longest: int, device: str, seed: int = 0) -> tuple:
     """q, k and v of HEADS heads at the longest length, made once: a length n reads each head's first n rows
-    (contiguous, as a case's head is). NB: uniform values: normal ones are far slower to draw at the longest
-lengths (docs/performance.md, "Figures behind the code's choices")."""
+        (contiguous, as a case's head is). NB: uniform values: normal ones are far slower to draw at the longest
+    lengths (docs/performance.md, "Figures behind the code's choices")."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -56,8 +56,9 @@ def call(n: int, device: str, qkv: tuple, seed: int = 0):
     crow, col = torch.arange(0, n * KEYS + 1, KEYS, device=device), idx.reshape(-1)
     with warnings.catch_warnings():  # NB: "sparse CSR tensor support is in beta", once a length in every worker's log
         warnings.simplefilter("ignore", UserWarning)
-        pattern = torch.sparse_csr_tensor(crow, col, torch.zeros(col.numel(), device=device), (n, n),
-                                          check_invariants=False)
+        pattern = torch.sparse_csr_tensor(
+            crow, col, torch.zeros(col.numel(), device=device), (n, n), check_invariants=False
+        )
 
     def gathers():
         for h in range(HEADS):
@@ -101,12 +102,21 @@ def measure(timer, device: str, threads: int, longest: int | None = None) -> dic
             seconds = min(timer(fns[n], RUN_TIME, 50, 1, threads, warmed=warmed))
             rounds[n].append(seconds / (HEADS * n * KEYS) * 1e9)
     fastest = [min(rounds[n]) for n in sizes]
-    return {"lengths": list(sizes), "table_bytes": [n * 4 * ROW_ELEMENTS for n in sizes],
-            "ns_per_pair": fastest, "rounds": [rounds[n] for n in sizes],
-            "spread": max((max(r) - min(r)) / m for r, m in zip(rounds.values(), fastest) if m > 0),
-            "heads": HEADS, "keys": KEYS, "row_bytes": 4 * ROW_ELEMENTS,
-            "note": (f"ns a pair of {HEADS} heads' CSR SDDMM and product by a uniform random pattern of {KEYS} keys "
-                     f"a query, the fastest call over {ROUNDS} interleaved rounds"), **({"error": error} if error else {})}
+    return {
+        "lengths": list(sizes),
+        "table_bytes": [n * 4 * ROW_ELEMENTS for n in sizes],
+        "ns_per_pair": fastest,
+        "rounds": [rounds[n] for n in sizes],
+        "spread": max((max(r) - min(r)) / m for r, m in zip(rounds.values(), fastest) if m > 0),
+        "heads": HEADS,
+        "keys": KEYS,
+        "row_bytes": 4 * ROW_ELEMENTS,
+        "note": (
+            f"ns a pair of {HEADS} heads' CSR SDDMM and product by a uniform random pattern of {KEYS} keys "
+            f"a query, the fastest call over {ROUNDS} interleaved rounds"
+        ),
+        **({"error": error} if error else {}),
+    }
 
 
 def fastest(runs: list) -> dict:
@@ -117,11 +127,18 @@ def fastest(runs: list) -> dict:
     largest range over them. An error where none measured."""
     good = [r for r in runs if isinstance(r, dict) and "ns_per_pair" in r and "lengths" in r]
     if not good:
-        return {"error": "; ".join(str(r.get("error", "no figures")) for r in runs if isinstance(r, dict)) or "no worker"}
+        return {
+            "error": "; ".join(str(r.get("error", "no figures")) for r in runs if isinstance(r, dict)) or "no worker"
+        }
     reach = max(len(r["lengths"]) for r in good)
     good = [r for r in good if len(r["lengths"]) == reach]  # NB: a run stopped short (its tables out of memory)
     each = [r["ns_per_pair"] for r in good]
     least = [min(values) for values in zip(*each)]
-    return {**good[0], "ns_per_pair": least, "processes": each, "rounds": [r.get("rounds", []) for r in good],
-            "spread": max((max(values) - low) / low for values, low in zip(zip(*each), least) if low > 0),
-            "note": f"{good[0].get('note', '')}; the fastest of {len(good)} process(es)"}
+    return {
+        **good[0],
+        "ns_per_pair": least,
+        "processes": each,
+        "rounds": [r.get("rounds", []) for r in good],
+        "spread": max((max(values) - low) / low for values, low in zip(zip(*each), least) if low > 0),
+        "note": f"{good[0].get('note', '')}; the fastest of {len(good)} process(es)",
+    }

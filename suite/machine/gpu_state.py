@@ -20,8 +20,7 @@ INTERVAL_S = 0.01
 DIP = 0.9  # a window whose lowest clock is under this share of its median is unsteady
 # NVML's clock-event (formerly throttle) reasons that slow the clock; idle, application-clock and
 # display settings, sync boost are not a slowdown of the work timed. Bits as in nvml.h.
-SLOWING = {0x8: "hw_slowdown", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x20: "sw_thermal",
-           0x4: "sw_power_cap"}
+SLOWING = {0x8: "hw_slowdown", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x20: "sw_thermal", 0x4: "sw_power_cap"}
 IDLE = 0x1  # nvmlClocksEventReasonGpuIdle: a sample taken while nothing ran says nothing of the clock
 CLOCK_SM, TEMPERATURE_GPU = 1, 0  # NVML_CLOCK_SM, NVML_TEMPERATURE_GPU
 
@@ -74,8 +73,9 @@ class Sampler:
     def __init__(self, nvml: Any, handle: Any, interval_s: float = INTERVAL_S):
         self.nvml, self.handle, self.interval_s = nvml, handle, interval_s
         # NB: renamed in NVML 12.2 (r535); nvidia-ml-py keeps the old name beside the new
-        self._reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        self._reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
 
     @contextlib.contextmanager
     def window(self) -> Iterator[Window]:
@@ -99,10 +99,12 @@ class Sampler:
             readings.append(self._read())
 
     def _read(self) -> Reading:
-        return Reading(self._call(self.nvml.nvmlDeviceGetClockInfo, CLOCK_SM),
-                       self._call(self.nvml.nvmlDeviceGetPowerUsage),
-                       self._call(self.nvml.nvmlDeviceGetTemperature, TEMPERATURE_GPU),
-                       self._call(self._reasons) if self._reasons else None)
+        return Reading(
+            self._call(self.nvml.nvmlDeviceGetClockInfo, CLOCK_SM),
+            self._call(self.nvml.nvmlDeviceGetPowerUsage),
+            self._call(self.nvml.nvmlDeviceGetTemperature, TEMPERATURE_GPU),
+            self._call(self._reasons) if self._reasons else None,
+        )
 
     def _call(self, fn, *args):
         try:
@@ -119,11 +121,15 @@ def summarise(readings: list[Reading], energy_j: float | None) -> GpuState:
     seen = 0
     for r in readings:
         seen |= r.reasons or 0
-    return GpuState(sm_clock_mhz=statistics.median(clocks) if clocks else None,
-                    sm_clock_min_mhz=min(clocks) if clocks else None,
-                    power_w=statistics.fmean(power) if power else None, temp_c=max(temps) if temps else None,
-                    energy_j=energy_j, throttle=tuple(name for bit, name in SLOWING.items() if seen & bit),
-                    samples=len(readings))
+    return GpuState(
+        sm_clock_mhz=statistics.median(clocks) if clocks else None,
+        sm_clock_min_mhz=min(clocks) if clocks else None,
+        power_w=statistics.fmean(power) if power else None,
+        temp_c=max(temps) if temps else None,
+        energy_j=energy_j,
+        throttle=tuple(name for bit, name in SLOWING.items() if seen & bit),
+        samples=len(readings),
+    )
 
 
 def open_gpu(uuid: str | None = None, index: int = 0, nvml: Any = None) -> Sampler | None:

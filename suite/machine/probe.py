@@ -62,21 +62,33 @@ def _onednn(a: torch.Tensor, b: torch.Tensor):
     """oneDNN's matmul of one pair, (m × k)·(k × n), its operands in oneDNN's layout once (as a layer's
     weights are): None where torch has no oneDNN for them (another device, dtype or batch)."""
     linear = getattr(torch._C._nn, "mkldnn_linear", None)
-    if linear is None or not torch.backends.mkldnn.is_available() or a.device.type != "cpu" or a.shape[0] != 1 \
-            or a.dtype not in (torch.float32, torch.bfloat16):
+    if (
+        linear is None
+        or not torch.backends.mkldnn.is_available()
+        or a.device.type != "cpu"
+        or a.shape[0] != 1
+        or a.dtype not in (torch.float32, torch.bfloat16)
+    ):
         return None
     am, bm = a[0].to_mkldnn(), b[0].t().contiguous().to_mkldnn()
     return lambda: linear(am, bm, None)
 
 
 KERNELS = {  # name -> (a, b) -> a zero-argument call of a·b, or None where the kernel cannot run it
-    "bmm": lambda a, b: (lambda: torch.bmm(a, b)),
+    "bmm": lambda a, b: lambda: torch.bmm(a, b),
     "onednn": _onednn,
 }
 
 
-def measure(timer, shapes: tuple[GemmShape, ...], device: str, dtype: torch.dtype, threads: int,
-            min_run_time: float, min_samples: int) -> dict:
+def measure(
+    timer,
+    shapes: tuple[GemmShape, ...],
+    device: str,
+    dtype: torch.dtype,
+    threads: int,
+    min_run_time: float,
+    min_samples: int,
+) -> dict:
     """Rates of every shape its kernel runs over ROUNDS interleaved rounds; the peak is the best shape's median."""
     calls = {shape: _call(shape, *shape.operands(device, dtype)) for shape in shapes}
     calls = {shape: call for shape, call in calls.items() if call is not None}
@@ -88,9 +100,15 @@ def measure(timer, shapes: tuple[GemmShape, ...], device: str, dtype: torch.dtyp
     by_shape = {shape.name: _summary(shape, rates) for shape, rates in rounds.items()}
     best = max(by_shape, key=lambda name: by_shape[name]["flops_per_s"])
     kernels = ", ".join(dict.fromkeys(_NAMES[shape.kernel] for shape in calls))
-    return {"flops_per_s": by_shape[best]["flops_per_s"], "spread": by_shape[best]["spread"], "shape": best,
-            "by_shape": by_shape, "rounds": ROUNDS, "threads": threads,
-            "note": f"best shape's median FLOP/s over {ROUNDS} interleaved rounds of {kernels}"}
+    return {
+        "flops_per_s": by_shape[best]["flops_per_s"],
+        "spread": by_shape[best]["spread"],
+        "shape": best,
+        "by_shape": by_shape,
+        "rounds": ROUNDS,
+        "threads": threads,
+        "note": f"best shape's median FLOP/s over {ROUNDS} interleaved rounds of {kernels}",
+    }
 
 
 _NAMES = {"bmm": "batched torch.bmm", "onednn": "oneDNN's matmul"}
@@ -106,7 +124,9 @@ def _call(shape: GemmShape, a: torch.Tensor, b: torch.Tensor):
     got = (got.to_dense() if got.is_mkldnn else got).float()
     err = (got - want.float()).abs().max() / want.float().abs().max().clamp(min=1e-30)
     if not err <= (1e-2 if a.dtype == torch.bfloat16 else 1e-4):
-        raise RuntimeError(f"the matmul probe's {shape.kernel} kernel is off by {float(err):.2e} of bmm's at {shape.name}")
+        raise RuntimeError(
+            f"the matmul probe's {shape.kernel} kernel is off by {float(err):.2e} of bmm's at {shape.name}"
+        )
     return call
 
 

@@ -49,8 +49,7 @@ class Stream:
 
 def kernels(sizes: dict[str, int | None]) -> tuple[Stream, ...]:
     """copy and triad at each level the device sizes (None: that level is not measured)."""
-    return tuple(Stream(kernel, level, sizes[level]) for level in LEVELS if sizes.get(level)
-                 for kernel in ARRAYS)
+    return tuple(Stream(kernel, level, sizes[level]) for level in LEVELS if sizes.get(level) for kernel in ARRAYS)
 
 
 def calls(streams: tuple[Stream, ...], device: str) -> dict[Stream, object]:
@@ -62,13 +61,17 @@ def calls(streams: tuple[Stream, ...], device: str) -> dict[Stream, object]:
     out = {}
     for s in streams:
         a, b, c = buffers[s.level]
-        out[s] = (lambda a=a, b=b: b.copy_(a)) if s.kernel == "copy" else (
-            lambda a=a, b=b, c=c: torch.add(b, c, alpha=3.0, out=a))
+        out[s] = (
+            (lambda a=a, b=b: b.copy_(a))
+            if s.kernel == "copy"
+            else (lambda a=a, b=b, c=c: torch.add(b, c, alpha=3.0, out=a))
+        )
     return out
 
 
-def measure(timer, streams: tuple[Stream, ...], device: str, threads: int, min_run_time: float,
-            min_samples: int) -> dict:
+def measure(
+    timer, streams: tuple[Stream, ...], device: str, threads: int, min_run_time: float, min_samples: int
+) -> dict:
     """Bytes per second of every kernel over ROUNDS interleaved rounds; the ceiling is the best
     memory-level kernel's median, `cache_bytes_per_s` the best cache-level one's."""
     fns = calls(streams, device)
@@ -78,19 +81,29 @@ def measure(timer, streams: tuple[Stream, ...], device: str, threads: int, min_r
             samples = timer(fn, min_run_time, 50, min_samples, threads)
             rounds[s].append(s.moved / statistics.median(samples))
     by_kernel = {s.name: _summary(s, rates) for s, rates in rounds.items()}
-    out = {"by_kernel": by_kernel, "rounds": ROUNDS, "threads": threads,
-           "note": f"best kernel's median bytes/s over {ROUNDS} interleaved rounds of STREAM copy and triad"}
+    out = {
+        "by_kernel": by_kernel,
+        "rounds": ROUNDS,
+        "threads": threads,
+        "note": f"best kernel's median bytes/s over {ROUNDS} interleaved rounds of STREAM copy and triad",
+    }
     for level, prefix in (("memory", ""), ("cache", "cache_")):
         mine = [name for name, k in by_kernel.items() if k["level"] == level]
         if mine:
             best = max(mine, key=lambda name: by_kernel[name]["bytes_per_s"])
-            out.update({f"{prefix}bytes_per_s": by_kernel[best]["bytes_per_s"],
-                        f"{prefix}spread": by_kernel[best]["spread"], f"{prefix}kernel": best})
+            out.update(
+                {
+                    f"{prefix}bytes_per_s": by_kernel[best]["bytes_per_s"],
+                    f"{prefix}spread": by_kernel[best]["spread"],
+                    f"{prefix}kernel": best,
+                }
+            )
     return out
 
 
-def sweep(timer, sizes: dict[str, int | None], device: str, threads: int, min_run_time: float,
-          min_samples: int) -> dict | None:
+def sweep(
+    timer, sizes: dict[str, int | None], device: str, threads: int, min_run_time: float, min_samples: int
+) -> dict | None:
     """Triad over buffers of every octave past L2 (the three together larger than it) to the memory level's (views of
     one set of three buffers, the smallest first), each size's median over ROUNDS interleaved rounds, and the last
     level's reach read off them (`reach`); None where the device has no cache level (CUDA: its timer flushes L2)."""
@@ -108,10 +121,15 @@ def sweep(timer, sizes: dict[str, int | None], device: str, threads: int, min_ru
         for size, fn, mine in zip(octaves, fns, rounds):
             mine.append(3 * size / statistics.median(timer(fn, min_run_time, 50, min_samples, threads)))
     rates = [statistics.median(mine) for mine in rounds]
-    return {"buffer_bytes": octaves, "bytes_per_s": rates, "rounds": rounds, "reach_bytes": reach(octaves, rates),
-            "note": f"STREAM triad over three buffers of each size past L2, each size's median over {ROUNDS} interleaved "
-                    "rounds; the reach is their total where the rate falls halfway (geometric) from its best to the "
-                    "largest size's"}
+    return {
+        "buffer_bytes": octaves,
+        "bytes_per_s": rates,
+        "rounds": rounds,
+        "reach_bytes": reach(octaves, rates),
+        "note": f"STREAM triad over three buffers of each size past L2, each size's median over {ROUNDS} interleaved "
+        "rounds; the reach is their total where the rate falls halfway (geometric) from its best to the "
+        "largest size's",
+    }
 
 
 def reach(buffer_bytes: list[int], rates: list[float]) -> int | None:
@@ -128,14 +146,20 @@ def reach(buffer_bytes: list[int], rates: list[float]) -> int | None:
     for i in reversed(range(rates.index(best), len(rates) - 1)):
         if rates[i] >= mid > rates[i + 1]:
             frac = math.log(rates[i] / mid) / math.log(rates[i] / rates[i + 1])
-            return int(3 * buffer_bytes[i] * 2 ** frac)
+            return int(3 * buffer_bytes[i] * 2**frac)
     return None
 
 
 def _summary(stream: Stream, rates: list[float]) -> dict:
     mid = statistics.median(rates)
-    return {"kernel": stream.kernel, "level": stream.level, "buffer_bytes": stream.buffer_bytes,
-            "bytes_per_s": mid, "rounds": rates, "spread": (max(rates) - min(rates)) / mid}
+    return {
+        "kernel": stream.kernel,
+        "level": stream.level,
+        "buffer_bytes": stream.buffer_bytes,
+        "bytes_per_s": mid,
+        "rounds": rates,
+        "spread": (max(rates) - min(rates)) / mid,
+    }
 
 
 def _mib(size: int) -> str:

@@ -16,8 +16,9 @@ import torch
 CUDA_WARMUP = 3
 
 
-def time_cpu(fn, min_run_time: float, max_samples: int, min_samples: int, threads: int = 1,
-             warmed: float | None = None) -> list[float]:
+def time_cpu(
+    fn, min_run_time: float, max_samples: int, min_samples: int, threads: int = 1, warmed: float | None = None
+) -> list[float]:
     """Per-call seconds from torch.utils.benchmark: blocked_autorange, then at least `min_samples`.
 
     `warmed`: the seconds of a call just made (the peak-memory call), which is then the warm-up.
@@ -54,12 +55,22 @@ def l2_flusher(cuda=None):
     """
     cuda = cuda or torch.cuda
     props = cuda.get_device_properties(cuda.current_device())
-    buffer = torch.empty(max(2 * getattr(props, "L2_cache_size", 50 << 20), 256 * 10**6), dtype=torch.int8, device="cuda")
+    buffer = torch.empty(
+        max(2 * getattr(props, "L2_cache_size", 50 << 20), 256 * 10**6), dtype=torch.int8, device="cuda"
+    )
     return buffer.zero_
 
 
-def time_cuda(fn, min_run_time: float, max_samples: int, min_samples: int, threads: int = 1,
-              warmed: float | None = None, cuda=None, flush=None) -> list[float]:
+def time_cuda(
+    fn,
+    min_run_time: float,
+    max_samples: int,
+    min_samples: int,
+    threads: int = 1,
+    warmed: float | None = None,
+    cuda=None,
+    flush=None,
+) -> list[float]:
     """Per-call seconds with triton.testing.do_bench's semantics: CUDA events around each call, L2
     flushed before each start event, and the calls queued back to back with one synchronize at the
     end, so the host's launch overhead overlaps the device's work as it does in a model.

@@ -27,9 +27,11 @@ def work(case: Case, longest: int) -> tuple[str, str, str] | None:
     total = case.batch * queries * widest * width
     if total <= MAX_WORK:
         return None
-    return ("batch·seq_len·max(kv_len, num_heads·head_dim, params)·num_heads·head_dim",
-            f"{case.batch}·{queries}·{widest}·{width} ≈ 2^{total.bit_length() - 1}",
-            f"at most 2^{MAX_WORK.bit_length() - 1}, so that the case's FLOPs and bytes fit int64; lower a size")
+    return (
+        "batch·seq_len·max(kv_len, num_heads·head_dim, params)·num_heads·head_dim",
+        f"{case.batch}·{queries}·{widest}·{width} ≈ 2^{total.bit_length() - 1}",
+        f"at most 2^{MAX_WORK.bit_length() - 1}, so that the case's FLOPs and bytes fit int64; lower a size",
+    )
 
 
 def expansion(axes: dict) -> tuple[int, dict[str, int]]:
@@ -54,9 +56,13 @@ def too_many(axes: dict, total: int, sizes: dict[str, int]) -> tuple[str, object
     name = max(sizes, key=lambda n: sizes[n])
     value = axes["params"][name.removeprefix("params.")] if name.startswith("params.") else axes.get(name)
     made = f"{total}" if total < 10**12 else f"about 10^{len(str(total)) - 1}"
-    return (name, value, f"axes whose lists' lengths multiply to at most {MAX_EXPANSION} combinations in a grid, "
-            f"repeated values included; this block's make {made}: shorten {name} ({sizes[name]} values) or split "
-            "the grid")
+    return (
+        name,
+        value,
+        f"axes whose lists' lengths multiply to at most {MAX_EXPANSION} combinations in a grid, "
+        f"repeated values included; this block's make {made}: shorten {name} ({sizes[name]} values) or split "
+        "the grid",
+    )
 
 
 def _length(value) -> int:

@@ -12,15 +12,27 @@ import torch
 
 import variants
 from suite.errors import shown
-from variants.rules import valid_lengths
-
-from variants.rules import MODES  # noqa: F401  (re-exported: the modes a case may have)
+from variants.rules import (
+    MODES,  # noqa: F401  (re-exported: the modes a case may have)
+    valid_lengths,
+)
 
 MAX_SIZE = 2**31 - 1  # a size (batch, length, heads, head_dim): int32, so it fits a table's integer column
 OPTIONAL = {"kv_len": int, "valid_fraction": float}  # fields a case's key holds only when they are set
 SERIES_INTS = ("batch", "num_heads", "num_kv_heads", "head_dim")  # NB: float in a table that had NaNs merged in
-SERIES = ["variant", "impl", "device", "dtype", "mode", "batch", "num_heads", "num_kv_heads", "head_dim", "causal",
-          "params"]
+SERIES = [
+    "variant",
+    "impl",
+    "device",
+    "dtype",
+    "mode",
+    "batch",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "causal",
+    "params",
+]
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 
 
@@ -78,10 +90,15 @@ class Case:
         extra = f" {params}" if params else ""
         kv = f"/{self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""
         causal = " causal" if self.causal else ""
-        n = f"n={self.seq_len}" + (f" n_k={self.kv_len}" if self.kv_len is not None else "") + (
-            f" valid={self.valid_fraction:g}" if self.valid_fraction is not None else "")
-        return (f"{self.variant}/{self.impl} {self.device} {self.dtype} {self.mode} {n} "
-                f"B={self.batch} H={self.num_heads}{kv} d={self.head_dim}{causal}{extra}")
+        n = (
+            f"n={self.seq_len}"
+            + (f" n_k={self.kv_len}" if self.kv_len is not None else "")
+            + (f" valid={self.valid_fraction:g}" if self.valid_fraction is not None else "")
+        )
+        return (
+            f"{self.variant}/{self.impl} {self.device} {self.dtype} {self.mode} {n} "
+            f"B={self.batch} H={self.num_heads}{kv} d={self.head_dim}{causal}{extra}"
+        )
 
     @classmethod
     def from_key(cls, key: dict) -> "Case":
@@ -97,9 +114,22 @@ class Case:
         return cls(**fields)
 
 
-KEY_KINDS = {"variant": str, "impl": str, "device": str, "dtype": str, "mode": str, "batch": int, "seq_len": int,
-             "num_heads": int, "num_kv_heads": int, "head_dim": int, "causal": bool, "params": dict,
-             "kv_len": int, "valid_fraction": float}
+KEY_KINDS = {
+    "variant": str,
+    "impl": str,
+    "device": str,
+    "dtype": str,
+    "mode": str,
+    "batch": int,
+    "seq_len": int,
+    "num_heads": int,
+    "num_kv_heads": int,
+    "head_dim": int,
+    "causal": bool,
+    "params": dict,
+    "kv_len": int,
+    "valid_fraction": float,
+}
 
 
 def checked_key(key: object) -> dict:
@@ -117,7 +147,9 @@ def checked_key(key: object) -> dict:
     params = key.get("params", {})
     for name, value in params.items():
         if not isinstance(name, str) or not isinstance(value, (str, int, float, bool)):
-            raise ValueError(f"case field params: {name!r} = {shown(value)} (allowed: names with numbers, text or true/false)")
+            raise ValueError(
+                f"case field params: {name!r} = {shown(value)} (allowed: names with numbers, text or true/false)"
+            )
     return dict(key)
 
 
@@ -137,24 +169,49 @@ def reasons_of(case: Case) -> list[str]:
     """Why the case's implementation cannot run it here ([] when it can); ValueError for a length or
     parameter the variant does not take."""
     return variants.get(case.variant).reasons(
-        case.impl, params=dict(case.params), device=case.device, dtype=DTYPES[case.dtype], batch=case.batch,
-        num_heads=case.num_heads, num_kv_heads=case.num_kv_heads, seq_len=case.seq_len, head_dim=case.head_dim,
-        causal=case.causal, kv_len=case.kv_len, padded=case.valid_fraction is not None, decode=case.mode == "decode")
+        case.impl,
+        params=dict(case.params),
+        device=case.device,
+        dtype=DTYPES[case.dtype],
+        batch=case.batch,
+        num_heads=case.num_heads,
+        num_kv_heads=case.num_kv_heads,
+        seq_len=case.seq_len,
+        head_dim=case.head_dim,
+        causal=case.causal,
+        kv_len=case.kv_len,
+        padded=case.valid_fraction is not None,
+        decode=case.mode == "decode",
+    )
 
 
 def theory_of(case: Case) -> dict:
     """The case's analytic figures, from its variant's mode-aware theory (docs/CLAIMS.md)."""
     theory = variants.get(case.variant).theory(
-        seq_len=case.seq_len, batch=case.batch, num_heads=case.num_heads, num_kv_heads=case.num_kv_heads,
-        head_dim=case.head_dim, causal=case.causal, dtype_bytes=DTYPES[case.dtype].itemsize, mode=case.mode,
-        kv_len=case.kv_len, lengths=case.lengths, **dict(case.params),
+        seq_len=case.seq_len,
+        batch=case.batch,
+        num_heads=case.num_heads,
+        num_kv_heads=case.num_kv_heads,
+        head_dim=case.head_dim,
+        causal=case.causal,
+        dtype_bytes=DTYPES[case.dtype].itemsize,
+        mode=case.mode,
+        kv_len=case.kv_len,
+        lengths=case.lengths,
+        **dict(case.params),
     )
     return {
-        "flops": int(theory.flops), "pairs": theory.pairs, "claimed_exponent_n": theory.claimed_exponent_n,
-        "claimed_exponent_d": theory.claimed_exponent_d, "kv_bytes": theory.kv_bytes,
-        "compulsory_bytes": theory.compulsory_bytes, "traffic_bytes": theory.traffic_bytes,
-        "extra_flops": theory.extra_flops, "claimed_exponent_q": theory.exponent_q,
-        "claimed_exponent_k": theory.exponent_k, "claimed_memory_exponent_n": theory.claimed_memory_exponent_n,
+        "flops": int(theory.flops),
+        "pairs": theory.pairs,
+        "claimed_exponent_n": theory.claimed_exponent_n,
+        "claimed_exponent_d": theory.claimed_exponent_d,
+        "kv_bytes": theory.kv_bytes,
+        "compulsory_bytes": theory.compulsory_bytes,
+        "traffic_bytes": theory.traffic_bytes,
+        "extra_flops": theory.extra_flops,
+        "claimed_exponent_q": theory.exponent_q,
+        "claimed_exponent_k": theory.exponent_k,
+        "claimed_memory_exponent_n": theory.claimed_memory_exponent_n,
         "valid_tokens": None if case.lengths is None else sum(case.lengths),
     }
 

@@ -28,17 +28,31 @@ from typing import Any
 
 import variants
 from suite.errors import UsageError, check_name, shown
+from suite.machine.device import DEVICES
 from suite.plan import bounds
 from suite.plan import ladder as ladders
 from suite.plan.case import DTYPES, MAX_SIZE, MODES, Case
 from suite.plan.ladder import Ladder
 from suite.plan.settings import Settings
 from suite.plan.settings import validate as validate_settings
-from suite.machine.device import DEVICES
 
 PRESETS = ("smoke", "quick", "full", "pr", "shapes")
-AXES = ("variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "kv_len", "valid_fraction", "num_heads",
-        "num_kv_heads", "head_dim", "causal", "params")
+AXES = (
+    "variant",
+    "impl",
+    "device",
+    "dtype",
+    "mode",
+    "batch",
+    "seq_len",
+    "kv_len",
+    "valid_fraction",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "causal",
+    "params",
+)
 TOP_LEVEL = ("name", "description", "settings", "defaults", "block")
 MAX_CASES = 100_000  # a grid's cases: the full preset has a few hundred; a typo in a list should not plan millions
 
@@ -62,9 +76,13 @@ class Grid:
         from suite.plan.shard import grid_id
 
         return {
-            "grid": self.name, "source": self.source, "description": self.description,
-            "settings": self.settings.to_plan(), "plugins": plugins,
-            "grid_id": grid_id(list(self.cases)), "grid_cases": len(self.cases),
+            "grid": self.name,
+            "source": self.source,
+            "description": self.description,
+            "settings": self.settings.to_plan(),
+            "plugins": plugins,
+            "grid_id": grid_id(list(self.cases)),
+            "grid_cases": len(self.cases),
             "cases": [case.key for case in self.cases],
             "ladders": [ladder.to_plan() for ladder in self.ladders],
         }
@@ -127,13 +145,16 @@ def load(spec: str) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a table/mapping, got {type(data).__name__}")
     if not data:  # NB: an empty file would plan every variant at its defaults; [[block]] = {} says so on purpose
-        raise ConfigError(f"{path}: empty (allowed: [settings], [defaults] and [[block]] tables; "
-                          "[[block]] alone runs every variant at its defaults)")
+        raise ConfigError(
+            f"{path}: empty (allowed: [settings], [defaults] and [[block]] tables; "
+            "[[block]] alone runs every variant at its defaults)"
+        )
     return data
 
 
-def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
-          only_variants: list[str] | None = None) -> Grid:
+def parse(
+    data: dict, source: str = "", *, devices: list[str] | None = None, only_variants: list[str] | None = None
+) -> Grid:
     """Validate a grid and expand it into cases; raise ConfigError at the first problem."""
     for key in data:
         if key not in TOP_LEVEL:
@@ -176,8 +197,15 @@ def parse(data: dict, source: str = "", *, devices: list[str] | None = None,
         check_name(f"{source or 'grid'}: field 'name' =", name)
     except UsageError as err:
         raise ConfigError(str(err)) from None
-    return Grid(name=str(name), description=description, settings=settings,
-                cases=tuple(cases.values()), source=source, blocks=tuple(blocks), ladders=tuple(found.values()))
+    return Grid(
+        name=str(name),
+        description=description,
+        settings=settings,
+        cases=tuple(cases.values()),
+        source=source,
+        blocks=tuple(blocks),
+        ladders=tuple(found.values()),
+    )
 
 
 def _check_expansion(axes: dict, where: str, before: int) -> int:
@@ -248,7 +276,14 @@ def _expand(axes: dict, where: str, only_variants: list[str] | None):
                     _fail(where, "mode", m, f"fwd, fwd_bwd for {spec.name} (decode is for {with_step})")
                 continue
             for impl, dev, dt, b, n, h, d, c, combo in itertools.product(
-                chosen, device, dtype, batch, seq_len, heads, head_dim, causal,
+                chosen,
+                device,
+                dtype,
+                batch,
+                seq_len,
+                heads,
+                head_dim,
+                causal,
                 itertools.product(*param_values) if param_values else [()],
             ):
                 if m == "decode" and c:
@@ -273,8 +308,9 @@ def check_plan(cases: list[Case], plan_ladders: list[Ladder], where: str) -> Non
     for i, case in enumerate(cases):
         check_case(case, f"{where}: cases[{i}]")
     for i, ladder in enumerate(plan_ladders):
-        ladders.parse_range({"min": ladder.low, "max": ladder.high, "step": ladder.step}, f"{where}: ladders[{i}]",
-                            _fail)
+        ladders.parse_range(
+            {"min": ladder.low, "max": ladder.high, "step": ladder.step}, f"{where}: ladders[{i}]", _fail
+        )
         check_case(ladder.template, f"{where}: ladders[{i}].template")
 
 
@@ -288,7 +324,9 @@ def check_case(case: Case, where: str) -> None:
     made = [one for one, _ in _expand(axes, where, None)]
     if not made and case.mode == "decode" and case.causal:  # NB: the grid leaves these out (the same as not causal)
         _fail(where, "causal", case.causal, "false with mode decode")
-    if len(made) != 1:  # NB: "*" as an implementation is a wildcard in a grid, not a case ("*" as a variant fails above)
+    if (
+        len(made) != 1
+    ):  # NB: "*" as an implementation is a wildcard in a grid, not a case ("*" as a variant fails above)
         _fail(where, "impl", case.impl, "one of the variant's implementations")
     if made[0] != case:  # NB: the grid gave it other fields (MQA's one KV head where the plan says three)
         name = next((n for n in ("num_kv_heads", *case.key) if getattr(made[0], n) != getattr(case, n)), "impl")
@@ -303,7 +341,6 @@ def _lengths(where: str, value) -> tuple[list[int], tuple[int, int, int] | None]
     if isinstance(value, str):
         _fail(where, "seq_len", value, 'a list of integers, a range {min = .., max = .., step = 2 or 4}, or "auto"')
     return _ints(where, "seq_len", _as_list(where, "seq_len", value)), None
-
 
 
 def _kv_lens(where: str, value, modes: list[str]) -> list[int | None]:
@@ -343,21 +380,35 @@ def _check_block(specs, explicit: bool, impls: list, params: dict, kv_values, wh
     (to every explicit variant; under "*" to one at least), explicit KV heads."""
     for impl in impls:
         if not isinstance(impl, str) or impl != "*" and not any(impl in s.impls for s in specs):
-            _fail(where, "impl", impl, "implementations of the chosen variants: "
-                  + ", ".join(sorted({i for s in specs for i in s.impls})))
+            _fail(
+                where,
+                "impl",
+                impl,
+                "implementations of the chosen variants: " + ", ".join(sorted({i for s in specs for i in s.impls})),
+            )
     known = {p.name for s in specs for p in s.params}
     for name, values in params.items():
         for spec in specs if explicit else []:
             if name not in {p.name for p in spec.params}:
-                _fail(where, f"params.{name}", values,
-                      f"parameters of {spec.name}: {', '.join(p.name for p in spec.params) or 'none'}")
+                _fail(
+                    where,
+                    f"params.{name}",
+                    values,
+                    f"parameters of {spec.name}: {', '.join(p.name for p in spec.params) or 'none'}",
+                )
         if name not in known:
             _fail(where, f"params.{name}", values, "parameters of the chosen variants: " + ", ".join(sorted(known)))
     if kv_values is not None:
         shared = [s.name for s in specs if s.kv_heads == "divides"]
         if not shared or (explicit and len(shared) < len(specs)):
-            _fail(where, "num_kv_heads", kv_values, "only with variants whose KV heads are an axis ("
-                  + ", ".join(n for n in variants.names() if variants.get(n).kv_heads == "divides") + ")")
+            _fail(
+                where,
+                "num_kv_heads",
+                kv_values,
+                "only with variants whose KV heads are an axis ("
+                + ", ".join(n for n in variants.names() if variants.get(n).kv_heads == "divides")
+                + ")",
+            )
 
 
 def _kv_heads(spec, heads: int, values: list[int] | None, where: str, params: dict) -> list[int]:

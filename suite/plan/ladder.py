@@ -26,7 +26,9 @@ import pandas as pd
 from suite.plan.case import MAX_SIZE, Case, series_key
 
 AUTO = {"min": 128, "max": 1 << 20}
-MIN_SPAN = 16.0  # docs/CLAIMS.md: a verdict needs a 16x span (suite.analyse.fits.MIN_SPAN; test_ladder holds them equal)
+MIN_SPAN = (
+    16.0  # docs/CLAIMS.md: a verdict needs a 16x span (suite.analyse.fits.MIN_SPAN; test_ladder holds them equal)
+)
 STEPS = (2, 4)
 
 
@@ -81,8 +83,12 @@ def parse_range(value, where: str, fail) -> tuple[int, int, int]:
     if step not in STEPS:
         fail(where, "seq_len.step", step, ", ".join(map(str, STEPS)))
     if high < low * MIN_SPAN:
-        fail(where, "seq_len.max", high, f"at least {int(MIN_SPAN)}x seq_len.min = {low * int(MIN_SPAN)} "
-             "(a verdict needs a 16x span)")
+        fail(
+            where,
+            "seq_len.max",
+            high,
+            f"at least {int(MIN_SPAN)}x seq_len.min = {low * int(MIN_SPAN)} (a verdict needs a 16x span)",
+        )
     return low, high, step
 
 

@@ -22,5 +22,23 @@ class Plan:
 
 
 # What plan.json may hold: the grid's plan, a shard's record, a merge's, an ab's design
-PLAN_FIELDS = {"grid", "source", "description", "grid_id", "grid_cases", "grid_index", "settings", "plugins", "cases", "ladders", "shard",
-               "grid_cases_held", "merged_from", "shards", "complete", "ab", "created_at", "suite_version"}
+PLAN_FIELDS = {
+    "grid",
+    "source",
+    "description",
+    "grid_id",
+    "grid_cases",
+    "grid_index",
+    "settings",
+    "plugins",
+    "cases",
+    "ladders",
+    "shard",
+    "grid_cases_held",
+    "merged_from",
+    "shards",
+    "complete",
+    "ab",
+    "created_at",
+    "suite_version",
+}

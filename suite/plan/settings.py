@@ -26,7 +26,9 @@ class Settings:
     check_seq_len: int = 96  # correctness check against the dense reference at this n
     allocator: str = "auto"  # jemalloc where the system has it, else retain (suite.machine.allocator)
     replicates: int = 1  # worker processes each case is timed in (process-level replicates)
-    busy_limit_cores: float = 0.5  # other processes' CPU above this while timing: time again (suite.run.measurement.host_load)
+    busy_limit_cores: float = (
+        0.5  # other processes' CPU above this while timing: time again (suite.run.measurement.host_load)
+    )
     retimes: int = 1  # at most this many more timings of a case measured on a busy machine
     ladder_width: float = 0.2  # adaptive lengths: a series is settled when its exponent's interval is this narrow
     max_call_s: float = 10.0  # adaptive lengths: no length whose one call is predicted to take longer
@@ -45,11 +47,20 @@ class Settings:
 
 # name -> (type, low, high); the allocator is a choice instead, the probe a switch
 LIMITS: dict[str, tuple[type, float | None, float | None]] = {
-    "threads": (int, 1, 256), "min_run_time_s": (float, 0.0, 600.0), "max_samples": (int, 1, 100000),
-    "case_timeout_s": (float, 1.0, 86400.0), "memory_budget_gib": (float, 0.5, 4096.0),
-    "check_seq_len": (int, 1, 4096), "allocator": (str, None, None), "replicates": (int, 1, 64),
-    "busy_limit_cores": (float, 0.0, 1024.0), "retimes": (int, 0, 10), "ladder_width": (float, 0.01, 10.0),
-    "max_call_s": (float, 0.001, 86400.0), "stretch_call_s": (float, 0.0, 86400.0), "probe": (bool, None, None),
+    "threads": (int, 1, 256),
+    "min_run_time_s": (float, 0.0, 600.0),
+    "max_samples": (int, 1, 100000),
+    "case_timeout_s": (float, 1.0, 86400.0),
+    "memory_budget_gib": (float, 0.5, 4096.0),
+    "check_seq_len": (int, 1, 4096),
+    "allocator": (str, None, None),
+    "replicates": (int, 1, 64),
+    "busy_limit_cores": (float, 0.0, 1024.0),
+    "retimes": (int, 0, 10),
+    "ladder_width": (float, 0.01, 10.0),
+    "max_call_s": (float, 0.001, 86400.0),
+    "stretch_call_s": (float, 0.0, 86400.0),
+    "probe": (bool, None, None),
     "budget_min": (float, 0.0, 10080.0),
 }
 
@@ -69,8 +80,14 @@ def validate(raw: Any, where: str) -> dict[str, Any]:
         elif kind is bool:
             if not isinstance(value, bool):
                 raise UsageError(f"{where}: field '{key}' = {shown(value)} (allowed: true, false)")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
-            raise UsageError(f"{where}: field '{key}' = {shown(value)} (allowed: a number ({kind.__name__}) in {low}..{high})")
+        elif (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (kind is int and not isinstance(value, int))
+        ):
+            raise UsageError(
+                f"{where}: field '{key}' = {shown(value)} (allowed: a number ({kind.__name__}) in {low}..{high})"
+            )
         elif not low <= value <= high:
             raise UsageError(f"{where}: field '{key}' = {shown(value)} (allowed: {low}..{high})")
         values[key] = value

@@ -15,9 +15,9 @@ import re
 
 import variants
 from suite.errors import UsageError
+from suite.machine import device as devices
 from suite.plan.case import Case, theory_of
 from suite.plan.settings import Settings
-from suite.machine import device as devices
 from variants.rules import score_flops
 
 CALLS_PER_REPLICATE = 4  # warm-up, two samples and the memory pass, at least

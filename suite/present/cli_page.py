@@ -35,23 +35,39 @@ def _rows(parser: argparse.ArgumentParser) -> list[list[str]]:
         if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
             continue
         choices = ", ".join(map(str, action.choices)) if action.choices else ""
-        rows.append([md.code(_name(action)), action.help or "", choices, _default(action),
-                     "yes" if action.required or not action.option_strings and action.nargs not in ("?", "*") else ""])
+        rows.append(
+            [
+                md.code(_name(action)),
+                action.help or "",
+                choices,
+                _default(action),
+                "yes" if action.required or not action.option_strings and action.nargs not in ("?", "*") else "",
+            ]
+        )
     return rows
 
 
 def options(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
     """(command, option string or positional name) for everything the parser takes: what the page must show."""
-    found = [("", s) for a in parser._actions if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
-             for s in a.option_strings]
+    found = [
+        ("", s)
+        for a in parser._actions
+        if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
+        for s in a.option_strings
+    ]
     for name, _, sub in _subcommands(parser):
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
             if isinstance(action, argparse._SubParsersAction):  # `history add`: the action and its options
                 found += [(name, f"{name} {inner}") for inner in action.choices]
-                found += [(name, s) for _, _, inner in _subcommands(sub) for a in inner._actions
-                          for s in a.option_strings if not isinstance(a, argparse._HelpAction)]
+                found += [
+                    (name, s)
+                    for _, _, inner in _subcommands(sub)
+                    for a in inner._actions
+                    for s in a.option_strings
+                    if not isinstance(a, argparse._HelpAction)
+                ]
                 continue
             found += [(name, s) for s in action.option_strings] or [(name, action.metavar or action.dest)]
     return found
@@ -59,16 +75,25 @@ def options(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
 
 def page(parser: argparse.ArgumentParser) -> str:
     headers = ["argument", "what it does", "choices", "default", "required"]
-    blocks = ["# Command line", md.GENERATED.format(command="docs"),
-              f"`{parser.prog} COMMAND …`: {parser.description} Bad input (an unknown name, a value out of range, "
-              "a malformed grid) exits with code 2 and a message naming the field, the value and what is allowed, "
-              "before any work.",
-              md.table(headers, _rows(parser))]
-    blocks.append(md.table(["command", "what it does"],
-                           [[f"[`{name}`](#{name})", text] for name, text, _ in _subcommands(parser)]))
+    blocks = [
+        "# Command line",
+        md.GENERATED.format(command="docs"),
+        f"`{parser.prog} COMMAND …`: {parser.description} Bad input (an unknown name, a value out of range, "
+        "a malformed grid) exits with code 2 and a message naming the field, the value and what is allowed, "
+        "before any work.",
+        md.table(headers, _rows(parser)),
+    ]
+    blocks.append(
+        md.table(
+            ["command", "what it does"], [[f"[`{name}`](#{name})", text] for name, text, _ in _subcommands(parser)]
+        )
+    )
     for name, text, sub in _subcommands(parser):
         blocks += [f"## `{name}`", f"`{parser.prog} {name}`: {text}", md.table(headers, _rows(sub))]
         for inner, inner_text, inner_sub in _subcommands(sub):  # `history add`, `history check`, …
-            blocks += [f"### `{name} {inner}`", f"`{parser.prog} {name} {inner}`: {inner_text}",
-                       md.table(headers, _rows(inner_sub))]
+            blocks += [
+                f"### `{name} {inner}`",
+                f"`{parser.prog} {name} {inner}`: {inner_text}",
+                md.table(headers, _rows(inner_sub)),
+            ]
     return md.page(*blocks)

@@ -10,12 +10,30 @@ import pandas as pd
 from suite.plan.case import KEY_KINDS
 from suite.store.row import CASE_FIELDS
 
-
 # A case field's prefix in a benchmark's name; a field without one is shown bare (ORDER) or as name=value
-LABELS = {"seq_len": "n", "kv_len": "nk", "valid_fraction": "valid", "batch": "B", "num_heads": "H",
-          "num_kv_heads": "Hkv", "head_dim": "d"}
-ORDER = ("impl", "device", "dtype", "mode", "seq_len", "kv_len", "valid_fraction", "batch", "num_heads",
-         "num_kv_heads", "head_dim", "causal")  # the rest of the case's fields follow, in their own order
+LABELS = {
+    "seq_len": "n",
+    "kv_len": "nk",
+    "valid_fraction": "valid",
+    "batch": "B",
+    "num_heads": "H",
+    "num_kv_heads": "Hkv",
+    "head_dim": "d",
+}
+ORDER = (
+    "impl",
+    "device",
+    "dtype",
+    "mode",
+    "seq_len",
+    "kv_len",
+    "valid_fraction",
+    "batch",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "causal",
+)  # the rest of the case's fields follow, in their own order
 INTEGERS = {name for name, kind in KEY_KINDS.items() if kind is int}
 
 
@@ -61,24 +79,38 @@ def pytest_benchmark(frame: pd.DataFrame, env: dict) -> dict:
         for sample in row["samples"]:
             stats.update(float(sample))
         name = _name(row)
-        benchmarks.append({
-            "group": row["variant"], "name": name, "fullname": f"suite::{name}",
-            "params": {"impl": row["impl"], "seq_len": int(row["seq_len"])}, "param": name.split("[", 1)[1][:-1],
-            "extra_info": {"case_id": row["case_id"], "flops": int(row["flops"]),
-                           "peak_bytes": None if pd.isna(row["peak_bytes"]) else int(row["peak_bytes"]),
-                           "replicate_times_s": [float(x) for x in row["replicate_times_s"]]
-                           if row.get("replicate_times_s") is not None else None},
-            "options": {"timer": _timer(row["device"]),
-                        "min_rounds": len(row["samples"])},
-            "stats": {**stats.as_dict(), "data": [float(x) for x in row["samples"]], "iterations": 1},
-        })
+        benchmarks.append(
+            {
+                "group": row["variant"],
+                "name": name,
+                "fullname": f"suite::{name}",
+                "params": {"impl": row["impl"], "seq_len": int(row["seq_len"])},
+                "param": name.split("[", 1)[1][:-1],
+                "extra_info": {
+                    "case_id": row["case_id"],
+                    "flops": int(row["flops"]),
+                    "peak_bytes": None if pd.isna(row["peak_bytes"]) else int(row["peak_bytes"]),
+                    "replicate_times_s": [float(x) for x in row["replicate_times_s"]]
+                    if row.get("replicate_times_s") is not None
+                    else None,
+                },
+                "options": {"timer": _timer(row["device"]), "min_rounds": len(row["samples"])},
+                "stats": {**stats.as_dict(), "data": [float(x) for x in row["samples"]], "iterations": 1},
+            }
+        )
     return {
-        "machine_info": {"node": env.get("platform"), "processor": env.get("cpu_model"),
-                         "cpu": {"count": env.get("cpu_count"), "brand_raw": env.get("cpu_model")},
-                         "python_version": env.get("python"), "torch": env.get("torch"),
-                         "fingerprint_id": env.get("fingerprint_id")},
-        "commit_info": {"id": (env.get("git_commit") or "").removesuffix("-dirty") or None,
-                        "dirty": str(env.get("git_commit", "")).endswith("-dirty")},
+        "machine_info": {
+            "node": env.get("platform"),
+            "processor": env.get("cpu_model"),
+            "cpu": {"count": env.get("cpu_count"), "brand_raw": env.get("cpu_model")},
+            "python_version": env.get("python"),
+            "torch": env.get("torch"),
+            "fingerprint_id": env.get("fingerprint_id"),
+        },
+        "commit_info": {
+            "id": (env.get("git_commit") or "").removesuffix("-dirty") or None,
+            "dirty": str(env.get("git_commit", "")).endswith("-dirty"),
+        },
         "benchmarks": benchmarks,
         "datetime": env.get("datetime") or pd.Timestamp.now(tz="UTC").isoformat(),
         "version": __version__,
@@ -91,7 +123,13 @@ def github_action_benchmark(frame: pd.DataFrame) -> list[dict]:
     for _, row in frame[frame["status"] == "ok"].iterrows():
         reps = row.get("replicate_times_s")
         spread = (max(reps) - min(reps)) / 2 if reps is not None and len(reps) > 1 else row["time_iqr_s"] / 2
-        out.append({"name": _name(row), "unit": "ms", "value": round(float(row["time_s"]) * 1e3, 6),
-                    "range": f"± {float(spread) * 1e3:.6f}",
-                    "extra": f"case {row['case_id']}; {len(row['samples'])} samples; FLOPs {int(row['flops'])}"})
+        out.append(
+            {
+                "name": _name(row),
+                "unit": "ms",
+                "value": round(float(row["time_s"]) * 1e3, 6),
+                "range": f"± {float(spread) * 1e3:.6f}",
+                "extra": f"case {row['case_id']}; {len(row['samples'])} samples; FLOPs {int(row['flops'])}",
+            }
+        )
     return out

@@ -20,13 +20,23 @@ from adjustText import adjust_text  # noqa: E402
 
 from suite.analyse import Analysis  # noqa: E402
 
-YLABEL = {"time_s": "time per call (s)", "time_min_s": "time per call, fastest (s)",
-          "peak_bytes": "peak memory above inputs (bytes)",
-          "flops_counted": "FLOPs counted (implementation)", "approx_error": "relative error against full",
-          "kv_bytes": "KV-cache bytes", "useful_flops_per_s": "useful FLOP/s (algorithm's FLOPs / time)"}
+YLABEL = {
+    "time_s": "time per call (s)",
+    "time_min_s": "time per call, fastest (s)",
+    "peak_bytes": "peak memory above inputs (bytes)",
+    "flops_counted": "FLOPs counted (implementation)",
+    "approx_error": "relative error against full",
+    "kv_bytes": "KV-cache bytes",
+    "useful_flops_per_s": "useful FLOP/s (algorithm's FLOPs / time)",
+}
 METRIC_OF = {"time_min_s": "time", "peak_bytes": "memory", "flops_counted": "flops", "approx_error": "error"}
-XLABEL = {"seq_len": "sequence length n", "num_heads": "heads H", "head_dim": "head dim d",
-          "num_kv_heads": "KV heads", "features": "random features m"}
+XLABEL = {
+    "seq_len": "sequence length n",
+    "num_heads": "heads H",
+    "head_dim": "head dim d",
+    "num_kv_heads": "KV heads",
+    "features": "random features m",
+}
 
 
 def png(fig) -> bytes:
@@ -49,8 +59,16 @@ def main_shape(frame: pd.DataFrame, modes: tuple[str, ...] = ("fwd",)) -> pd.Dat
         if sweep.empty or sweep.max() < 2:
             continue
         batch, heads, dim, device, dtype = sweep.idxmax()
-        out.append(group[(group["batch"] == batch) & (group["num_heads"] == heads) & (group["head_dim"] == dim)
-                         & (group["device"] == device) & (group["dtype"] == dtype) & group["mode"].isin(modes)])
+        out.append(
+            group[
+                (group["batch"] == batch)
+                & (group["num_heads"] == heads)
+                & (group["head_dim"] == dim)
+                & (group["device"] == device)
+                & (group["dtype"] == dtype)
+                & group["mode"].isin(modes)
+            ]
+        )
     return pd.concat(out) if out else rows.iloc[:0]
 
 
@@ -68,17 +86,34 @@ def scaling(analysis: Analysis, column: str) -> bytes | None:
     points = data.groupby(["variant", "series"])["seq_len"].transform("nunique")
     data = data[points >= 2].sort_values(["variant", "series", "seq_len"])  # lines, not lone points
     palette = colours(data["series"])
-    grid = sns.relplot(data=data, x="seq_len", y=column, hue="series", col="variant", col_wrap=4,
-                       kind="line", marker="o", height=2.6, aspect=1.25, palette=palette,
-                       hue_order=list(palette), facet_kws={"sharey": False, "sharex": False}, errorbar=None)
+    grid = sns.relplot(
+        data=data,
+        x="seq_len",
+        y=column,
+        hue="series",
+        col="variant",
+        col_wrap=4,
+        kind="line",
+        marker="o",
+        height=2.6,
+        aspect=1.25,
+        palette=palette,
+        hue_order=list(palette),
+        facet_kws={"sharey": False, "sharex": False},
+        errorbar=None,
+    )
     grid.set(xscale="log", yscale="log")
     fits = analysis.fits
     metric = METRIC_OF.get(column)
     for variant, ax in grid.axes_dict.items():
         if fits.empty or not metric:
             break
-        mine = fits[(fits["variant"] == variant) & (fits["axis"] == "seq_len") & (fits["metric"] == metric)
-                    & fits["series"].isin(data.loc[data["variant"] == variant, "series"].unique())]
+        mine = fits[
+            (fits["variant"] == variant)
+            & (fits["axis"] == "seq_len")
+            & (fits["metric"] == metric)
+            & fits["series"].isin(data.loc[data["variant"] == variant, "series"].unique())
+        ]
         anchored = False
         # the claimed slope is drawn through the series that comes closest to it
         mine = mine.assign(gap=(mine["slope"] - mine["claimed"].astype(float)).abs()).sort_values("gap")
@@ -87,20 +122,26 @@ def scaling(analysis: Analysis, column: str) -> bytes | None:
             if subset.empty or subset["num_kv_heads"].nunique() > 1:
                 continue
             x = np.geomspace(fit["used_min"], fit["used_max"], 16)
-            ax.plot(x, np.exp(fit["intercept"]) * x ** fit["slope"], ls="--", lw=1,
-                    color=palette.get(fit["series"], "k"))
+            ax.plot(
+                x, np.exp(fit["intercept"]) * x ** fit["slope"], ls="--", lw=1, color=palette.get(fit["series"], "k")
+            )
             if not anchored and fit["claimed"] is not None and not pd.isna(fit["claimed"]):
                 # the claimed slope, through the largest-n point of the first fitted series
                 x0, y0 = fit["used_max"], np.exp(fit["intercept"]) * fit["used_max"] ** fit["slope"]
                 xs = np.geomspace(x0 / 16, x0, 8)
                 ax.plot(xs, y0 * (xs / x0) ** fit["claimed"], ls=":", lw=2, color="0.3")
-                ax.text(xs[0], y0 * (xs[0] / x0) ** fit["claimed"], f"claim n^{fit['claimed']:g}",
-                        fontsize=7, color="0.3", va="bottom")
+                ax.text(
+                    xs[0],
+                    y0 * (xs[0] / x0) ** fit["claimed"],
+                    f"claim n^{fit['claimed']:g}",
+                    fontsize=7,
+                    color="0.3",
+                    va="bottom",
+                )
                 anchored = True
     grid.set_titles("{col_name}")
     grid.set_axis_labels(XLABEL["seq_len"], YLABEL[column])
-    grid.figure.suptitle(f"{YLABEL[column]} against n — dashed: fitted power law; dotted: claimed slope",
-                         y=1.02)
+    grid.figure.suptitle(f"{YLABEL[column]} against n — dashed: fitted power law; dotted: claimed slope", y=1.02)
     return png(grid.figure)
 
 
@@ -120,8 +161,19 @@ def sweep(analysis: Analysis, axis: str, column: str, where=None) -> bytes | Non
     if data.empty:
         return None
     data = data.assign(line=data["series"] + " n=" + data["seq_len"].astype(str)).sort_values(axis)
-    grid = sns.relplot(data=data, x=axis, y=column, hue="line", col="variant", kind="line", marker="o",
-                       height=2.8, aspect=1.2, facet_kws={"sharey": False}, errorbar=None)
+    grid = sns.relplot(
+        data=data,
+        x=axis,
+        y=column,
+        hue="line",
+        col="variant",
+        kind="line",
+        marker="o",
+        height=2.8,
+        aspect=1.2,
+        facet_kws={"sharey": False},
+        errorbar=None,
+    )
     grid.set(xscale="log", yscale="log")
     grid.set_titles("{col_name}")
     grid.set_axis_labels(XLABEL[axis], YLABEL[column])
@@ -136,8 +188,21 @@ def efficiency(analysis: Analysis) -> bytes | None:
         return None
     data = data.sort_values(["variant", "series", "seq_len"])
     palette = colours(data["series"])
-    grid = sns.relplot(data=data, x="seq_len", y="useful_flops_per_s", hue="series", col="variant",
-                       palette=palette, hue_order=list(palette), col_wrap=4, kind="line", marker="o", height=2.6, aspect=1.25, errorbar=None)
+    grid = sns.relplot(
+        data=data,
+        x="seq_len",
+        y="useful_flops_per_s",
+        hue="series",
+        col="variant",
+        palette=palette,
+        hue_order=list(palette),
+        col_wrap=4,
+        kind="line",
+        marker="o",
+        height=2.6,
+        aspect=1.25,
+        errorbar=None,
+    )
     grid.set(xscale="log", yscale="log")
     peaks = data["peak_flops_per_s"].dropna().unique()
     for ax in grid.axes.flat:
@@ -179,23 +244,52 @@ def roofline(analysis: Analysis) -> bytes | None:
         lo = min(rows["intensity_traffic"].min(), peak / bw) / 4
         hi = max(rows["intensity_traffic"].max(), peak / bw) * 4
         x = np.geomspace(lo, hi, 200)
-        ax.plot(x, np.minimum(peak, bw * x), color="0.15", lw=2,
-                label=f"ceiling: min({peak / 1e9:.3g} GFLOP/s, {bw / 1e9:.3g} GB/s × intensity)")
+        ax.plot(
+            x,
+            np.minimum(peak, bw * x),
+            color="0.15",
+            lw=2,
+            label=f"ceiling: min({peak / 1e9:.3g} GFLOP/s, {bw / 1e9:.3g} GB/s × intensity)",
+        )
         if cache == cache:
-            ax.plot(x, np.minimum(peak, cache * x), color="0.55", lw=1.2, ls=":",
-                    label=f"in-cache bandwidth {cache / 1e9:.3g} GB/s")
+            ax.plot(
+                x,
+                np.minimum(peak, cache * x),
+                color="0.55",
+                lw=1.2,
+                ls=":",
+                label=f"in-cache bandwidth {cache / 1e9:.3g} GB/s",
+            )
         labels = []
         for mode, colour in MODE_COLOURS.items():
             mine = rows[rows["mode"] == mode]
             if mine.empty:
                 continue
-            ax.scatter(mine["intensity_traffic"], mine["product_flops_per_s"], color=colour, s=28, zorder=3,
-                       label=f"{mode} (largest n)")
-            labels += [ax.text(r["intensity_traffic"], r["product_flops_per_s"], f"{r['variant']}/{r['impl']}",
-                               fontsize=6.5, color=colour) for _, r in mine.iterrows()]
-        ax.set(xscale="log", yscale="log", title=f"{device}/{dtype}",
-               xlabel="arithmetic intensity: the products' FLOPs / byte of the algorithm's traffic",
-               ylabel="FLOP/s of the algorithm's products (its FLOPs with a feature map's or projection's / time)")
+            ax.scatter(
+                mine["intensity_traffic"],
+                mine["product_flops_per_s"],
+                color=colour,
+                s=28,
+                zorder=3,
+                label=f"{mode} (largest n)",
+            )
+            labels += [
+                ax.text(
+                    r["intensity_traffic"],
+                    r["product_flops_per_s"],
+                    f"{r['variant']}/{r['impl']}",
+                    fontsize=6.5,
+                    color=colour,
+                )
+                for _, r in mine.iterrows()
+            ]
+        ax.set(
+            xscale="log",
+            yscale="log",
+            title=f"{device}/{dtype}",
+            xlabel="arithmetic intensity: the products' FLOPs / byte of the algorithm's traffic",
+            ylabel="FLOP/s of the algorithm's products (its FLOPs with a feature map's or projection's / time)",
+        )
         ax.legend(fontsize=8, loc="lower right")
         # the labels moved apart where they would overlap, each tied to its point by a thin line
         adjust_text(labels, ax=ax, arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5})
@@ -226,11 +320,14 @@ def speedup(analysis: Analysis, reference: str = "full/sdpa") -> bytes | None:
         ax.axhline(1, color="0.3", lw=1, ls=":")
         ax.set(xscale="log", yscale="log", title=variant, xlabel=XLABEL["seq_len"])
         ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(variants):]:
+    for ax in list(axes.flat)[len(variants) :]:
         ax.set_visible(False)
     axes[0][0].set_ylabel(f"speed-up over {reference}")
-    fig.suptitle(f"Speed-up over {reference}: measured (solid) and what the FLOPs allow (dashed); "
-                 "crossover where solid passes 1", y=1.01)
+    fig.suptitle(
+        f"Speed-up over {reference}: measured (solid) and what the FLOPs allow (dashed); "
+        "crossover where solid passes 1",
+        y=1.01,
+    )
     fig.tight_layout()
     return png(fig)
 
@@ -238,29 +335,52 @@ def speedup(analysis: Analysis, reference: str = "full/sdpa") -> bytes | None:
 def all_figures(analysis: Analysis) -> dict[str, tuple[str, bytes]]:
     """name -> (caption, PNG) for every figure the data allows."""
     made = {
-        "time": ("Time per call against n: each case's fastest call, the time the exponents are fitted to "
-                 "(the medians are in the tables).", scaling(analysis, "time_min_s")),
+        "time": (
+            "Time per call against n: each case's fastest call, the time the exponents are fitted to "
+            "(the medians are in the tables).",
+            scaling(analysis, "time_min_s"),
+        ),
         "memory": ("Peak memory above the inputs against n.", scaling(analysis, "peak_bytes")),
-        "flops": ("FLOPs counted by FlopCounterMode (the implementation's work) against n; flex and "
-                  "CSR paths cannot be counted.", scaling(analysis, "flops_counted")),
+        "flops": (
+            "FLOPs counted by FlopCounterMode (the implementation's work) against n; flex and "
+            "CSR paths cannot be counted.",
+            scaling(analysis, "flops_counted"),
+        ),
         "efficiency": ("Useful FLOP/s (the algorithm's FLOPs over the time) against n.", efficiency(analysis)),
-        "roofline": ("Roofline: each implementation at its series' largest n (forward blue, forward+backward "
-                     "orange), its arithmetic intensity the FLOPs of the algorithm's products (its own and a feature map's "
-                     "or projection's) over its traffic (docs/CLAIMS.md, "
-                     "\"Bytes\"); the ceilings are this run's GEMM and bandwidth probes. Rows without a traffic "
-                     "model (the classic forms) are not drawn.", roofline(analysis)),
-        "speedup": ("Speed-up over full attention (sdpa, same device and shape) against n: measured, solid; the "
-                    "speed-up the series' FLOPs allow (full's FLOPs over its own), dashed.", speedup(analysis)),
-        "heads": ("Time against heads H (claim: H¹).",
-                  sweep(analysis, "num_heads", "time_min_s", lambda d: d["mode"] != "decode")),
-        "head_dim": ("Time against head dim d (claims: linear d², performer and softmax d¹).",
-                     sweep(analysis, "head_dim", "time_min_s")),
-        "kv_time": ("Decode time (one query against a cache of n) against KV heads.",
-                    sweep(analysis, "num_kv_heads", "time_min_s", lambda d: d["mode"] == "decode")),
-        "kv_bytes": ("KV-cache bytes against KV heads.",
-                     sweep(analysis, "num_kv_heads", "kv_bytes", lambda d: d["mode"] == "decode")),
-        "features_error": ("Performer: relative error of its output against full softmax attention, against "
-                           "the number of random features m.", sweep(analysis, "features", "approx_error")),
+        "roofline": (
+            "Roofline: each implementation at its series' largest n (forward blue, forward+backward "
+            "orange), its arithmetic intensity the FLOPs of the algorithm's products (its own and a feature map's "
+            "or projection's) over its traffic (docs/CLAIMS.md, "
+            '"Bytes"); the ceilings are this run\'s GEMM and bandwidth probes. Rows without a traffic '
+            "model (the classic forms) are not drawn.",
+            roofline(analysis),
+        ),
+        "speedup": (
+            "Speed-up over full attention (sdpa, same device and shape) against n: measured, solid; the "
+            "speed-up the series' FLOPs allow (full's FLOPs over its own), dashed.",
+            speedup(analysis),
+        ),
+        "heads": (
+            "Time against heads H (claim: H¹).",
+            sweep(analysis, "num_heads", "time_min_s", lambda d: d["mode"] != "decode"),
+        ),
+        "head_dim": (
+            "Time against head dim d (claims: linear d², performer and softmax d¹).",
+            sweep(analysis, "head_dim", "time_min_s"),
+        ),
+        "kv_time": (
+            "Decode time (one query against a cache of n) against KV heads.",
+            sweep(analysis, "num_kv_heads", "time_min_s", lambda d: d["mode"] == "decode"),
+        ),
+        "kv_bytes": (
+            "KV-cache bytes against KV heads.",
+            sweep(analysis, "num_kv_heads", "kv_bytes", lambda d: d["mode"] == "decode"),
+        ),
+        "features_error": (
+            "Performer: relative error of its output against full softmax attention, against "
+            "the number of random features m.",
+            sweep(analysis, "features", "approx_error"),
+        ),
         "features_time": ("Performer: time against features m (claim: m¹).", sweep(analysis, "features", "time_min_s")),
     }
     return {name: (caption, image) for name, (caption, image) in made.items() if image is not None}

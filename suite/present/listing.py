@@ -19,8 +19,11 @@ def claim_of(spec) -> str:
 def shapes(spec) -> str:
     """Which of the shapes beyond self-attention the variant takes (docs/CLAIMS.md), each yes or why not."""
     out = []
-    for what, ok, why in (("cross attention", spec.cross, spec.cross_note), ("padding", spec.padding, spec.padding_note),
-                          ("decode", spec.decode, "no decode step here")):
+    for what, ok, why in (
+        ("cross attention", spec.cross, spec.cross_note),
+        ("padding", spec.padding, spec.padding_note),
+        ("decode", spec.decode, "no decode step here"),
+    ):
         out.append(f"{what}: " + ("yes" if ok else f"no ({why})"))
     return "; ".join(out)
 

@@ -68,9 +68,14 @@ def cache_levels(env: dict, bandwidth: dict) -> str:
     if "cpu" not in (env or {}).get("devices", ["cpu"]):
         return "none (no CPU device in this run)"
     levels = (machines(env, bandwidth).get("cpu") or {}).get("caches") or {}
-    return ", ".join(f"{name} {fmt_bytes(level['bytes'])}" + (
-        f" (the sweep's reach; sysfs: {fmt_bytes(level['sysfs_bytes'])})" if "sysfs_bytes" in level else "")
-        for name, level in levels.items()) or "none recorded (env.json has no CPU caches)"
+    return (
+        ", ".join(
+            f"{name} {fmt_bytes(level['bytes'])}"
+            + (f" (the sweep's reach; sysfs: {fmt_bytes(level['sysfs_bytes'])})" if "sysfs_bytes" in level else "")
+            for name, level in levels.items()
+        )
+        or "none recorded (env.json has no CPU caches)"
+    )
 
 
 def fmt_joules(x) -> str:
@@ -128,10 +133,15 @@ def other_fits(fits: pd.DataFrame) -> pd.DataFrame:
 def slice_tables(fits: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
     """(title, anchor, rows) of the slices whose verdicts no other table shows: training and causal time and memory."""
     out = []
-    for title, anchor, names in (("Training: forward and backward, in n", "training", ("training time", "training memory")),
-                                 ("Causal: in n", "causal", ("causal time",))):
-        parts = [glance.rows_of(fits, one).assign(length="n" if one.metric == "time" else "n (peak memory)")
-                 for one in glance.SLICES if one.name in names]
+    for title, anchor, names in (
+        ("Training: forward and backward, in n", "training", ("training time", "training memory")),
+        ("Causal: in n", "causal", ("causal time",)),
+    ):
+        parts = [
+            glance.rows_of(fits, one).assign(length="n" if one.metric == "time" else "n (peak memory)")
+            for one in glance.SLICES
+            if one.name in names
+        ]
         rows = pd.concat(parts) if parts else pd.DataFrame()
         out.append((title, anchor, rows.sort_values(["variant", "series", "metric"]) if not rows.empty else rows))
     return out
@@ -151,12 +161,19 @@ SPEEDUP = "speed-up at the largest n"  # a column per reference: "<ref> speed-up
 def crossover_rows(table: pd.DataFrame, speedups: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per series: a column per reference implementation of full attention (the crossover),
     and one per reference with the speed-up at the largest n both measured (FLOPs allow / measured)."""
-    wide = table.pivot_table(index=CROSS_KEYS, columns="reference", values="crossover", aggfunc="first") \
-        if not table.empty else pd.DataFrame()
+    wide = (
+        table.pivot_table(index=CROSS_KEYS, columns="reference", values="crossover", aggfunc="first")
+        if not table.empty
+        else pd.DataFrame()
+    )
     if speedups is not None and not speedups.empty:
         last = speedups.sort_values("seq_len").groupby(CROSS_KEYS + ["reference"]).tail(1)
-        text = last.assign(text=[f"×{b:.3g} allowed, ×{s:.3g} measured (n = {n:g})" for b, s, n
-                                 in zip(last["flops_bound"], last["speedup"], last["seq_len"])])
+        text = last.assign(
+            text=[
+                f"×{b:.3g} allowed, ×{s:.3g} measured (n = {n:g})"
+                for b, s, n in zip(last["flops_bound"], last["speedup"], last["seq_len"])
+            ]
+        )
         speed = text.pivot_table(index=CROSS_KEYS, columns="reference", values="text", aggfunc="first")
         speed.columns = [f"{ref} {SPEEDUP}" for ref in speed.columns]
         wide = speed if wide.empty else wide.join(speed, how="outer")
@@ -165,8 +182,23 @@ def crossover_rows(table: pd.DataFrame, speedups: pd.DataFrame | None = None) ->
 
 def failures(frame: pd.DataFrame) -> pd.DataFrame:
     bad = frame[frame["status"] != "ok"]
-    return bad[["variant", "impl", "device", "dtype", "mode", "seq_len", "num_heads", "num_kv_heads",
-                "head_dim", "causal", "params", "status", "reason"]]
+    return bad[
+        [
+            "variant",
+            "impl",
+            "device",
+            "dtype",
+            "mode",
+            "seq_len",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "causal",
+            "params",
+            "status",
+            "reason",
+        ]
+    ]
 
 
 def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
@@ -176,36 +208,83 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
     frame = run.read_table()
     peaks, env, plan = run.probe(), run.env(), run.plan()
     bandwidth = run.bandwidth()
-    result = analyse(frame, peaks, Settings.from_plan(plan.get("settings", {})).busy_limit_cores,
-                     run.read_json(RunDir.LADDERS).get("ladders", []), bandwidth, env)
+    result = analyse(
+        frame,
+        peaks,
+        Settings.from_plan(plan.get("settings", {})).busy_limit_cores,
+        run.read_json(RunDir.LADDERS).get("ladders", []),
+        bandwidth,
+        env,
+    )
     efficiency = efficiency_rows(result.efficiency)
-    images = {name: (caption, base64.b64encode(data).decode()) for name, (caption, data)
-              in figures.all_figures(result).items()}
+    images = {
+        name: (caption, base64.b64encode(data).decode())
+        for name, (caption, data) in figures.all_figures(result).items()
+    }
     report_dir.mkdir(parents=True, exist_ok=True)
     run.copy_to(report_dir, (RunDir.CSV, RunDir.PARQUET, RunDir.ENV, RunDir.PROBE, RunDir.BANDWIDTH, RunDir.LADDERS))
-    env_loader = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                                    undefined=jinja2.StrictUndefined)
-    env_loader.filters.update(n=fmt_n, slope=fmt_slope, si=fmt_si, excluded=fmt_excluded, shares=fmt_shares,
-                              text=fmt_text, joules=fmt_joules, bytes=fmt_bytes, lengths=fmt_lengths, fitted=fmt_fitted,
-                              first_word=glance.verdict_of)
+    env_loader = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    env_loader.filters.update(
+        n=fmt_n,
+        slope=fmt_slope,
+        si=fmt_si,
+        excluded=fmt_excluded,
+        shares=fmt_shares,
+        text=fmt_text,
+        joules=fmt_joules,
+        bytes=fmt_bytes,
+        lengths=fmt_lengths,
+        fitted=fmt_fitted,
+        first_word=glance.verdict_of,
+    )
     page = env_loader.get_template("report.html.j2").render(
-        name=run.name, plan=plan, env=env, peaks=peaks, bandwidth=bandwidth, claims=result.claims,
-        others=other_fits(result.fits), crossovers=crossover_rows(result.crossovers, result.speedups), speedup=SPEEDUP,
-        efficiency=efficiency, energy=measured_energy(efficiency), status=result.status,
-        failures=failures(frame), images=images, counts=frame["status"].value_counts().to_dict(),
-        tolerance=fits.TOLERANCE, min_span=fits.MIN_SPAN, max_width=fits.MAX_WIDTH,
+        name=run.name,
+        plan=plan,
+        env=env,
+        peaks=peaks,
+        bandwidth=bandwidth,
+        claims=result.claims,
+        others=other_fits(result.fits),
+        crossovers=crossover_rows(result.crossovers, result.speedups),
+        speedup=SPEEDUP,
+        efficiency=efficiency,
+        energy=measured_energy(efficiency),
+        status=result.status,
+        failures=failures(frame),
+        images=images,
+        counts=frame["status"].value_counts().to_dict(),
+        tolerance=fits.TOLERANCE,
+        min_span=fits.MIN_SPAN,
+        max_width=fits.MAX_WIDTH,
         floor_share=fits.FLOOR_SHARE,
-        fits_count=len(result.fits), noise=result.noise, layers=result.layers, cross=result.cross,
-        padding=result.padding, decode=result.decode, cache_levels=cache_levels(env, bandwidth),
-        glance=glance.glance(result.fits), slices=glance.SLICES, slice_tables=slice_tables(result.fits),
+        fits_count=len(result.fits),
+        noise=result.noise,
+        layers=result.layers,
+        cross=result.cross,
+        padding=result.padding,
+        decode=result.decode,
+        cache_levels=cache_levels(env, bandwidth),
+        glance=glance.glance(result.fits),
+        slices=glance.SLICES,
+        slice_tables=slice_tables(result.fits),
     )
     path = atomic.write_text(report_dir / "index.html", page)
     return path, result
 
 
 # NB: not params: the series' own label names them ("native (window=16)")
-SHAPE_FIELDS = {"device": "{}", "dtype": "{}", "mode": "{}", "batch": "B={}", "num_heads": "H={}",
-                "num_kv_heads": "Hkv={}", "head_dim": "d={}", "causal": "causal={}"}
+SHAPE_FIELDS = {
+    "device": "{}",
+    "dtype": "{}",
+    "mode": "{}",
+    "batch": "B={}",
+    "num_heads": "H={}",
+    "num_kv_heads": "Hkv={}",
+    "head_dim": "d={}",
+    "causal": "causal={}",
+}
 
 
 def _distinguishing(table: pd.DataFrame) -> pd.Series:
@@ -229,17 +308,23 @@ def summary(table: pd.DataFrame, length: str = "n") -> str:
     width = max([len(s) for s in shape] + [0])
     col = (lambda text: f"{text:<{width}} ") if width else (lambda text: "")
     wide = 30 if length != "n" else 22  # a cross series' label names the length it holds: "sdpa [n_k=1024]"
-    lines = [f"{'variant':<15} {'implementation':<{wide}} {col('')}{'exponent [95% CI]' if wide > 22 else 'exponent in n [95% CI]':<24} "
-             f"{'claim':>5}  verdict"]
+    lines = [
+        f"{'variant':<15} {'implementation':<{wide}} {col('')}{'exponent [95% CI]' if wide > 22 else 'exponent in n [95% CI]':<24} "
+        f"{'claim':>5}  verdict"
+    ]
     for i, row in table.iterrows():
-        lines.append(f"{row['variant']:<15} {row['series'][:wide]:<{wide}} {col(shape[i])}{fmt_slope(row):<24} "
-                     f"{row['claimed']:>5g}  {row['verdict']}")
+        lines.append(
+            f"{row['variant']:<15} {row['series'][:wide]:<{wide}} {col(shape[i])}{fmt_slope(row):<24} "
+            f"{row['claimed']:>5g}  {row['verdict']}"
+        )
     lengths = table["lengths"] if "lengths" in table else pd.Series("", index=table.index)
     open_ = table[(table["verdict"] == "inconclusive") | ((lengths != "") & ~lengths.str.startswith("settled"))]
     if not open_.empty:
         lines.append("not settled, and what would settle it:")
     for i, row in open_.iterrows():
         lengths = fmt_lengths(row)
-        lines.append(f"  {row['variant']}/{row['series']}{(' ' + shape[i]) if shape[i] else ''}: {row['why']}" + (
-            f"; lengths {lengths}" if lengths else ""))
+        lines.append(
+            f"  {row['variant']}/{row['series']}{(' ' + shape[i]) if shape[i] else ''}: {row['why']}"
+            + (f"; lengths {lengths}" if lengths else "")
+        )
     return "\n".join(lines)

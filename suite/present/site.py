@@ -22,7 +22,11 @@ from suite.store.rundir import RunDir
 
 RUNS = "docs/runs"
 # The README's and the docs' front picture: the report's verdict figure of one card's run, redrawn by `suite docs`
-FIGURE, FIGURE_CARD, FIGURE_VARIANTS = "docs/img/verdicts.png", "cpu-full", ["full", "sliding_window", "random", "linear"]
+FIGURE, FIGURE_CARD, FIGURE_VARIANTS = (
+    "docs/img/verdicts.png",
+    "cpu-full",
+    ["full", "sliding_window", "random", "linear"],
+)
 
 
 def cards(root: Path) -> dict[str, RunDir]:
@@ -40,26 +44,39 @@ def runs_index(runs: dict[str, RunDir]) -> str:
         counts = frame["status"].value_counts()
         reached = len(frame) - int(counts.get("not_run", 0))
         host = env.get("cuda_device") or env.get("cpu_model", "?")
-        rows.append([f"[{name}]({name}.md)", md.code(run.plan().get("grid", "?")), host, f"torch {env.get('torch', '?')}",
-                     finished, f"{reached} of {len(frame)} reached, {counts.get('ok', 0)} ok"])
+        rows.append(
+            [
+                f"[{name}]({name}.md)",
+                md.code(run.plan().get("grid", "?")),
+                host,
+                f"torch {env.get('torch', '?')}",
+                finished,
+                f"{reached} of {len(frame)} reached, {counts.get('ok', 0)} ok",
+            ]
+        )
     return md.page(
-        "# Measured: run cards", md.GENERATED.format(command="docs"),
+        "# Measured: run cards",
+        md.GENERATED.format(command="docs"),
         "Every measured figure in these pages comes from a run card: one page that `python -m suite card` writes "
         "from a run folder's own files (kept beside it in `docs/runs/NAME/`), never typed in. A figure quoted "
         "elsewhere in the docs links to the card it comes from. To add one: `python -m suite card RUN --into "
         "docs/runs`, then `python -m suite docs`.",
-        md.table(["card", "grid", "host or GPU", "software", "finished", "cases"], rows) if rows else "No cards yet.")
+        md.table(["card", "grid", "host or GPU", "software", "finished", "cases"], rows) if rows else "No cards yet.",
+    )
 
 
 def _block(text: str, key: str, lines: list[str], path: str) -> str:
     """`text` with the lines between its `begin generated: KEY` and `end generated: KEY` markers replaced."""
-    found = re.search(rf"^([ \t]*)(\S+) begin generated: {key}\b[^\n]*\n(.*?)^[ \t]*\S+ end generated: {key}\b",
-                      text, flags=re.M | re.S)
+    found = re.search(
+        rf"^([ \t]*)(\S+) begin generated: {key}\b[^\n]*\n(.*?)^[ \t]*\S+ end generated: {key}\b",
+        text,
+        flags=re.M | re.S,
+    )
     if found is None:
         raise UsageError(f"{path}: no 'begin generated: {key}' … 'end generated: {key}' block")
     indent = found.group(1)
     body = "".join(f"{indent}{line}\n" if line else "\n" for line in lines)
-    return text[:found.start(3)] + body + text[found.end(3):]
+    return text[: found.start(3)] + body + text[found.end(3) :]
 
 
 def expected(root: Path, parser) -> dict[Path, str]:
@@ -71,11 +88,13 @@ def expected(root: Path, parser) -> dict[Path, str]:
     out.update({root / RUNS / f"{name}.md": card.card(run, files=name) for name, run in runs.items()})
     out[root / RUNS / "index.md"] = runs_index(runs)
     readme = root / "README.md"
-    out[readme] = _block(readme.read_text(), "variants", ["", variant_pages.table("docs/variants/{name}.md"), ""],
-                         "README.md")
+    out[readme] = _block(
+        readme.read_text(), "variants", ["", variant_pages.table("docs/variants/{name}.md"), ""], "README.md"
+    )
     config = root / "mkdocs.yml"
-    nav = _block(config.read_text(), "variants", [f"- {name}: variants/{name}.md" for name in variants.names()],
-                 "mkdocs.yml")
+    nav = _block(
+        config.read_text(), "variants", [f"- {name}: variants/{name}.md" for name in variants.names()], "mkdocs.yml"
+    )
     out[config] = _block(nav, "runs", [f"- {name}: runs/{name}.md" for name in runs], "mkdocs.yml")
     return out
 
@@ -111,7 +130,9 @@ def write(root: Path, parser) -> list[Path]:
         path.unlink()
         changed.append(path)
     run = cards(root).get(FIGURE_CARD)
-    if run is not None:  # NB: redrawn every time (a card's files or the figure's code may have changed), kept if the same
+    if (
+        run is not None
+    ):  # NB: redrawn every time (a card's files or the figure's code may have changed), kept if the same
         image = card.figure(run, FIGURE_VARIANTS)
         if not figure.is_file() or figure.read_bytes() != image:
             changed.append(atomic.write_bytes(figure, image))
@@ -124,9 +145,12 @@ def check_inside(root: Path, paths: list[Path]) -> None:
     top = Path(os.path.realpath(root))
     for path in paths:
         if path.is_symlink():
-            raise UsageError(f"{path}: a symbolic link (allowed: a plain file inside --root {root}; "
-                             "remove the link and run again)")
+            raise UsageError(
+                f"{path}: a symbolic link (allowed: a plain file inside --root {root}; remove the link and run again)"
+            )
         folder = Path(os.path.realpath(path.parent))
         if folder != top and top not in folder.parents:
-            raise UsageError(f"{path}: its folder is {folder}, outside --root {root} once links are followed "
-                             f"(allowed: folders inside {top})")
+            raise UsageError(
+                f"{path}: its folder is {folder}, outside --root {root} once links are followed "
+                f"(allowed: folders inside {top})"
+            )

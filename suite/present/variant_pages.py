@@ -29,8 +29,9 @@ def table_rows(link: str = "{name}.md") -> list[list[str]]:
     rows = []
     for name in variants.names():
         spec = variants.get(name)
-        rows.append([f"[`{name}`]({link.format(name=name)})", claim_of(spec), defaults(spec) or "–",
-                     ", ".join(spec.impls)])
+        rows.append(
+            [f"[`{name}`]({link.format(name=name)})", claim_of(spec), defaults(spec) or "–", ", ".join(spec.impls)]
+        )
     return rows
 
 
@@ -63,8 +64,10 @@ def _allowed(param) -> str:
 def _params(spec) -> str:
     if not spec.params:
         return "No parameters."
-    return md.table(["parameter", "default", "meaning", "allowed"],
-                    [[md.code(p.name), default_of(p), p.doc, _allowed(p)] for p in spec.params])
+    return md.table(
+        ["parameter", "default", "meaning", "allowed"],
+        [[md.code(p.name), default_of(p), p.doc, _allowed(p)] for p in spec.params],
+    )
 
 
 def _theory(spec) -> str:
@@ -84,13 +87,16 @@ def _theory(spec) -> str:
     if theory.note:
         rows.append(["note", theory.note])
     return f"At {shape}, with the default parameters (formulas: [Definitions](../CLAIMS.md)):\n\n" + md.table(
-        ["quantity", "value"], rows)
+        ["quantity", "value"], rows
+    )
 
 
 def _shapes(spec) -> str:
-    rows = [["cross attention", "yes" if spec.cross else f"no: {spec.cross_note}"],
-            ["padded batches", "yes" if spec.padding else f"no: {spec.padding_note}"],
-            ["decode", "yes" if spec.decode else "no decode step here"]]
+    rows = [
+        ["cross attention", "yes" if spec.cross else f"no: {spec.cross_note}"],
+        ["padded batches", "yes" if spec.padding else f"no: {spec.padding_note}"],
+        ["decode", "yes" if spec.decode else "no decode step here"],
+    ]
     return md.table(["shape", "taken"], rows)
 
 
@@ -105,19 +111,43 @@ def _dtypes(impl) -> str:
 def _impls(spec) -> str:
     rows = []
     for impl in spec.impls.values():
-        rows.append([md.code(impl.name), impl.cost, WORK[impl.work], impl.library or "–", _devices(impl),
-                     _dtypes(impl), "yes" if impl.supports_causal else "no",
-                     PADDING[impl.padding] if impl.padding and spec.padding else "–",
-                     "yes" if impl.decode and spec.decode else "no",
-                     "yes" if impl.countable else "no", "yes" if impl.gathers else "no"])
-    headers = ["implementation", "its own cost", "work", "library", "devices", "dtypes", "causal", "padded batches",
-               "decode", "FLOPs countable", "random gathers"]
-    out = ("Devices and dtypes are the registry's table; a library adds its own checks, and "
-           "`python -m suite list` says what runs on this machine.\n\n" + md.table(headers, rows))
+        rows.append(
+            [
+                md.code(impl.name),
+                impl.cost,
+                WORK[impl.work],
+                impl.library or "–",
+                _devices(impl),
+                _dtypes(impl),
+                "yes" if impl.supports_causal else "no",
+                PADDING[impl.padding] if impl.padding and spec.padding else "–",
+                "yes" if impl.decode and spec.decode else "no",
+                "yes" if impl.countable else "no",
+                "yes" if impl.gathers else "no",
+            ]
+        )
+    headers = [
+        "implementation",
+        "its own cost",
+        "work",
+        "library",
+        "devices",
+        "dtypes",
+        "causal",
+        "padded batches",
+        "decode",
+        "FLOPs countable",
+        "random gathers",
+    ]
+    out = (
+        "Devices and dtypes are the registry's table; a library adds its own checks, and "
+        "`python -m suite list` says what runs on this machine.\n\n" + md.table(headers, rows)
+    )
     differs = [(impl.name, impl.differs.note) for impl in spec.impls.values() if impl.differs is not None]
     if differs:
         out += "\n\n### How a library differs from our definition\n\n" + "\n".join(
-            f"- {md.code(name)}: {note}" for name, note in differs)
+            f"- {md.code(name)}: {note}" for name, note in differs
+        )
     return out
 
 
@@ -128,10 +158,14 @@ def variant_page(name: str) -> str:
         md.GENERATED.format(command="docs"),
         f"{spec.summary}\n\nSource: {spec.source}. Family: {spec.family}. Claim: {claim_of(spec)}."
         + (f" It approximates `{spec.approximates}`." if spec.approximates else ""),
-        "## Parameters", _params(spec),
-        "## Theory", _theory(spec),
-        "## Shapes beyond self-attention", _shapes(spec),
-        "## Implementations", _impls(spec),
+        "## Parameters",
+        _params(spec),
+        "## Theory",
+        _theory(spec),
+        "## Shapes beyond self-attention",
+        _shapes(spec),
+        "## Implementations",
+        _impls(spec),
         f"Measure it: `python -m suite run --variant {spec.name}`; what runs here: "
         f"`python -m suite list --variant {spec.name}`.",
     )

@@ -30,8 +30,10 @@ def parse(text: str, field: str = "--budget") -> float:
     match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(s|m|min|h)?\s*", str(text))
     minutes = float(match[1]) * UNITS[match[2] or "m"] if match else math.nan
     if not 0 <= minutes <= MOST_MIN:
-        raise UsageError(f"{field} {text!r} (allowed: a time such as 90s, 20m or 1.5h, a bare number in minutes, "
-                         f"up to {MOST_MIN / 60:.0f}h; 0 for none)")
+        raise UsageError(
+            f"{field} {text!r} (allowed: a time such as 90s, 20m or 1.5h, a bare number in minutes, "
+            f"up to {MOST_MIN / 60:.0f}h; 0 for none)"
+        )
     return minutes
 
 
@@ -64,8 +66,7 @@ def pace(walls, calls, priors) -> Pace:
     return Pace(float(overhead), float(k) if k > 0 else CALLS_PER_REPLICATE, scale)
 
 
-def climb_s(call_s: float, slope: float, step: int, lengths: int, limit_s: float, replicates: int,
-            at: Pace) -> float:
+def climb_s(call_s: float, slope: float, step: int, lengths: int, limit_s: float, replicates: int, at: Pace) -> float:
     """The wall time of a ladder's next `lengths` lengths from its next call `call_s`, each `step`x longer and
     its call step**slope x dearer, up to the first whose call would pass `limit_s`."""
     total = 0.0
@@ -111,9 +112,11 @@ def pace_of(rows, cases, replicates: int, settings) -> Pace:
     by_id = {case.case_id: case for case in cases}
     done = [row for row in rows if row.case_id in by_id and row.wall_s is not None and row.status != "killed"]
     prior = {cid: predicted_s(case, settings) / replicates for cid, case in by_id.items()}
-    return pace([row.wall_s - (row.setup_s or 0.0) for row in done],
-                [row.time_s if row.status == "ok" and row.time_s is not None else math.nan for row in done],
-                [prior[row.case_id] for row in done])
+    return pace(
+        [row.wall_s - (row.setup_s or 0.0) for row in done],
+        [row.time_s if row.status == "ok" and row.time_s is not None else math.nan for row in done],
+        [prior[row.case_id] for row in done],
+    )
 
 
 def prior_climbs_s(ladders, settings) -> float:

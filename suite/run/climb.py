@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 import variants
-from suite.analyse.terms import machines
 from suite.analyse.fits import fit_power
+from suite.analyse.terms import machines
 from suite.plan.case import Case, reasons_of, series_key
 from suite.plan.ladder import Ladder, rows_of
 from suite.plan.settings import Settings
@@ -41,8 +41,15 @@ class Round:
         return [(case, r) for case in self.cases for r in range(1 if case.case_id in self.probes else replicates)]
 
 
-def next_cases(run: RunDir, cases: list[Case], ladders: list[Ladder], settings: Settings, rows: list[Row],
-               out=sys.stderr, spent_s: float = 0.0) -> Round:
+def next_cases(
+    run: RunDir,
+    cases: list[Case],
+    ladders: list[Ladder],
+    settings: Settings,
+    rows: list[Row],
+    out=sys.stderr,
+    spent_s: float = 0.0,
+) -> Round:
     """The next round (one case per climbing ladder, or its midpoints); no cases when every ladder has stopped.
     `spent_s`: the run's wall time so far, against its budget (settings.budget_min; 0: none)."""
     frame = table.table(cases, rows)
@@ -52,8 +59,11 @@ def next_cases(run: RunDir, cases: list[Case], ladders: list[Ladder], settings: 
     at = budget.pace_of(rows, cases, settings.replicates, settings)
     if settings.budget_min > 0:
         steps = within(steps, per_series, settings, at, settings.budget_min * 60 - spent_s)
-    lengths = {ladder.key: per_series[ladder.key]["seq_len"].astype(int).tolist() for ladder in ladders
-               if ladder.key in per_series}
+    lengths = {
+        ladder.key: per_series[ladder.key]["seq_len"].astype(int).tolist()
+        for ladder in ladders
+        if ladder.key in per_series
+    }
     run.write_json(RunDir.LADDERS, {"ladders": [s.to_record(lengths.get(s.ladder.key, [])) for s in steps]})
     known = {case.case_id for case in cases}
     wanted = [s.ladder.case(m) for s in steps for m in ((s.next,) if s.next else s.fill)]
@@ -65,8 +75,13 @@ def next_cases(run: RunDir, cases: list[Case], ladders: list[Ladder], settings: 
         plan = run.plan()
         plan["cases"] = plan["cases"] + [case.key for case in more]
         run.write_json(RunDir.PLAN, plan)
-        print(f"lengths: {len(more)} more" + (f" ({filled} series add midpoints before they stop)" if filled else "")
-              + (f"; stopped: {how}" if how else ""), file=out, flush=True)
+        print(
+            f"lengths: {len(more)} more"
+            + (f" ({filled} series add midpoints before they stop)" if filled else "")
+            + (f"; stopped: {how}" if how else ""),
+            file=out,
+            flush=True,
+        )
     else:
         print(f"lengths: every series has stopped: {how}", file=out, flush=True)
     return _round(more, steps, settings, at, per_series)
@@ -77,8 +92,15 @@ def _step(ladder: Ladder, rows, settings: Settings, hosts: dict | None = None) -
         return Step(ladder, None, "failed", "no rows of this series in the run")
     if (rows["status"] == "not_run").any():
         return Step(ladder, None, "failed", "the run stopped before every length was measured; --resume goes on")
-    step = advance(ladder, rows, width=settings.ladder_width, max_call_s=settings.max_call_s,
-                   memory_gib=settings.memory_budget_gib, hosts=hosts, stretch_call_s=settings.stretch_call_s)
+    step = advance(
+        ladder,
+        rows,
+        width=settings.ladder_width,
+        max_call_s=settings.max_call_s,
+        memory_gib=settings.memory_budget_gib,
+        hosts=hosts,
+        stretch_call_s=settings.stretch_call_s,
+    )
     if step.next is not None:
         try:
             variants.get(ladder.template.variant).resolve(step.next, dict(ladder.template.params))
@@ -110,8 +132,7 @@ def _runs_at(case: Case) -> bool:
         return False
 
 
-def _round(more: list[Case], steps: list[Step], settings: Settings, at: budget.Pace,
-           per_series: dict) -> Round:
+def _round(more: list[Case], steps: list[Step], settings: Settings, at: budget.Pace, per_series: dict) -> Round:
     """The round's cases with their probes and predicted walls, and the ladders' climbs after it."""
     steps_of = {s.ladder.key: s for s in steps}
     probes, cost, climbs = {}, {}, 0.0
@@ -124,8 +145,15 @@ def _round(more: list[Case], steps: list[Step], settings: Settings, at: budget.P
     for step in steps:
         if step.next:
             lengths = round(math.log(step.ladder.high / step.next, step.ladder.step))
-            climbs += budget.climb_s(step.call_s * step.ladder.step ** step.slope, step.slope, step.ladder.step,
-                                     lengths, step.limit_s, settings.replicates, at)
+            climbs += budget.climb_s(
+                step.call_s * step.ladder.step**step.slope,
+                step.slope,
+                step.ladder.step,
+                lengths,
+                step.limit_s,
+                settings.replicates,
+                at,
+            )
     return Round(more, probes, cost, climbs)
 
 
@@ -144,8 +172,7 @@ def within(steps: list[Step], per_series: dict, settings: Settings, at: budget.P
             spare[step.ladder.key] = on
             offers.append(Offer(step.ladder.key, _price(step, on.call_s, per_series, settings, at), spare=True))
     bought, price = budget.ration(offers, left_s), {o.key: o.cost_s for o in offers}
-    return [_bought(step, step.ladder.key in bought, price.get(step.ladder.key, 0.0), left_s, spare)
-            for step in steps]
+    return [_bought(step, step.ladder.key in bought, price.get(step.ladder.key, 0.0), left_s, spare) for step in steps]
 
 
 def _bought(step: Step, bought: bool, cost: float, left_s: float, spare: dict) -> Step:
@@ -156,8 +183,13 @@ def _bought(step: Step, bought: bool, cost: float, left_s: float, spare: dict) -
     if step.fill and step.stop != "fill":  # a stop that stands without its midpoints
         return replace(step, fill=(), why=f"{step.why}; its midpoints not measured within the budget")
     lengths = ", ".join(map(str, (step.next,) if step.next else step.fill))
-    return Step(step.ladder, None, "budget", f"n = {lengths} not reached within the budget (~{cost:.0f} s of "
-                f"measuring, {max(left_s, 0):.0f} s left); " + (step.why or "it was still climbing"))
+    return Step(
+        step.ladder,
+        None,
+        "budget",
+        f"n = {lengths} not reached within the budget (~{cost:.0f} s of "
+        f"measuring, {max(left_s, 0):.0f} s left); " + (step.why or "it was still climbing"),
+    )
 
 
 def _spare(step: Step, rows, settings: Settings) -> Step | None:
@@ -171,8 +203,15 @@ def _spare(step: Step, rows, settings: Settings) -> Step | None:
     ahead = forecast.call_at(n, t, nxt, fit_power(n, t))
     if ahead.call_s > settings.max_call_s:
         return None
-    return Step(step.ladder, nxt, why=f"{step.why}; climbs on in the budget's spare time", call_s=ahead.call_s,
-                probe=ahead.uncertain, limit_s=settings.max_call_s, slope=ahead.slope)
+    return Step(
+        step.ladder,
+        nxt,
+        why=f"{step.why}; climbs on in the budget's spare time",
+        call_s=ahead.call_s,
+        probe=ahead.uncertain,
+        limit_s=settings.max_call_s,
+        slope=ahead.slope,
+    )
 
 
 def _top_call(per_series: dict, case: Case, column: str = "time_s") -> float:

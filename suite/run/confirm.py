@@ -15,8 +15,15 @@ from suite.run import executors, runner
 from suite.store.rundir import RunDir
 
 
-def confirm(verdict: regression.Verdict, base: pd.DataFrame, new: RunDir, rule: regression.Rule,
-            force: bool = False, out=sys.stderr, given_plugins: list[str] = ()) -> regression.Verdict:
+def confirm(
+    verdict: regression.Verdict,
+    base: pd.DataFrame,
+    new: RunDir,
+    rule: regression.Rule,
+    force: bool = False,
+    out=sys.stderr,
+    given_plugins: list[str] = (),
+) -> regression.Verdict:
     """`given_plugins`: those named on the command line (and loaded); the run's own must be among them."""
     from suite.run import plugins
 
@@ -35,7 +42,12 @@ def confirm(verdict: regression.Verdict, base: pd.DataFrame, new: RunDir, rule: 
     print(f"confirming {len(cases)} flagged case(s) in {rerun.path}", file=out)
     runner.run(run=rerun, cases=cases, settings=plan.settings, plugins=plan.plugins, resume=False, out=out)
     first = verdict.cases.attrs
-    again = regression.cases(base[base["case_id"].isin(flagged["case_id"])], rerun.read_table(), rule,
-                             shift=first.get("applied_shift", 0.0), run_sigma=first.get("run_sigma"))
+    again = regression.cases(
+        base[base["case_id"].isin(flagged["case_id"])],
+        rerun.read_table(),
+        rule,
+        shift=first.get("applied_shift", 0.0),
+        run_sigma=first.get("run_sigma"),
+    )
     still = set(again.loc[again["status"] == "slower", "case_id"])
     return regression.reconfirm(verdict, still, rule, force)

@@ -33,16 +33,24 @@ def _tried(name: str, fn) -> Check:
         detail = fn()
         return Check(name, True, f"{detail} ({time.perf_counter() - started:.1f}s)")
     except Exception as err:  # noqa: BLE001 - every failure is a finding, reported as such
-        return Check(name, False, f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}")
+        return Check(
+            name, False, f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
+        )
 
 
 def software() -> list[Check]:
     """Versions; an optional package that is missing is stated, not failed."""
-    return [Check("torch", True, f"{torch.__version__} (CUDA {torch.version.cuda or 'none'}, threads {torch.get_num_threads()})"),
-            Check("xformers", True, _version("xformers") or "not installed (optional: pip install -e '.[xformers]')"),
-            Check("triton", True, _version("triton") or "not installed (optional: the do_bench cross-check on CUDA)"),
-            Check("ray", True, _version("ray") or "not installed (optional: pip install -e '.[ray]')"),
-            Check("allocator", True, _allocator())]
+    return [
+        Check(
+            "torch",
+            True,
+            f"{torch.__version__} (CUDA {torch.version.cuda or 'none'}, threads {torch.get_num_threads()})",
+        ),
+        Check("xformers", True, _version("xformers") or "not installed (optional: pip install -e '.[xformers]')"),
+        Check("triton", True, _version("triton") or "not installed (optional: the do_bench cross-check on CUDA)"),
+        Check("ray", True, _version("ray") or "not installed (optional: pip install -e '.[ray]')"),
+        Check("allocator", True, _allocator()),
+    ]
 
 
 def _allocator() -> str:
@@ -52,8 +60,10 @@ def _allocator() -> str:
     library = allocator.jemalloc_library()
     if library is not None:
         return f"jemalloc ({library}), freed pages kept for reuse"
-    return ("glibc, retain (optional: the system's jemalloc, Debian/Ubuntu `apt install libjemalloc2`, "
-            "keeps the page faults of large temporaries out of the timings)")
+    return (
+        "glibc, retain (optional: the system's jemalloc, Debian/Ubuntu `apt install libjemalloc2`, "
+        "keeps the page faults of large temporaries out of the timings)"
+    )
 
 
 def _memory(device: str) -> str:
@@ -71,7 +81,12 @@ def _sdpa_backends(device: str) -> str:
 
     q = torch.randn(1, 2, 128, 64, device=device, dtype=torch.float16 if device == "cuda" else torch.float32)
     found = []
-    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH):
+    for backend in (
+        SDPBackend.FLASH_ATTENTION,
+        SDPBackend.EFFICIENT_ATTENTION,
+        SDPBackend.CUDNN_ATTENTION,
+        SDPBackend.MATH,
+    ):
         try:
             with sdpa_kernel(backend):
                 torch.nn.functional.scaled_dot_product_attention(q, q, q)
@@ -114,11 +129,13 @@ def device_checks(device: str) -> list[Check]:
     why = devices.get(device, "--device").reasons()
     if why:
         return [Check(f"{device}", False, "; ".join(why))]
-    return [Check(device, True, _memory(device)),
-            _tried(f"{device} sdpa", lambda: _sdpa_backends(device)),
-            _tried(f"{device} flex", lambda: _flex(device)),
-            _tried(f"{device} xformers", lambda: _xformers_ops(device)),
-            _tried(f"{device} do_bench", lambda: _do_bench(device))]
+    return [
+        Check(device, True, _memory(device)),
+        _tried(f"{device} sdpa", lambda: _sdpa_backends(device)),
+        _tried(f"{device} flex", lambda: _flex(device)),
+        _tried(f"{device} xformers", lambda: _xformers_ops(device)),
+        _tried(f"{device} do_bench", lambda: _do_bench(device)),
+    ]
 
 
 def doctor(requested: list[str]) -> tuple[list[Check], int]:

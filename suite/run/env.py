@@ -73,7 +73,19 @@ def fingerprint(settings, devices: list[str]) -> dict:
         "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "git_commit": _git_commit(),
     }
-    stable = {k: env[k] for k in ("torch", "xformers", "cuda", "python", "cpu_model", "cpu_count",
-                                  "threads", "allocator", "cuda_device")}
+    stable = {
+        k: env[k]
+        for k in (
+            "torch",
+            "xformers",
+            "cuda",
+            "python",
+            "cpu_model",
+            "cpu_count",
+            "threads",
+            "allocator",
+            "cuda_device",
+        )
+    }
     env["fingerprint_id"] = hashlib.sha1(json.dumps(stable, sort_keys=True).encode()).hexdigest()[:12]
     return env

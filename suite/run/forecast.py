@@ -40,8 +40,9 @@ def call_at(n: np.ndarray, t: np.ndarray, nxt: float, fit) -> Forecast:
     local = _top_slope(n, t)
     if fit is None:
         slope = max(DEFAULT_SLOPE, local if local is not None else 0.0)
-        return Forecast(top_t * ratio**slope, top_t * ratio ** (slope + 1.0), True, "fewer than 3 lengths fitted",
-                        slope)
+        return Forecast(
+            top_t * ratio**slope, top_t * ratio ** (slope + 1.0), True, "fewer than 3 lengths fitted", slope
+        )
     slope, hi = fit.slope, fit.hi if math.isfinite(fit.hi) else fit.slope + 1.0
     why = []
     if local is not None and local > slope + RISE:

@@ -50,8 +50,12 @@ def foresee(tasks: list[tuple[Case, int]], ladders, settings: Settings, began: f
     budget_s = settings.budget_min * 60
     total = budget.remaining_s(first, climbs, 0.0, budget_s)
     within = f"; budget {minutes(budget_s)}: the lengths climb within it" if budget_s > 0 else ""
-    print(f"predicted wall time: ~{minutes(total)} ({minutes(first)} for the {len(price)} planned (case, process) "
-          f"pairs, up to {minutes(climbs)} for the {len(ladders)} series' climbs){within}", file=out, flush=True)
+    print(
+        f"predicted wall time: ~{minutes(total)} ({minutes(first)} for the {len(price)} planned (case, process) "
+        f"pairs, up to {minutes(climbs)} for the {len(ladders)} series' climbs){within}",
+        file=out,
+        flush=True,
+    )
     return Outlook(began, budget_s, price, climbs)
 
 
@@ -72,9 +76,12 @@ def probed(step, rows, replicates: int, out, left_s: float = float("inf")) -> li
         over = row.time_s is not None and row.time_s > limit
         cost = (replicates - 1) * (row.wall_s or 0.0)
         if over or cost > left_s:
-            past = f"{row.time_s:.2g} s a call, past {limit:g} s" if over else f"~{cost:.0f} s more, {left_s:.0f} s left"
-            print(f"lengths: {case.label()} in one process: {past}: its other processes are not run", file=out,
-                  flush=True)
+            past = (
+                f"{row.time_s:.2g} s a call, past {limit:g} s" if over else f"~{cost:.0f} s more, {left_s:.0f} s left"
+            )
+            print(
+                f"lengths: {case.label()} in one process: {past}: its other processes are not run", file=out, flush=True
+            )
             continue
         left_s -= cost
         rest += [(case, r) for r in range(1, replicates)]

@@ -30,8 +30,10 @@ def load(modules: list[str], results_dir: Path) -> None:
         for i in range(1, len(parts) + 1):
             where = origin(".".join(parts[:i]))
             if results == where or results in where.parents:
-                raise UsageError(f"--plugin {module!r}: it is under the results folder {results_dir} ({where}); "
-                                 "plugins are code and results are data: move it elsewhere")
+                raise UsageError(
+                    f"--plugin {module!r}: it is under the results folder {results_dir} ({where}); "
+                    "plugins are code and results are data: move it elsewhere"
+                )
         importlib.import_module(module)
 
 
@@ -54,5 +56,7 @@ def require(recorded: list[str], given: list[str], run_name: str) -> None:
     missing = [module for module in recorded if module not in given]
     if missing:
         flags = " ".join(f"--plugin {module}" for module in missing)
-        raise UsageError(f"run {run_name} was made with plugin(s) {', '.join(missing)}: name them again "
-                         f"({flags}); a run's files never choose code to import")
+        raise UsageError(
+            f"run {run_name} was made with plugin(s) {', '.join(missing)}: name them again "
+            f"({flags}); a run's files never choose code to import"
+        )

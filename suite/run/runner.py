@@ -27,8 +27,9 @@ from suite.store.row import UNFINISHED, Row
 from suite.store.rundir import RunDir
 
 
-def start(grid: Grid, run: RunDir, plugins: list[str], cases: list[Case] | None = None,
-          extra: dict | None = None) -> None:
+def start(
+    grid: Grid, run: RunDir, plugins: list[str], cases: list[Case] | None = None, extra: dict | None = None
+) -> None:
     """A new run folder: the plan and the environment, written before any case runs.
 
     `cases` (a shard's) replaces the grid's in the plan; `extra` adds fields (the shard's identity).
@@ -66,9 +67,19 @@ def load(run: RunDir) -> Plan:
     return Plan(grid=plan["grid"], cases=run.cases(), settings=settings, plugins=plugins, ladders=ladders)
 
 
-def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str], resume: bool,
-        out=sys.stderr, executor: str = "local", address: str | None = None, slots: int | None = None,
-        ladders: list[Ladder] = ()) -> Counter:
+def run(
+    *,
+    run: RunDir,
+    cases: list[Case],
+    settings: Settings,
+    plugins: list[str],
+    resume: bool,
+    out=sys.stderr,
+    executor: str = "local",
+    address: str | None = None,
+    slots: int | None = None,
+    ladders: list[Ladder] = (),
+) -> Counter:
     """Measure every (case, replicate) not yet in the journal; write the table; count statuses.
 
     `ladders` (adaptive lengths): after each round, each unsettled series gets its next length
@@ -84,8 +95,13 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
     # NB: a case whose worker was killed from outside (`killed`) is measured again, like a missing one
     done = {(row.case_id, row.replicate) for row in previous.rows if row.status not in UNFINISHED}
     failed = {row.case_id for row in previous.rows if row.status not in ("ok", "killed")}
-    tasks = [(case, r) for case in cases if case.case_id not in failed
-             for r in range(settings.replicates) if (case.case_id, r) not in done]
+    tasks = [
+        (case, r)
+        for case in cases
+        if case.case_id not in failed
+        for r in range(settings.replicates)
+        if (case.case_id, r) not in done
+    ]
     todo = list({case.case_id: case for case, _ in tasks}.values())
     if resume:
         print(f"resuming {run.name}: {len(cases) - len(todo)} of {len(cases)} cases already in the journal", file=out)
@@ -100,8 +116,14 @@ def run(*, run: RunDir, cases: list[Case], settings: Settings, plugins: list[str
         else:
             _unprobed(run, cases, out)
         _record(pool.run(tasks, failed), journal, todo, tasks, out, outlook)
-        while ladders and (step := climb.next_cases(run, cases, ladders, settings, journal.read().rows, out,
-                                                    spent_s=time.perf_counter() - began)).cases:
+        while (
+            ladders
+            and (
+                step := climb.next_cases(
+                    run, cases, ladders, settings, journal.read().rows, out, spent_s=time.perf_counter() - began
+                )
+            ).cases
+        ):
             cases = cases + step.cases
             tasks = step.tasks(settings.replicates)
             outlook = Outlook(began, budget_s, prices(tasks, step.cost_s, settings.replicates), step.climbs_s)
@@ -194,21 +216,28 @@ def _bandwidth(run: RunDir, cases: list[Case], pool, replicates: int, out) -> No
     entry says so, where the run has a case whose implementation is random gathers, the device's rate for
     them up to its longest such case (a ladder's: the most its range may climb to), in every worker that
     times the cases (suite.machine.gathers)."""
-    from suite.machine import device as devices, gathers
+    from suite.machine import device as devices
+    from suite.machine import gathers
 
     found = run.bandwidth()
     for device in sorted({case.device for case in cases} - set(found)):
         found[device] = result = pool.bandwidth(device)
         if "bytes_per_s" in result:
-            print(f"memory bandwidth {device}: {result['bytes_per_s'] / 1e9:.1f} GB/s ± {50 * result['spread']:.1f}%"
-                  f" ({result['kernel']})", file=out)
+            print(
+                f"memory bandwidth {device}: {result['bytes_per_s'] / 1e9:.1f} GB/s ± {50 * result['spread']:.1f}%"
+                f" ({result['kernel']})",
+                file=out,
+            )
         longest = max((case.seq_len for case in cases if case.device == device and _gathers(case)), default=None)
         if devices.get(device).gathers and longest is not None:
             result["gathers"] = rate = gathers.fastest([pool.gathers(device, r, longest) for r in range(replicates)])
             if "ns_per_pair" in rate:
                 ns, lengths = rate["ns_per_pair"], rate["lengths"]
-                print(f"random gathers {device}: {ns[0]:.1f} ns a pair at n = {lengths[0]}, {ns[-1]:.1f} at "
-                      f"{lengths[-1]} (the fastest of {replicates} process(es))", file=out)
+                print(
+                    f"random gathers {device}: {ns[0]:.1f} ns a pair at n = {lengths[0]}, {ns[-1]:.1f} at "
+                    f"{lengths[-1]} (the fastest of {replicates} process(es))",
+                    file=out,
+                )
         run.write_json(RunDir.BANDWIDTH, found)
 
 

@@ -34,13 +34,26 @@ class Step:
     slope: float = 2.0  # ... the exponent its call was predicted with (the budget prices the climb on with it)
 
     def to_record(self, lengths: list[int]) -> dict:
-        return {"series": self.ladder.key, "label": self.ladder.template.label().replace(
-            f"n={self.ladder.low} ", ""), "stop": self.stop, "why": self.why, "lengths": sorted(lengths),
-                **self.ladder.to_plan()}
+        return {
+            "series": self.ladder.key,
+            "label": self.ladder.template.label().replace(f"n={self.ladder.low} ", ""),
+            "stop": self.stop,
+            "why": self.why,
+            "lengths": sorted(lengths),
+            **self.ladder.to_plan(),
+        }
 
 
-def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: float, memory_gib: float,
-            hosts: dict | None = None, stretch_call_s: float = 0.0) -> Step:
+def advance(
+    ladder: Ladder,
+    rows: pd.DataFrame,
+    *,
+    width: float,
+    max_call_s: float,
+    memory_gib: float,
+    hosts: dict | None = None,
+    stretch_call_s: float = 0.0,
+) -> Step:
     """The ladder's next length from its series' rows (the run's table: one row per case). `hosts`:
     the run's caches (suite.analyse.terms.machines), for the cost model's verdict. A series whose overheads
     still hide its claimed term climbs on to calls of `stretch_call_s` where that is longer than `max_call_s`."""
@@ -53,13 +66,24 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     fill = midpoints(ladder, n, fit)
     if not bad.empty:
         first = bad.iloc[0]
-        return Step(ladder, None, "failed", f"n = {int(first['seq_len'])} {first['status']} "
-                    f"({str(first['reason'])[:80]}…): " + _settle(fit, claimed, width), fill)
+        return Step(
+            ladder,
+            None,
+            "failed",
+            f"n = {int(first['seq_len'])} {first['status']} "
+            f"({str(first['reason'])[:80]}…): " + _settle(fit, claimed, width),
+            fill,
+        )
     status, reason, longer = _verdict(fit, claimed, ok, hosts)
     why = str(reason)
     marginal = longer and status != "inconclusive"  # its test at its level, or contested: the next length may turn it
-    if fit is not None and fit.span >= MIN_SPAN and fit.hi - fit.lo <= width and status != "inconclusive" \
-            and not marginal:
+    if (
+        fit is not None
+        and fit.span >= MIN_SPAN
+        and fit.hi - fit.lo <= width
+        and status != "inconclusive"
+        and not marginal
+    ):
         # NB: a 5-point fit can settle in one run and not in the next: it stands once its midpoints agree
         # (docs/performance.md, "How often two full runs agree")
         return Step(ladder, None, "settled", f"{status}: [{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x", fill)
@@ -75,8 +99,11 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     # lengths, gets its top interval's midpoint: cheaper than the top call, which ran (a series can stop one length
     # short of a verdict where a faster host's next length fits in max_call_s: docs/performance.md, "Figures behind
     # the code's choices")
-    last = fill or (_top(ladder, n, fit, float(t[-1]), slope, max_call_s, stretch_call_s)
-                    if reason.tells is Tells.MORE_LENGTHS else ())
+    last = fill or (
+        _top(ladder, n, fit, float(t[-1]), slope, max_call_s, stretch_call_s)
+        if reason.tells is Tells.MORE_LENGTHS
+        else ()
+    )
     if nxt > ladder.high:
         return Step(ladder, None, "max", f"stopped at the range's max n = {ladder.high}: " + todo, last)
     ahead = forecast.call_at(n, t, nxt, fit)
@@ -87,12 +114,22 @@ def advance(ladder: Ladder, rows: pd.DataFrame, *, width: float, max_call_s: flo
     limit = max(max_call_s, stretch_call_s) if longer else max_call_s
     if call_s > limit:
         allowed = f"max_call_s = {max_call_s:g}" + (f", stretch_call_s = {limit:g}" if limit > max_call_s else "")
-        return Step(ladder, None, "time", f"n = {nxt} would take ~{call_s:{'.2g' if call_s < 10 else '.0f'}} s a "
-                    f"call ({allowed}): " + todo, last)
+        return Step(
+            ladder,
+            None,
+            "time",
+            f"n = {nxt} would take ~{call_s:{'.2g' if call_s < 10 else '.0f'}} s a call ({allowed}): " + todo,
+            last,
+        )
     need = _memory_at(measured, nxt)
     if need > memory_gib * 2**30:
-        return Step(ladder, None, "memory", f"n = {nxt} needs ~{need / 2**30:.0f} GiB (memory_budget_gib = "
-                    f"{memory_gib:g}): " + todo, last)
+        return Step(
+            ladder,
+            None,
+            "memory",
+            f"n = {nxt} needs ~{need / 2**30:.0f} GiB (memory_budget_gib = {memory_gib:g}): " + todo,
+            last,
+        )
     if status == "inconclusive" and reason.reason is Reason.FREEDOM and fill:
         # NB: the cost model has too few lengths to look for a higher term: the midpoints (~1/6 of the
         # top call) give it more before a doubling (2x the top call) is spent
@@ -118,8 +155,14 @@ def _verdict(fit, claimed, ok: pd.DataFrame, hosts: dict | None) -> tuple[str, W
         # NB: contested: the higher term's share says the time grows faster than the claim, its power law that it
         # may not: such a series settled refuted on one host and climbed to a confirmation on another (docs/CLAIMS.md,
         # "Verdicts"; docs/performance.md, "Figures behind the code's choices")
-        return "refuted", Why(Reason.CONTESTED, {**test, "lo": fit.lo, "hi": fit.hi, "claimed": float(claimed),
-                                                 "tolerance": TOLERANCE}), True
+        return (
+            "refuted",
+            Why(
+                Reason.CONTESTED,
+                {**test, "lo": fit.lo, "hi": fit.hi, "claimed": float(claimed), "tolerance": TOLERANCE},
+            ),
+            True,
+        )
     return result.verdict, result.reason, hidden
 
 
@@ -142,8 +185,9 @@ def midpoints(ladder: Ladder, n: np.ndarray, fit, top: bool = False) -> tuple[in
     return tuple(m for m in halves if m not in n)
 
 
-def _top(ladder: Ladder, n: np.ndarray, fit, top_s: float, slope: float, max_call_s: float,
-         stretch_call_s: float) -> tuple[int, ...]:
+def _top(
+    ladder: Ladder, n: np.ndarray, fit, top_s: float, slope: float, max_call_s: float, stretch_call_s: float
+) -> tuple[int, ...]:
     """The top interval's midpoint, where its call (from the top call's time and the fit's slope) is within
     max_call_s, or within stretch_call_s where the top call ran past max_call_s (a stretched series whose top
     path is fitted alone asks for one more length so: docs/performance.md, "(28) Random gathers at the
@@ -170,10 +214,17 @@ def _settle(fit, claimed, width: float) -> str:
         return "a lower min would add points"
     if fit.span < MIN_SPAN:
         return f"extend to n = {int(max(fit.used) * MIN_SPAN / fit.span)} for a {MIN_SPAN:.0f}x span above the floor"
-    if claimed is not None and fit.lo < claimed + TOLERANCE and fit.hi > claimed - TOLERANCE \
-            and not (claimed - TOLERANCE <= fit.lo and fit.hi <= claimed + TOLERANCE):
-        return ("larger n (the asymptotic regime) would tell" if abs(fit.slope - claimed) > TOLERANCE
-                else "a narrower interval would tell")
+    if (
+        claimed is not None
+        and fit.lo < claimed + TOLERANCE
+        and fit.hi > claimed - TOLERANCE
+        and not (claimed - TOLERANCE <= fit.lo and fit.hi <= claimed + TOLERANCE)
+    ):
+        return (
+            "larger n (the asymptotic regime) would tell"
+            if abs(fit.slope - claimed) > TOLERANCE
+            else "a narrower interval would tell"
+        )
     if fit.hi - fit.lo > width:
         return f"interval {fit.hi - fit.lo:.2f} wide, {width:g} wanted: more lengths or replicates would narrow it"
     return f"the fit is settled nonetheless ([{fit.lo:.2f}, {fit.hi:.2f}] over {fit.span:.0f}x)"

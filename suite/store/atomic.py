@@ -110,8 +110,10 @@ def _writable(field: str, given: Path, folder: Path, parents: bool, allowed: str
     while parents and not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
-        raise UsageError(f"{field} {str(given)!r}: {folder} is {'not a folder' if folder.exists() else 'missing'} "
-                         f"(allowed: {allowed})")
+        raise UsageError(
+            f"{field} {str(given)!r}: {folder} is {'not a folder' if folder.exists() else 'missing'} "
+            f"(allowed: {allowed})"
+        )
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"{field} {str(given)!r}: {folder} cannot be written by this user (allowed: {allowed})")
     return given
@@ -135,7 +137,9 @@ def check_summary() -> None:
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary and Path(summary).is_file():  # NB: appended to: the file's mode matters, not its folder's
         if not os.access(summary, os.W_OK):
-            raise UsageError(f"$GITHUB_STEP_SUMMARY {summary!r} cannot be written by this user (allowed: a file it can append to)")
+            raise UsageError(
+                f"$GITHUB_STEP_SUMMARY {summary!r} cannot be written by this user (allowed: a file it can append to)"
+            )
     elif summary:
         check_target("$GITHUB_STEP_SUMMARY", summary)
 

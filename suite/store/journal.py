@@ -62,8 +62,9 @@ class Journal:
             try:
                 out.rows.append(Row.from_json(data))
             except (TypeError, ValueError) as err:
-                out.problems.append(f"{self.path.name} line {number} cannot be read by this version: {err}; "
-                                    "its case will run again")
+                out.problems.append(
+                    f"{self.path.name} line {number} cannot be read by this version: {err}; its case will run again"
+                )
         return out
 
     def lines(self) -> tuple[list[tuple[int, dict]], list[str]]:

@@ -33,8 +33,9 @@ def held(folder: Path):
         except BlockingIOError:
             raise _busy(fd, folder) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since "
-                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        os.pwrite(
+            fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0
+        )
         yield
     finally:
         os.close(fd)
@@ -45,12 +46,15 @@ def _busy(fd: int, folder: Path) -> UsageError:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        return UsageError(f"{folder} is being measured by {_text(fd)}: one process measures a run at a "
-                          "time (wait for it, or stop it)")
+        return UsageError(
+            f"{folder} is being measured by {_text(fd)}: one process measures a run at a time (wait for it, or stop it)"
+        )
     fcntl.flock(fd, fcntl.LOCK_UN)
-    return UsageError(f"{folder} is being read by another command (report, compare, baseline save, merge, export, "
-                      "card or history add): a run is not measured while it is read (run it again when that has "
-                      "finished)")
+    return UsageError(
+        f"{folder} is being read by another command (report, compare, baseline save, merge, export, "
+        "card or history add): a run is not measured while it is read (run it again when that has "
+        "finished)"
+    )
 
 
 @contextmanager
@@ -64,15 +68,19 @@ def reading(folder: Path, command: str):
     except FileNotFoundError:
         fd = None
     except OSError as err:
-        raise UsageError(f"{command} {folder}: its lock {path} cannot be read ({err.strerror or err}; allowed: the "
-                         "plain file a run's measuring process makes)") from None
+        raise UsageError(
+            f"{command} {folder}: its lock {path} cannot be read ({err.strerror or err}; allowed: the "
+            "plain file a run's measuring process makes)"
+        ) from None
     try:
         if fd is not None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise UsageError(f"{command} {folder}: the run is being measured by {_text(fd)} (allowed: a run "
-                                 "nobody is measuring: wait for it to finish, or stop it)") from None
+                raise UsageError(
+                    f"{command} {folder}: the run is being measured by {_text(fd)} (allowed: a run "
+                    "nobody is measuring: wait for it to finish, or stop it)"
+                ) from None
         yield
     finally:
         if fd is not None:

@@ -38,17 +38,23 @@ def check_mergeable(plans: list[dict], envs: list[dict], names: list[str]) -> No
     first, env0 = plans[0], envs[0]
     for plan, env, name in zip(plans, envs, names):
         if plan.get("grid_id", None) != first.get("grid_id") or plan.get("grid") != first.get("grid"):
-            raise UsageError(f"{name} is from grid {plan.get('grid')!r} ({plan.get('grid_id')}), "
-                             f"{names[0]} from {first.get('grid')!r} ({first.get('grid_id')}): not shards of one grid")
+            raise UsageError(
+                f"{name} is from grid {plan.get('grid')!r} ({plan.get('grid_id')}), "
+                f"{names[0]} from {first.get('grid')!r} ({first.get('grid_id')}): not shards of one grid"
+            )
         if plan.get("settings") != first.get("settings"):
             raise UsageError(f"{name} was measured with other settings than {names[0]}")
         if env.get("fingerprint_id") != env0.get("fingerprint_id"):
-            raise UsageError(f"{name} ran in environment {env.get('fingerprint_id')} ({env.get('cpu_model')}, "
-                             f"{env.get('cuda_device')}), {names[0]} in {env0.get('fingerprint_id')}: "
-                             "timings from different machines are not one run")
+            raise UsageError(
+                f"{name} ran in environment {env.get('fingerprint_id')} ({env.get('cpu_model')}, "
+                f"{env.get('cuda_device')}), {names[0]} in {env0.get('fingerprint_id')}: "
+                "timings from different machines are not one run"
+            )
         if env.get("git_commit") != env0.get("git_commit"):
-            raise UsageError(f"{name} was measured by commit {env.get('git_commit')}, {names[0]} by "
-                             f"{env0.get('git_commit')}: timings of different code are not one run")
+            raise UsageError(
+                f"{name} was measured by commit {env.get('git_commit')}, {names[0]} by "
+                f"{env0.get('git_commit')}: timings of different code are not one run"
+            )
 
 
 def check_disjoint(cases: list[list[Case]], names: list[str]) -> None:
@@ -62,9 +68,11 @@ def check_disjoint(cases: list[list[Case]], names: list[str]) -> None:
     if twice:
         shards = sorted({name for held in twice.values() for name in held}, key=names.index)
         few = ", ".join(f"{case_id} (in {', '.join(held)})" for case_id, held in list(twice.items())[:3])
-        raise UsageError(f"the shards overlap: {len(twice)} case(s) are in more than one shard (held by "
-                         f"{', '.join(shards)}): {few}{', ...' if len(twice) > 3 else ''} (allowed: shards of one "
-                         "--shard K/N split, each given once)")
+        raise UsageError(
+            f"the shards overlap: {len(twice)} case(s) are in more than one shard (held by "
+            f"{', '.join(shards)}): {few}{', ...' if len(twice) > 3 else ''} (allowed: shards of one "
+            "--shard K/N split, each given once)"
+        )
 
 
 def merged_plan(plans: list[dict], names: list[str]) -> dict:
@@ -84,10 +92,15 @@ def merged_plan(plans: list[dict], names: list[str]) -> dict:
                 indexed.append(((i, s), key))
     cases = [key for _, key in sorted(indexed, key=lambda pair: pair[0])]
     total = first.get("grid_cases")
-    return {**{k: v for k, v in first.items() if k not in ("cases", "shard", "ladders")}, "cases": cases,
-            "ladders": ladders, "grid_cases_held": grid_cases, "merged_from": names,
-            "shards": [plan.get("shard") for plan in plans],
-            "complete": total is not None and grid_cases == total}
+    return {
+        **{k: v for k, v in first.items() if k not in ("cases", "shard", "ladders")},
+        "cases": cases,
+        "ladders": ladders,
+        "grid_cases_held": grid_cases,
+        "merged_from": names,
+        "shards": [plan.get("shard") for plan in plans],
+        "complete": total is not None and grid_cases == total,
+    }
 
 
 def merge(shards: list[RunDir], target: RunDir) -> Merged:
@@ -115,8 +128,9 @@ def merge(shards: list[RunDir], target: RunDir) -> Merged:
     return Merged(target, len(cases), counts, plan.get("grid_cases", held) - held, problems)
 
 
-def _write(run: RunDir, shards: list[RunDir], plan: dict, env: dict, climbed: list, cases: list[Case],
-           rows: list) -> None:
+def _write(
+    run: RunDir, shards: list[RunDir], plan: dict, env: dict, climbed: list, cases: list[Case], rows: list
+) -> None:
     """The merged run's files, into `run` (the hidden folder that becomes the target)."""
     run.write_json(RunDir.PLAN, plan)
     run.write_json(RunDir.ENV, env)

@@ -145,6 +145,8 @@ def _of_kind(value: Any, kind: str) -> bool:
         inner = base.removeprefix("dict[str, ").removesuffix("]")
         return isinstance(value, dict) and all(isinstance(k, str) and _of_kind(v, inner) for k, v in value.items())
     raise TypeError(f"no check for fields of kind {kind}")
+
+
 # The table: one row per case; its columns are the case's fields and the row's, nothing hand-kept.
 COLUMNS = ["case_id", *CASE_FIELDS, *(f.name for f in fields(Row) if f.name != "case" and f.metadata != PROCESS)]
 JSON_COLUMNS = ["params", *(f.name for f in fields(Row) if str(f.type).startswith("dict"))]
@@ -180,14 +182,25 @@ def aggregate(replicates: list[Row]) -> Row:
         by_process.setdefault(r.pid if r.pid is not None else ("replicate", r.replicate), []).extend(r.samples)
     medians = [statistics.median(samples) for samples in by_process.values()]
     _, iqr = sample_stats([t for r in reps for t in r.samples])
+
     def worst(name):  # the busiest process's figure: a case is as trustworthy as its noisiest timing
         values = [getattr(r, name) for r in reps if getattr(r, name) is not None]
         return max(values) if values else None
 
-    return replace(base, time_s=statistics.median(medians), time_iqr_s=iqr,
-                   time_min_s=min(t for r in reps for t in r.samples), samples=[t for r in reps for t in r.samples], replicate_times_s=medians, replicates=len(medians),
-                   busy_cores=worst("busy_cores"), steal_cores=worst("steal_cores"), load_avg=worst("load_avg"),
-                   retimed=sum(r.retimed or 0 for r in reps), **gpu_fields(reps))
+    return replace(
+        base,
+        time_s=statistics.median(medians),
+        time_iqr_s=iqr,
+        time_min_s=min(t for r in reps for t in r.samples),
+        samples=[t for r in reps for t in r.samples],
+        replicate_times_s=medians,
+        replicates=len(medians),
+        busy_cores=worst("busy_cores"),
+        steal_cores=worst("steal_cores"),
+        load_avg=worst("load_avg"),
+        retimed=sum(r.retimed or 0 for r in reps),
+        **gpu_fields(reps),
+    )
 
 
 def _seen(text_values: list[str]) -> str:
@@ -195,9 +208,18 @@ def _seen(text_values: list[str]) -> str:
 
 
 # how each process's GPU figure joins the case's: the median of medians and energies, the worst of the rest
-GPU_JOIN = {"gpu_sm_clock_mhz": statistics.median, "gpu_sm_clock_min_mhz": min, "gpu_power_w": statistics.fmean,
-            "gpu_temp_c": max, "gpu_energy_j": statistics.median, "gpu_calls": lambda v: int(statistics.median(v)),
-            "gpu_energy_per_call_j": statistics.median, "gpu_throttle": _seen, "gpu_unsteady": max, "gpu_retimed": sum}
+GPU_JOIN = {
+    "gpu_sm_clock_mhz": statistics.median,
+    "gpu_sm_clock_min_mhz": min,
+    "gpu_power_w": statistics.fmean,
+    "gpu_temp_c": max,
+    "gpu_energy_j": statistics.median,
+    "gpu_calls": lambda v: int(statistics.median(v)),
+    "gpu_energy_per_call_j": statistics.median,
+    "gpu_throttle": _seen,
+    "gpu_unsteady": max,
+    "gpu_retimed": sum,
+}
 
 
 def gpu_fields(reps: list[Row]) -> dict[str, Any]:

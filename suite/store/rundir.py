@@ -46,8 +46,14 @@ class RunDir:
     LADDERS = "ladders.json"  # adaptive lengths: where each series stopped, and why (suite.run.climb)
     BANDWIDTH = "bandwidth.json"  # per device: the bandwidth probe (suite.machine.stream); absent in older runs
     SAVED = (PARQUET, CSV, ENV, PLAN, PROBE, BANDWIDTH, LADDERS)  # what a baseline keeps and a report copies
-    SHAPES = {ENV: shapes.ENV, PROBE: shapes.PROBE, BANDWIDTH: shapes.BANDWIDTH, LADDERS: shapes.LADDERS,
-              BASELINE: shapes.BASELINE, PLAN: shapes.PLAN}  # what each JSON file holds (plan.json's cases and
+    SHAPES = {
+        ENV: shapes.ENV,
+        PROBE: shapes.PROBE,
+        BANDWIDTH: shapes.BANDWIDTH,
+        LADDERS: shapes.LADDERS,
+        BASELINE: shapes.BASELINE,
+        PLAN: shapes.PLAN,
+    }  # what each JSON file holds (plan.json's cases and
     # settings: suite.run.runner.load)
 
     def __init__(self, path: Path):
@@ -95,8 +101,10 @@ class RunDir:
             run = cls(baseline_path(results_dir, like.env().get("fingerprint_id"), like.plan().get("grid")))
             _restore(run.path)
             if not run.has_results():
-                raise UsageError(f"no baseline for fingerprint {like.env().get('fingerprint_id')} and grid "
-                                 f"{like.plan().get('grid')} in {run.path.parent} (save one: python -m suite baseline save RUN)")
+                raise UsageError(
+                    f"no baseline for fingerprint {like.env().get('fingerprint_id')} and grid "
+                    f"{like.plan().get('grid')} in {run.path.parent} (save one: python -m suite baseline save RUN)"
+                )
             return run
         if Path(ref).is_dir():
             run = cls(Path(ref).resolve())  # NB: resolved, so `x/..` is named for the folder it is
@@ -115,8 +123,9 @@ class RunDir:
                 self.warn_unreadable()
         if not self.has_results():
             known = sorted(p.parent.name for p in Path(results_dir).glob(f"*/{self.PARQUET}"))
-            raise UsageError(f"run {ref!r}: no {self.path / self.PARQUET} (runs in {results_dir}/: "
-                             f"{', '.join(known) or 'none'})")
+            raise UsageError(
+                f"run {ref!r}: no {self.path / self.PARQUET} (runs in {results_dir}/: {', '.join(known) or 'none'})"
+            )
 
     # ------------------------------------------------------------------ files
     def file(self, name: str) -> Path:
@@ -192,8 +201,10 @@ class RunDir:
         if not parquet.is_file():
             return "stopped before writing its table"
         built = table.built_from(parquet)  # NB: None for a table written before it was recorded: the times alone
-        if journal.is_file() and (journal.stat().st_mtime_ns > parquet.stat().st_mtime_ns
-                                  or (built is not None and journal.stat().st_size > built)):
+        if journal.is_file() and (
+            journal.stat().st_mtime_ns > parquet.stat().st_mtime_ns
+            or (built is not None and journal.stat().st_size > built)
+        ):
             return "measured more after its table was written"
         if not table.readable(parquet):
             return "has a table that cannot be read"
@@ -205,8 +216,11 @@ class RunDir:
         for problem in problems:
             print(f"warning: {problem}", file=sys.stderr)
         if problems:
-            print(f"warning: {len(problems)} line(s) of {self.path / self.JOURNAL} could not be read; the table "
-                  "holds the rest", file=sys.stderr)
+            print(
+                f"warning: {len(problems)} line(s) of {self.path / self.JOURNAL} could not be read; the table "
+                "holds the rest",
+                file=sys.stderr,
+            )
         return len(problems)
 
     def table_from_journal(self, why: str = "stopped before writing its table") -> list[Path]:
@@ -219,16 +233,24 @@ class RunDir:
         measured = len({r.case_id for r in read.rows} & {c.case_id for c in cases})
         held = self._measured_in_table()
         if held > measured:  # a journal cut or replaced after its table was written: the table is kept
-            print(f"warning: run {self.name} {why}, but its journal holds {measured} measured cases and its table "
-                  f"{held}: the table is kept as it is", file=sys.stderr)
+            print(
+                f"warning: run {self.name} {why}, but its journal holds {measured} measured cases and its table "
+                f"{held}: the table is kept as it is",
+                file=sys.stderr,
+            )
             return []
-        print(f"note: run {self.name} {why}; its table is written from its journal "
-              f"({measured} of {len(cases)} cases measured)", file=sys.stderr)
+        print(
+            f"note: run {self.name} {why}; its table is written from its journal "
+            f"({measured} of {len(cases)} cases measured)",
+            file=sys.stderr,
+        )
         try:
             return self.write_table(table.table(cases, read.rows), read.size)
         except OSError as err:
-            raise UsageError(f"run {self.name}: its table cannot be written in {self.path} ({err.strerror or err}; "
-                             "allowed: a run folder this user can write: copy it somewhere writable)") from None
+            raise UsageError(
+                f"run {self.name}: its table cannot be written in {self.path} ({err.strerror or err}; "
+                "allowed: a run folder this user can write: copy it somewhere writable)"
+            ) from None
 
     def _measured_in_table(self) -> int:
         """Cases the table on disk holds as measured (any status but `not_run`); 0 where it cannot be read."""
@@ -274,8 +296,10 @@ class RunDir:
 
 def damaged(path: Path, what: object) -> UsageError:
     """The error for a file the suite cannot read: which file, what is wrong, what to do."""
-    return UsageError(f"{path} cannot be read: {what} (a damaged or foreign file: restore it, or remove the "
-                      "run and measure again; a run's journal.jsonl rebuilds its table)")
+    return UsageError(
+        f"{path} cannot be read: {what} (a damaged or foreign file: restore it, or remove the "
+        "run and measure again; a run's journal.jsonl rebuilds its table)"
+    )
 
 
 @contextmanager
@@ -291,8 +315,12 @@ def reading(ref: str, results_dir: Path, command: str, like: RunDir | None = Non
 
 # ---------------------------------------------------------------------- baselines
 def baseline_path(results_dir: Path, fingerprint_id: object, grid: object) -> Path:
-    return (Path(results_dir) / BASELINES / check_name("env.json fingerprint_id", fingerprint_id)
-            / check_name("plan.json grid", grid))
+    return (
+        Path(results_dir)
+        / BASELINES
+        / check_name("env.json fingerprint_id", fingerprint_id)
+        / check_name("plan.json grid", grid)
+    )
 
 
 def save_baseline(run: RunDir, results_dir: Path, force: bool = False) -> Path:
@@ -310,14 +338,26 @@ def save_baseline(run: RunDir, results_dir: Path, force: bool = False) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     _recover(target)
     if target.exists() and not force:
-        raise UsageError(f"baseline save {run.name}: {target} exists (from run "
-                         f"{RunDir(target).read_json(RunDir.BASELINE).get('run')}); --force replaces it")
+        raise UsageError(
+            f"baseline save {run.name}: {target} exists (from run "
+            f"{RunDir(target).read_json(RunDir.BASELINE).get('run')}); --force replaces it"
+        )
     fresh = Path(tempfile.mkdtemp(prefix=f".{target.name}.new.", dir=target.parent))
     try:
         run.copy_to(fresh)
-        atomic.write_text(fresh / RunDir.BASELINE, json.dumps({
-            "run": run.name, "git_commit": env.get("git_commit"), "fingerprint_id": env.get("fingerprint_id"),
-            "grid": plan.get("grid"), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=1))
+        atomic.write_text(
+            fresh / RunDir.BASELINE,
+            json.dumps(
+                {
+                    "run": run.name,
+                    "git_commit": env.get("git_commit"),
+                    "fingerprint_id": env.get("fingerprint_id"),
+                    "grid": plan.get("grid"),
+                    "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                },
+                indent=1,
+            ),
+        )
         _swap(fresh, target)
     finally:
         shutil.rmtree(fresh, ignore_errors=True)  # the new one where it was not swapped in, else the old one
@@ -346,8 +386,11 @@ def _restore(target: Path) -> None:
     """A baseline that a stopped save renamed aside (`.NAME.old.*/NAME`) and never replaced goes back."""
     if target.exists():
         return
-    aside = [old / target.name for old in target.parent.glob(f".{target.name}.old.*")
-             if (old / target.name / RunDir.BASELINE).is_file()]
+    aside = [
+        old / target.name
+        for old in target.parent.glob(f".{target.name}.old.*")
+        if (old / target.name / RunDir.BASELINE).is_file()
+    ]
     if aside:
         os.rename(max(aside, key=lambda path: path.stat().st_mtime_ns), target)
         atomic.sync_dir(target.parent)
@@ -368,6 +411,8 @@ def baselines(results_dir: Path) -> list[tuple[Path, dict]]:
     root = Path(results_dir) / BASELINES
     for aside in root.glob("*/.*.old.*/*"):
         _restore(aside.parent.parent / aside.name)
-    return [(path.parent.relative_to(root), RunDir(path.parent).read_json(RunDir.BASELINE))
-            for path in sorted(root.glob(f"*/*/{RunDir.BASELINE}"))
-            if not any(part.startswith(".") for part in path.parent.relative_to(root).parts)]
+    return [
+        (path.parent.relative_to(root), RunDir(path.parent).read_json(RunDir.BASELINE))
+        for path in sorted(root.glob(f"*/*/{RunDir.BASELINE}"))
+        if not any(part.startswith(".") for part in path.parent.relative_to(root).parts)
+    ]

@@ -41,8 +41,13 @@ def record(row: Row) -> dict:
 def table(cases: list[Case], rows: list[Row]) -> pd.DataFrame:
     """Every planned case, in plan order, with its row; cases without one are `not_run`."""
     measured = by_case(rows)
-    records = [record(measured.get(case.case_id) or Row.lost(
-        case, "not_run", "the run stopped before this case; --resume runs it")) for case in cases]
+    records = [
+        record(
+            measured.get(case.case_id)
+            or Row.lost(case, "not_run", "the run stopped before this case; --resume runs it")
+        )
+        for case in cases
+    ]
     frame = pd.DataFrame.from_records(records, columns=COLUMNS)
     for col in JSON_COLUMNS:
         frame[col] = frame[col].map(lambda v: json.dumps(v, sort_keys=True) if v is not None else None)
@@ -71,8 +76,10 @@ def read(parquet: Path) -> pd.DataFrame:
     return _check_kinds(_upgrade(frame))
 
 
-NUMBERS = [*(name for name, kind in KEY_KINDS.items() if kind in (int, float)),
-           *(name for name in NUMERIC_COLUMNS if name in COLUMNS)]  # NB: not a process's own (pid)
+NUMBERS = [
+    *(name for name, kind in KEY_KINDS.items() if kind in (int, float)),
+    *(name for name in NUMERIC_COLUMNS if name in COLUMNS),
+]  # NB: not a process's own (pid)
 TEXTS = ["case_id", *(name for name, kind in KEY_KINDS.items() if kind is str)]
 
 
@@ -125,8 +132,11 @@ def readable(parquet: Path) -> bool:
 
 # NB: tables written before implementation traits were recorded (commit 7290207 and earlier) lack
 # `impl_work` and `impl_library`; then only the built-in names said what an implementation was.
-_LEGACY_LIBRARY = {"sdpa": "torch scaled_dot_product_attention", "flex": "torch FlexAttention",
-                   "xformers": "xformers memory_efficient_attention"}
+_LEGACY_LIBRARY = {
+    "sdpa": "torch scaled_dot_product_attention",
+    "flex": "torch FlexAttention",
+    "xformers": "xformers memory_efficient_attention",
+}
 
 
 def _upgrade(frame: pd.DataFrame) -> pd.DataFrame:

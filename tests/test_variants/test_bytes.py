@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-import variants
 from bytecount import count, written
 from helpers import patterns, theory
+
+import variants
 from variants.catalog.random_keys import draw
 from variants.rules import INDEX_BYTES, TILE_ROWS, tiles
 
@@ -43,7 +43,9 @@ def index_entries(spec, n: int, params: dict) -> int:
 def test_a_patterns_compulsory_bytes_are_the_queries_keys_and_index_its_mask_touches(name, causal, seq_len):
     spec = variants.get(name)
     mask = spec.mask(seq_len, causal=causal)
-    expect = moved(spec, int(mask.any(1).sum()), int(mask.any(0).sum())) + INDEX_BYTES * index_entries(spec, seq_len, {})
+    expect = moved(spec, int(mask.any(1).sum()), int(mask.any(0).sum())) + INDEX_BYTES * index_entries(
+        spec, seq_len, {}
+    )
     t = theory(spec, seq_len=seq_len, causal=causal, **SHAPE)
     assert t.compulsory_bytes == expect
     both = theory(spec, seq_len=seq_len, causal=causal, mode="fwd_bwd", **SHAPE)
@@ -88,18 +90,24 @@ def key_reads_counted(name: str, n: int, causal: bool, params: dict) -> tuple[in
         band, classes = ((i - j).abs() < p["stride"]) & seen, ((i - j) % p["stride"] == 0) & seen
         return by_tiles(band) + by_classes(classes, p["stride"]), band | classes
     if name == "bigbird":
-        tiled = (variants.get("sliding_window").mask(n, causal=causal, window=p["window"])
-                 | variants.get("global").mask(n, causal=causal, tokens=p["tokens"]))
+        tiled = variants.get("sliding_window").mask(n, causal=causal, window=p["window"]) | variants.get("global").mask(
+            n, causal=causal, tokens=p["tokens"]
+        )
         drawn = spec.mask(n, causal=causal, **params) & ~tiled
         return by_tiles(tiled) + by_rows(drawn), tiled | drawn
     mask = spec.mask(n, causal=causal, **params)
     return by_tiles(mask), mask
 
 
-PARAMS = {"sliding_window": [{}, {"window": 0}, {"window": 40}], "neighborhood": [{}, {"kernel": 1}, {"kernel": 33}],
-          "global": [{}, {"tokens": 0}, {"tokens": 130}], "random": [{}, {"keys": 3}],
-          "strided": [{}, {"stride": 7}, {"stride": 200}], "fixed": [{}, {"block": 7, "summary": 2}, {"block": 50}],
-          "bigbird": [{}, {"window": 3, "tokens": 2, "keys": 5}]}
+PARAMS = {
+    "sliding_window": [{}, {"window": 0}, {"window": 40}],
+    "neighborhood": [{}, {"kernel": 1}, {"kernel": 33}],
+    "global": [{}, {"tokens": 0}, {"tokens": 130}],
+    "random": [{}, {"keys": 3}],
+    "strided": [{}, {"stride": 7}, {"stride": 200}],
+    "fixed": [{}, {"block": 7, "summary": 2}, {"block": 50}],
+    "bigbird": [{}, {"window": 3, "tokens": 2, "keys": 5}],
+}
 
 
 @pytest.mark.parametrize("name", [n for n in patterns() if variants.get(n).key_reads_fn is not None])
@@ -148,8 +156,11 @@ def call(name: str, impl: str, mode: str, n: int, **params):
     prepared = spec.prepare(q, k, v, impl=impl, **params)
     if not grad:
         reads, out = count(prepared)
-        return reads, written(out), spec.theory(seq_len=n, num_heads=h, num_kv_heads=kvh, head_dim=d, dtype_bytes=8,
-                                                 mode=mode, **params)
+        return (
+            reads,
+            written(out),
+            spec.theory(seq_len=n, num_heads=h, num_kv_heads=kvh, head_dim=d, dtype_bytes=8, mode=mode, **params),
+        )
     d_out = torch.ones(1, h, n, d, dtype=torch.float64)
 
     def both():
@@ -161,10 +172,21 @@ def call(name: str, impl: str, mode: str, n: int, **params):
     return reads, written([x for x in (result[0], *result[1]) if x is not None]), t
 
 
-OTHERS = [("full", "dense", {}), ("linear", "native", {}), ("performer", "native", {}), ("rfa", "native", {}),
-          ("linformer", "native", {"proj_len": 16}), ("reformer", "native", {"chunk": 8}), ("rnn", "native", {}),
-          ("rnn", "dense", {"cell": "gru"}), ("conv", "native", {}), ("conv", "native", {"separable": 1}),
-          ("mha_fused", "dense", {}), ("additive", "native", {}), ("multiplicative", "dense", {})]
+OTHERS = [
+    ("full", "dense", {}),
+    ("linear", "native", {}),
+    ("performer", "native", {}),
+    ("rfa", "native", {}),
+    ("linformer", "native", {"proj_len": 16}),
+    ("reformer", "native", {"chunk": 8}),
+    ("rnn", "native", {}),
+    ("rnn", "dense", {"cell": "gru"}),
+    ("conv", "native", {}),
+    ("conv", "native", {"separable": 1}),
+    ("mha_fused", "dense", {}),
+    ("additive", "native", {}),
+    ("multiplicative", "dense", {}),
+]
 
 
 @pytest.mark.parametrize("name,impl,params", OTHERS)
@@ -173,7 +195,9 @@ def test_compulsory_bytes_are_what_a_real_call_reads_from_outside_and_writes(nam
     assert t.compulsory_bytes == reads.read_once + out
 
 
-@pytest.mark.parametrize("name,impl,params", [(n, i, p) for n, i, p in OTHERS if n in ("full", "linear", "performer", "rnn")])
+@pytest.mark.parametrize(
+    "name,impl,params", [(n, i, p) for n, i, p in OTHERS if n in ("full", "linear", "performer", "rnn")]
+)
 def test_forward_backward_reads_the_outputs_gradient_and_writes_the_inputs(name, impl, params):
     reads, out, t = call(name, impl, "fwd_bwd", 40, **params)
     assert t.compulsory_bytes == reads.read_once + out  # the output's gradient among the reads
@@ -218,10 +242,12 @@ def test_reformers_chunks_read_their_chunk_and_the_one_before(n, chunk):
     from variants.catalog.reformer import traffic_rows
 
     order = torch.randperm(n)
-    chunks = [set(order[s:s + chunk].tolist()) for s in range(0, n, chunk)]
+    chunks = [set(order[s : s + chunk].tolist()) for s in range(0, n, chunk)]
     key_rows = sum(len(chunks[c] | chunks[c - 1]) for c in range(len(chunks)))
     rounds, d, e = 3, 8, 4
-    expect = rounds * ((3 * n + 2 * key_rows) * d * e + n * e + 2 * n * INDEX_BYTES) + rounds * (n * d + n) * e + n * d * e
+    expect = (
+        rounds * ((3 * n + 2 * key_rows) * d * e + n * e + 2 * n * INDEX_BYTES) + rounds * (n * d + n) * e + n * d * e
+    )
     assert traffic_rows(n, rounds, chunk, d, e) == expect
 
 
@@ -229,5 +255,9 @@ def test_a_padded_batch_moves_its_sequences_bytes():
     spec = variants.get("sliding_window")
     padded = spec.theory(seq_len=300, batch=2, lengths=(40, 250), window=16)
     parts = [spec.theory(seq_len=n, batch=1, window=16) for n in (40, 250)]
-    assert padded.compulsory_bytes == sum(p.compulsory_bytes for p in parts) < spec.theory(seq_len=300, batch=2).compulsory_bytes
+    assert (
+        padded.compulsory_bytes
+        == sum(p.compulsory_bytes for p in parts)
+        < spec.theory(seq_len=300, batch=2).compulsory_bytes
+    )
     assert padded.traffic_bytes == sum(p.traffic_bytes for p in parts)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import SKIP_IN_SWEEP, all_impls, causal_unsupported, inputs
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import variants
-from helpers import SKIP_IN_SWEEP, all_impls, causal_unsupported, inputs
 
 TOL64 = 1e-9  # float64, small shapes: differences are summation order only
 
@@ -34,7 +34,9 @@ def assert_close_to_dense(spec, impl, q, k, v, causal, params, tol):
 @pytest.mark.parametrize("name,impl", all_impls(SKIP_IN_SWEEP))
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 # 67 and 301: no multiple of any block size; the fast lane (-m "not slow") checks every path at 67
-@pytest.mark.parametrize("seq_len", [pytest.param(1, marks=pytest.mark.slow), 67, pytest.param(301, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "seq_len", [pytest.param(1, marks=pytest.mark.slow), 67, pytest.param(301, marks=pytest.mark.slow)]
+)
 def test_impl_equals_dense_reference(name, impl, causal, seq_len):
     spec = variants.get(name)
     q, k, v = inputs(spec, seq_len=seq_len)
@@ -61,8 +63,13 @@ def cases(draw, name):
         spec.resolve(seq_len, params)
     except ValueError:
         assume(False)  # e.g. fixed's summary > block: rejected by validation, tested elsewhere
-    shape = dict(batch=draw(st.integers(1, 2)), heads=draw(st.sampled_from([1, 2, 4])),
-                 head_dim=draw(st.sampled_from([1, 4, 16])), seq_len=seq_len, seed=draw(st.integers(0, 99)))
+    shape = dict(
+        batch=draw(st.integers(1, 2)),
+        heads=draw(st.sampled_from([1, 2, 4])),
+        head_dim=draw(st.sampled_from([1, 4, 16])),
+        seq_len=seq_len,
+        seed=draw(st.integers(0, 99)),
+    )
     return spec, shape, params, draw(st.booleans())
 
 
@@ -71,8 +78,7 @@ def cases(draw, name):
 def test_impl_equals_dense_property(name, impl):
     # NB: Triton's interpreter is slow on the CPU (docs/performance.md): 15 draws, not 60
     # (tests/test_triton.py checks those paths at the lengths in float32 besides)
-    @settings(max_examples=15 if impl == "triton" else 60, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=15 if impl == "triton" else 60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(cases(name))
     def check(case):
         spec, shape, params, causal = case
@@ -157,8 +163,11 @@ def test_gradients_equal_dense_reference(name, impl, causal):
     assert err <= 1e-8, f"{name}/{impl} causal={causal}: gradient differs by {err:.3g}"
 
 
-NATIVE = [name for name in variants.names()
-          if variants.get(name).family in ("sparse", "linear", "shared_kv") and "native" in variants.get(name).impls]
+NATIVE = [
+    name
+    for name in variants.names()
+    if variants.get(name).family in ("sparse", "linear", "shared_kv") and "native" in variants.get(name).impls
+]
 
 
 @pytest.mark.slow

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import inputs
 
 import variants
-from helpers import inputs
 
 
 @pytest.mark.parametrize("name,kv_heads", [("mqa", 1), ("gqa", 2), ("gqa", 3)])
@@ -20,9 +20,13 @@ def test_shared_kv_equals_sdpa_enable_gqa(name, kv_heads, impl, causal):
     assert (spec.attention(q, k, v, impl=impl, causal=causal) - ref).abs().max() < 1e-10
 
 
-DECODE = [(n, i) for n in variants.names() if variants.get(n).decode
-          for i in variants.get(n).impls if i not in ("flex", "xformers")
-          and not variants.get(n).reasons(i, decode=True, dtype=torch.float64)]
+DECODE = [
+    (n, i)
+    for n in variants.names()
+    if variants.get(n).decode
+    for i in variants.get(n).impls
+    if i not in ("flex", "xformers") and not variants.get(n).reasons(i, decode=True, dtype=torch.float64)
+]
 
 
 @pytest.mark.parametrize("name,impl", DECODE)
@@ -35,13 +39,16 @@ def test_decode_one_query_against_a_cache(name, impl, seq_len):
         ref = spec.attention(q, k, v, impl="dense", causal=causal)[:, :, -1:]
         assert (spec.attention(q[:, :, -1:], k, v, impl=impl) - ref).abs().max() < 1e-10
     if spec.kv_heads != "equal":
-        assert (spec.attention(q[:, :, -1:], k, v, impl=impl)
-                - F.scaled_dot_product_attention(q[:, :, -1:], k, v, enable_gqa=True)).abs().max() < 1e-10
+        assert (
+            spec.attention(q[:, :, -1:], k, v, impl=impl)
+            - F.scaled_dot_product_attention(q[:, :, -1:], k, v, enable_gqa=True)
+        ).abs().max() < 1e-10
 
 
 def test_a_peer_layer_has_no_decode_step():
     assert variants.get("sliding_window").reasons("local-attention", decode=True) == [
-        "mode=decode: sliding_window/local-attention has no decode step"]
+        "mode=decode: sliding_window/local-attention has no decode step"
+    ]
 
 
 def test_performer_error_shrinks_as_features_grow():
@@ -50,8 +57,10 @@ def test_performer_error_shrinks_as_features_grow():
     exact = full.attention(q, k, v, impl="sdpa")
 
     def rms_error(m):  # averaged over seeds: the error is random
-        errs = [(performer.attention(q, k, v, impl="native", features=m, seed=s) - exact).pow(2).mean().sqrt()
-                for s in range(4)]
+        errs = [
+            (performer.attention(q, k, v, impl="native", features=m, seed=s) - exact).pow(2).mean().sqrt()
+            for s in range(4)
+        ]
         return torch.stack(errs).mean().item()
 
     errors = [rms_error(m) for m in (16, 64, 256, 1024)]

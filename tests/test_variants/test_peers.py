@@ -7,9 +7,9 @@ import importlib.util
 
 import pytest
 import torch
+from helpers import inputs, peer_impls
 
 import variants
-from helpers import inputs, peer_impls
 from suite.plan.case import Case
 from suite.run.measurement import check
 from variants.rules import against_reference
@@ -81,8 +81,9 @@ def test_the_sweep_checks_a_peer_where_it_coincides():
 
 def test_a_missing_package_is_a_reason_not_an_import_error(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda mod, *a: None if mod in {"local_attention", "linformer"} else real(mod, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda mod, *a: None if mod in {"local_attention", "linformer"} else real(mod, *a)
+    )
     why = variants.get("sliding_window").reasons("local-attention", seq_len=1024)
     assert why == ['package local-attention is not installed (pip install -e ".[peers]")']
     assert variants.get("linformer").reasons("linformer", seq_len=1024)

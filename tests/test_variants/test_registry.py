@@ -7,13 +7,33 @@ import sys
 
 import pytest
 import torch
-
-import variants
 from helpers import inputs
 
-REQUIRED = ["full", "sliding_window", "global", "random", "strided", "fixed", "bigbird", "linear",
-            "performer", "mqa", "gqa", "mha_fused", "mha_per_head", "additive", "multiplicative",
-            "reformer", "linformer", "rfa", "rnn", "conv", "neighborhood"]
+import variants
+
+REQUIRED = [
+    "full",
+    "sliding_window",
+    "global",
+    "random",
+    "strided",
+    "fixed",
+    "bigbird",
+    "linear",
+    "performer",
+    "mqa",
+    "gqa",
+    "mha_fused",
+    "mha_per_head",
+    "additive",
+    "multiplicative",
+    "reformer",
+    "linformer",
+    "rfa",
+    "rnn",
+    "conv",
+    "neighborhood",
+]
 
 
 def test_every_required_variant_is_registered():
@@ -37,7 +57,9 @@ def test_every_variant_declares_claim_source_and_impls():
         assert spec.theory(seq_len=256, num_kv_heads=2 if spec.kv_heads == "divides" else None).flops > 0
         for impl in spec.impls.values():
             assert impl.cost, f"{name}/{impl.name} must state its own cost"
-        sub_quadratic = spec.theory(seq_len=256, num_kv_heads=2 if spec.kv_heads == "divides" else None).claimed_exponent_n < 2
+        sub_quadratic = (
+            spec.theory(seq_len=256, num_kv_heads=2 if spec.kv_heads == "divides" else None).claimed_exponent_n < 2
+        )
         if sub_quadratic:
             assert "native" in spec.impls, f"{name}: a sub-quadratic claim needs an impl that realizes it"
 
@@ -136,7 +158,9 @@ def test_capability_reasons_are_human_readable():
     assert spec.reasons("native") == []
     assert spec.reasons("flex", dtype=torch.float64) == ["dtype=float64 (supported: float16, bfloat16, float32)"]
     if not torch.cuda.is_available():
-        assert spec.reasons("native", device="cuda") == ["device=cuda: torch.cuda.is_available() is False on this machine"]
+        assert spec.reasons("native", device="cuda") == [
+            "device=cuda: torch.cuda.is_available() is False on this machine"
+        ]
         reasons = spec.reasons("xformers", device="cpu")
         assert reasons and all(r.startswith("xformers") for r in reasons), reasons
         assert any("device=cpu" in r for r in reasons), "xformers' own reason names the device"
@@ -158,7 +182,9 @@ def test_mask_shows_itself():
 
 @pytest.mark.slow
 def test_cli_list_shows_every_variant_and_impl_with_status():
-    out = subprocess.run([sys.executable, "-m", "suite", "list", "--device", "cpu"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "suite", "list", "--device", "cpu"], capture_output=True, text=True, check=True
+    ).stdout
     for name in variants.names():
         assert f"{name}  [" in out
     assert "native" in out and "available" in out

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
+from helpers import inputs
 
 import variants
-from helpers import inputs
 from suite import analyse
 
 
@@ -69,7 +69,7 @@ def test_conv_reaches_its_kernel_and_no_further():
     q, k, v = inputs(spec, seq_len=40)
     bumped = q.clone()
     bumped[:, :, 20] += 1.0
-    diff = (spec.attention(bumped, k, v, impl="native", kernel=5) - spec.attention(q, k, v, impl="native", kernel=5))
+    diff = spec.attention(bumped, k, v, impl="native", kernel=5) - spec.attention(q, k, v, impl="native", kernel=5)
     touched = diff.abs().amax(dim=(0, 1, 3)) > 0
     assert touched.nonzero().flatten().tolist() == [18, 19, 20, 21, 22]  # same padding: i − 2 … i + 2
 
@@ -80,9 +80,26 @@ def test_rnn_choice_is_validated_by_name():
 
 
 def _series(variant, impl, axis, values, exponent, scale, claimed_n, claimed_d):
-    base = dict(variant=variant, impl=impl, device="cpu", dtype="float32", mode="fwd", batch=1, num_heads=8,
-                num_kv_heads=8, head_dim=64, seq_len=1024, causal=False, params="{}", status="ok", reason="",
-                claimed_exponent_n=claimed_n, claimed_exponent_d=claimed_d, flops_counted=None, peak_bytes=1e6)
+    base = dict(
+        variant=variant,
+        impl=impl,
+        device="cpu",
+        dtype="float32",
+        mode="fwd",
+        batch=1,
+        num_heads=8,
+        num_kv_heads=8,
+        head_dim=64,
+        seq_len=1024,
+        causal=False,
+        params="{}",
+        status="ok",
+        reason="",
+        claimed_exponent_n=claimed_n,
+        claimed_exponent_d=claimed_d,
+        flops_counted=None,
+        peak_bytes=1e6,
+    )
     if axis == "head_dim":
         base["seq_len"] = 333  # no length of the n sweep: the two sweeps share no point
     return [{**base, axis: x, "time_s": scale * x**exponent, "flops": 1e9 * x**exponent} for x in values]
@@ -90,9 +107,12 @@ def _series(variant, impl, axis, values, exponent, scale, claimed_n, claimed_d):
 
 def test_per_layer_table_reads_exponents_and_the_crossover_off_the_fits():
     n, d = [256, 512, 1024, 2048, 4096, 8192], [8, 16, 32, 128, 256]
-    rows = (_series("full", "sdpa", "seq_len", n, 2, 1e-8, 2, 1) + _series("full", "sdpa", "head_dim", d, 1, 1e-5, 2, 1)
-            + _series("rnn", "native", "seq_len", n, 1, 2e-5, 1, 2)  # equal at n = 2000
-            + _series("rnn", "native", "head_dim", d, 2, 1e-7, 1, 2))
+    rows = (
+        _series("full", "sdpa", "seq_len", n, 2, 1e-8, 2, 1)
+        + _series("full", "sdpa", "head_dim", d, 1, 1e-5, 2, 1)
+        + _series("rnn", "native", "seq_len", n, 1, 2e-5, 1, 2)  # equal at n = 2000
+        + _series("rnn", "native", "head_dim", d, 2, 1e-7, 1, 2)
+    )
     table = analyse.analyse(pd.DataFrame(rows)).layers.set_index("layer")
     assert list(table.index) == ["self-attention", "recurrent"]  # conv and the window were not swept
     assert table.loc["recurrent", "n_verdict"] == "confirmed" and abs(table.loc["recurrent", "d_slope"] - 2) < 1e-6

@@ -10,15 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import kv_heads_for
 
 import variants
-from helpers import kv_heads_for
 from suite.analyse import exponents as ex
 from suite.plan import grid
 from suite.plan.case import Case
 from suite.run.measurement import check, inputs
-from variants.native.linearized import linear_time
 from variants.catalog.linear import Elu
+from variants.native.linearized import linear_time
 from variants.rules import valid_lengths
 
 CROSS = [name for name in variants.names() if variants.get(name).cross]
@@ -37,8 +37,13 @@ def cross_inputs(spec, n_q: int, n_k: int, *, heads=4, head_dim=8, seed=0):
 
 def runnable(name):
     spec = variants.get(name)
-    return [(name, impl) for impl, i in spec.impls.items() if impl not in ("dense", "flex", "xformers")
-            and i.differs is None and not spec.reasons(impl, seq_len=37, kv_len=53, dtype=torch.float64)]
+    return [
+        (name, impl)
+        for impl, i in spec.impls.items()
+        if impl not in ("dense", "flex", "xformers")
+        and i.differs is None
+        and not spec.reasons(impl, seq_len=37, kv_len=53, dtype=torch.float64)
+    ]
 
 
 def test_the_variants_that_define_cross_attention():
@@ -135,17 +140,27 @@ def test_a_self_attention_case_keeps_its_id():
 
 
 def test_the_grid_crosses_kv_len_with_the_other_axes():
-    g = grid.parse({"block": [{"variant": ["full", "sliding_window"], "impl": ["sdpa"], "seq_len": [64, 128],
-                               "kv_len": [32, 256]}]}, "t")
+    g = grid.parse(
+        {
+            "block": [
+                {"variant": ["full", "sliding_window"], "impl": ["sdpa"], "seq_len": [64, 128], "kv_len": [32, 256]}
+            ]
+        },
+        "t",
+    )
     assert sorted((c.variant, c.seq_len, c.kv_len) for c in g.cases) == sorted(
-        (v, n, k) for v in ("full", "sliding_window") for n in (64, 128) for k in (32, 256))
+        (v, n, k) for v in ("full", "sliding_window") for n in (64, 128) for k in (32, 256)
+    )
     assert "n=64 n_k=256" in next(c for c in g.cases if c.kv_len == 256).label()
 
 
-@pytest.mark.parametrize("value,message", [
-    ([0], "field 'kv_len' = 0 (allowed: integers from 1 to 2147483647)"),
-    ({"min": 64, "max": 1024}, "field 'kv_len' = {'min': 64, 'max': 1024} (allowed: a list of integers"),
-])
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ([0], "field 'kv_len' = 0 (allowed: integers from 1 to 2147483647)"),
+        ({"min": 64, "max": 1024}, "field 'kv_len' = {'min': 64, 'max': 1024} (allowed: a list of integers"),
+    ],
+)
 def test_a_bad_kv_len_names_the_field(value, message):
     with pytest.raises(grid.ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         grid.parse({"block": [{"variant": ["full"], "kv_len": value}]}, "t")
@@ -170,13 +185,35 @@ def frame(points: dict[tuple[int, int | None], float], impl="sdpa") -> pd.DataFr
     """A results table of full attention: (seq_len, kv_len) -> seconds."""
     rows = []
     for (n, kv), t in points.items():
-        rows.append({"variant": "full", "impl": impl, "device": "cpu", "dtype": "float32", "mode": "fwd",
-                     "batch": 1, "seq_len": n, "kv_len": kv, "num_heads": 8, "num_kv_heads": 8, "head_dim": 64,
-                     "causal": False, "params": json.dumps({}), "status": "ok", "time_s": t, "time_min_s": t,
-                     "peak_bytes": np.nan, "flops_counted": np.nan, "flops": 4 * 8 * n * (kv or n) * 64,
-                     "claimed_exponent_n": 2.0,
-                     "claimed_exponent_d": 1.0, "claimed_exponent_q": 1.0 if kv else np.nan,
-                     "claimed_exponent_k": 1.0 if kv else np.nan, "impl_work": "algorithm", "impl_library": None})
+        rows.append(
+            {
+                "variant": "full",
+                "impl": impl,
+                "device": "cpu",
+                "dtype": "float32",
+                "mode": "fwd",
+                "batch": 1,
+                "seq_len": n,
+                "kv_len": kv,
+                "num_heads": 8,
+                "num_kv_heads": 8,
+                "head_dim": 64,
+                "causal": False,
+                "params": json.dumps({}),
+                "status": "ok",
+                "time_s": t,
+                "time_min_s": t,
+                "peak_bytes": np.nan,
+                "flops_counted": np.nan,
+                "flops": 4 * 8 * n * (kv or n) * 64,
+                "claimed_exponent_n": 2.0,
+                "claimed_exponent_d": 1.0,
+                "claimed_exponent_q": 1.0 if kv else np.nan,
+                "claimed_exponent_k": 1.0 if kv else np.nan,
+                "impl_work": "algorithm",
+                "impl_library": None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -201,8 +238,10 @@ def test_a_cross_series_that_grows_as_the_square_is_refuted_in_that_length():
     fits = ex.all_exponents(frame({(256, kv): 1e-12 * kv * kv for kv in lengths}))
     row = ex.cross(fits).iloc[0]
     assert row["length"] == "n_k" and row["verdict"] == "refuted" and abs(row["slope"] - 2) < 0.01
-    assert row["diagnosis"].startswith("the work (the algorithm's FLOPs; the counter cannot count this path) "
-                                       "grows as n_k^1.00, as claimed, but the rate of work falls as n_k^1.00")
+    assert row["diagnosis"].startswith(
+        "the work (the algorithm's FLOPs; the counter cannot count this path) "
+        "grows as n_k^1.00, as claimed, but the rate of work falls as n_k^1.00"
+    )
 
 
 # ----------------------------------------------------------------------------- padding
@@ -226,16 +265,19 @@ def padded_inputs(spec, lengths, n, *, head_dim=8, dtype=torch.float64):
     gen = torch.Generator().manual_seed(1)
     kv = kv_heads_for(spec, 4)
     shape = (len(lengths), 4, n, head_dim)
-    return (torch.randn(shape, generator=gen, dtype=dtype),
-            *(torch.randn((len(lengths), kv, n, head_dim), generator=gen, dtype=dtype) for _ in range(2)))
+    return (
+        torch.randn(shape, generator=gen, dtype=dtype),
+        *(torch.randn((len(lengths), kv, n, head_dim), generator=gen, dtype=dtype) for _ in range(2)),
+    )
 
 
 def alone(spec, q, k, v, lengths, causal, params):
     """The definition, written out: each sequence's valid prefix attended alone, padding rows zero."""
     out = torch.zeros_like(q)
     for b, n in enumerate(lengths):
-        out[b : b + 1, :, :n] = spec.attention(q[b : b + 1, :, :n], k[b : b + 1, :, :n], v[b : b + 1, :, :n],
-                                               impl="dense", causal=causal, **params)
+        out[b : b + 1, :, :n] = spec.attention(
+            q[b : b + 1, :, :n], k[b : b + 1, :, :n], v[b : b + 1, :, :n], impl="dense", causal=causal, **params
+        )
     return out
 
 
@@ -244,8 +286,11 @@ def padded_runnable():
     for name in PADDED:
         spec = variants.get(name)
         for impl in spec.impls:
-            if impl not in ("flex", "xformers") and spec.impls[impl].differs is None \
-                    and not spec.reasons(impl, padded=True, dtype=torch.float64):
+            if (
+                impl not in ("flex", "xformers")
+                and spec.impls[impl].differs is None
+                and not spec.reasons(impl, padded=True, dtype=torch.float64)
+            ):
                 out.append((name, impl))
     return out
 
@@ -272,8 +317,11 @@ def test_flex_skips_the_padding_and_equals_each_sequence_alone(name):
     spec = variants.get(name)
     lengths = (201, 40, 1, 130)
     q, k, v = padded_inputs(spec, lengths, 201, head_dim=16)
-    out = spec.attention(q.float(), k.float(), v.float(), impl="flex", lengths=lengths, window=16) \
-        if name == "sliding_window" else spec.attention(q.float(), k.float(), v.float(), impl="flex", lengths=lengths)
+    out = (
+        spec.attention(q.float(), k.float(), v.float(), impl="flex", lengths=lengths, window=16)
+        if name == "sliding_window"
+        else spec.attention(q.float(), k.float(), v.float(), impl="flex", lengths=lengths)
+    )
     params = {"window": 16} if name == "sliding_window" else {}
     assert (out.double() - alone(spec, q, k, v, lengths, False, params)).abs().max().item() <= 1e-5
 
@@ -312,13 +360,22 @@ def test_padded_theory_is_the_sum_over_the_valid_lengths():
 
 
 def test_the_grid_crosses_valid_fraction_and_refuses_it_with_kv_len_or_decode():
-    g = grid.parse({"block": [{"variant": ["full"], "impl": ["sdpa"], "batch": [4], "seq_len": [64],
-                               "valid_fraction": [0.25, 0.5]}]}, "t")
+    g = grid.parse(
+        {
+            "block": [
+                {"variant": ["full"], "impl": ["sdpa"], "batch": [4], "seq_len": [64], "valid_fraction": [0.25, 0.5]}
+            ]
+        },
+        "t",
+    )
     assert [c.valid_fraction for c in g.cases] == [0.25, 0.5]
     assert g.cases[0].lengths == valid_lengths(4, 64, 0.25) and "valid=0.25" in g.cases[0].label()
-    for block, field in [({"valid_fraction": [0]}, "valid_fraction"), ({"valid_fraction": [1.5]}, "valid_fraction"),
-                         ({"valid_fraction": [0.5], "kv_len": [32]}, "valid_fraction"),
-                         ({"valid_fraction": [0.5], "mode": ["decode"]}, "valid_fraction")]:
+    for block, field in [
+        ({"valid_fraction": [0]}, "valid_fraction"),
+        ({"valid_fraction": [1.5]}, "valid_fraction"),
+        ({"valid_fraction": [0.5], "kv_len": [32]}, "valid_fraction"),
+        ({"valid_fraction": [0.5], "mode": ["decode"]}, "valid_fraction"),
+    ]:
         with pytest.raises(grid.ConfigError, match=f"field '{field}'"):
             grid.parse({"block": [{"variant": ["full"], **block}]}, "t")
 
@@ -329,20 +386,43 @@ def padded_frame(times: dict[str, list[float]], counted: dict[str, list[float]])
     for impl, ts in times.items():
         for f, t, c in zip(fractions, ts, counted[impl]):
             tokens = sum(valid_lengths(4, 4096, f))
-            rows.append({"variant": "full", "impl": impl, "device": "cpu", "dtype": "float32", "mode": "fwd",
-                         "batch": 4, "seq_len": 4096, "valid_fraction": f, "valid_tokens": tokens, "num_heads": 8,
-                         "num_kv_heads": 8, "head_dim": 64, "causal": False, "params": "{}", "status": "ok",
-                         "time_s": t, "time_min_s": t, "peak_bytes": np.nan, "flops_counted": c,
-                         "flops": 1e3 * tokens**2, "claimed_exponent_n": 2.0, "claimed_exponent_d": 1.0,
-                         "impl_work": "algorithm", "impl_library": None})
+            rows.append(
+                {
+                    "variant": "full",
+                    "impl": impl,
+                    "device": "cpu",
+                    "dtype": "float32",
+                    "mode": "fwd",
+                    "batch": 4,
+                    "seq_len": 4096,
+                    "valid_fraction": f,
+                    "valid_tokens": tokens,
+                    "num_heads": 8,
+                    "num_kv_heads": 8,
+                    "head_dim": 64,
+                    "causal": False,
+                    "params": "{}",
+                    "status": "ok",
+                    "time_s": t,
+                    "time_min_s": t,
+                    "peak_bytes": np.nan,
+                    "flops_counted": c,
+                    "flops": 1e3 * tokens**2,
+                    "claimed_exponent_n": 2.0,
+                    "claimed_exponent_d": 1.0,
+                    "impl_work": "algorithm",
+                    "impl_library": None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_an_implementation_that_computes_the_padding_is_refuted_and_said_to_pay():
     tokens = np.array([sum(valid_lengths(4, 4096, f)) for f in [0.02, 0.04, 0.08, 0.16, 0.33, 0.66]], float)
     flat = [0.5 * (1 + 0.01 * math.sin(i)) for i in range(6)]  # the padded batch's cost, timing noise on it
-    frame = padded_frame({"sdpa": flat, "native": list(1e-11 * tokens**2)},
-                         {"sdpa": [1e12] * 6, "native": list(1e3 * tokens**2)})
+    frame = padded_frame(
+        {"sdpa": flat, "native": list(1e-11 * tokens**2)}, {"sdpa": [1e12] * 6, "native": list(1e3 * tokens**2)}
+    )
     table = ex.padding(ex.all_exponents(frame)).set_index("impl")
     assert table.loc["sdpa", "verdict"] == "refuted" and table.loc["sdpa", "pays"].startswith("yes")
     assert table.loc["native", "verdict"] == "confirmed" and table.loc["native", "pays"].startswith("no")
@@ -354,10 +434,12 @@ def test_the_claim_in_valid_tokens_is_the_formulas_own_exponent_at_the_measured_
     """A window's pairs go from l² to l·(2w+1) as the sequences pass w: the claim is the formula's slope
     over these points, not 1; a path whose time follows the formula is confirmed, a flat one refuted."""
     tokens = np.array([sum(valid_lengths(4, 4096, f)) for f in [0.02, 0.04, 0.08, 0.16, 0.33, 0.66]], float)
-    work = np.array([sum(min(l, 257) * l for l in valid_lengths(4, 4096, f))
-                     for f in [0.02, 0.04, 0.08, 0.16, 0.33, 0.66]], float)
-    frame = padded_frame({"native": list(1e-10 * work), "flex": [0.2] * 6},
-                         {"native": list(4e3 * work), "flex": [np.nan] * 6})
+    work = np.array(
+        [sum(min(l, 257) * l for l in valid_lengths(4, 4096, f)) for f in [0.02, 0.04, 0.08, 0.16, 0.33, 0.66]], float
+    )
+    frame = padded_frame(
+        {"native": list(1e-10 * work), "flex": [0.2] * 6}, {"native": list(4e3 * work), "flex": [np.nan] * 6}
+    )
     frame["flops"] = np.tile(4e3 * work, 2)
     table = ex.padding(ex.all_exponents(frame)).set_index("impl")
     slope = np.polyfit(np.log(tokens), np.log(work), 1)[0]
@@ -371,16 +453,34 @@ DECODING = [name for name in variants.names() if variants.get(name).decode]
 
 
 def test_every_pattern_and_the_linear_forms_have_a_decode_step():
-    assert {"full", "mqa", "gqa", "sliding_window", "strided", "fixed", "global", "random", "bigbird",
-            "neighborhood", "linear", "performer"} <= set(DECODING)
+    assert {
+        "full",
+        "mqa",
+        "gqa",
+        "sliding_window",
+        "strided",
+        "fixed",
+        "global",
+        "random",
+        "bigbird",
+        "neighborhood",
+        "linear",
+        "performer",
+    } <= set(DECODING)
     for name in ("reformer", "linformer", "rfa", "rnn"):
         with pytest.raises(ValueError, match=f"mode=decode: {name} has no decode step"):
             variants.get(name).theory(seq_len=256, mode="decode")
 
 
-@pytest.mark.parametrize("name,pairs,exponent", [
-    ("full", lambda n: n, 1.0), ("sliding_window", lambda n: 129, 0.0), ("global", lambda n: 17, 0.0),
-    ("strided", lambda n: None, 0.5)])
+@pytest.mark.parametrize(
+    "name,pairs,exponent",
+    [
+        ("full", lambda n: n, 1.0),
+        ("sliding_window", lambda n: 129, 0.0),
+        ("global", lambda n: 17, 0.0),
+        ("strided", lambda n: None, 0.5),
+    ],
+)
 def test_a_decode_step_scores_its_patterns_last_row(name, pairs, exponent):
     spec = variants.get(name)
     for n in (1024, 4096):
@@ -436,8 +536,19 @@ mode = ["decode"]
 seq_len = [32, 64, 128]
 """
     grid = write_grid(tmp_path, body, name="shapes")
-    res = suite("run", "--grid", str(grid), "--run-id", "s", "--results-dir", str(tmp_path / "results"),
-                "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path, report=True)
+    res = suite(
+        "run",
+        "--grid",
+        str(grid),
+        "--run-id",
+        "s",
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--reports-dir",
+        str(tmp_path / "reports"),
+        cwd=tmp_path,
+        report=True,
+    )
     assert res.returncode == 0, res.stderr
     table = pd.read_parquet(tmp_path / "results" / "s" / "results.parquet")
     cross = table[table["kv_len"].notna()]
@@ -445,7 +556,8 @@ seq_len = [32, 64, 128]
     assert cross.loc[cross["variant"] == "sliding_window", "reason"].str.contains("kv_len=48 ≠ seq_len=").all()
     padded = table[table["valid_fraction"].notna()]
     assert list(padded.loc[padded["variant"] == "full", "valid_tokens"]) == [
-        sum(valid_lengths(3, 64, f)) for f in (0.1, 0.2, 0.4)]
+        sum(valid_lengths(3, 64, f)) for f in (0.1, 0.2, 0.4)
+    ]
     assert padded.loc[padded["variant"] == "strided", "status"].eq("skipped").all()
     assert table.loc[table["mode"] == "decode", "status"].eq("ok").all()
     assert table.loc[table["status"] == "ok", "check_error"].notna().all()  # every timed path was checked
@@ -480,8 +592,18 @@ def test_a_cross_series_ladder_settles_on_its_claim_in_n_q():
 
     template = Case("full", "sdpa", "cpu", "float32", "fwd", 1, 256, 8, 8, 64, False, (), 1024)
     n = np.array([256, 512, 1024, 2048, 4096, 8192])
-    rows = pd.DataFrame({"seq_len": n, "time_s": 1e-6 * n, "time_min_s": 1e-6 * n, "claimed_exponent_n": 2.0,
-                         "claimed_exponent_q": 1.0, "kv_len": 1024, "reason": "", "peak_bytes": 1e3 * n,
-                         "status": "ok"})
+    rows = pd.DataFrame(
+        {
+            "seq_len": n,
+            "time_s": 1e-6 * n,
+            "time_min_s": 1e-6 * n,
+            "claimed_exponent_n": 2.0,
+            "claimed_exponent_q": 1.0,
+            "kv_len": 1024,
+            "reason": "",
+            "peak_bytes": 1e3 * n,
+            "status": "ok",
+        }
+    )
     step = advance(Ladder(template, 256, 65536), rows, width=0.2, max_call_s=10.0, memory_gib=16.0)
     assert step.stop == "settled" and step.why.startswith("confirmed"), step

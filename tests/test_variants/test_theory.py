@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
+from helpers import patterns, theory
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import variants
-from helpers import patterns, theory
 
 
 @pytest.mark.parametrize("name", patterns())
@@ -80,12 +80,33 @@ def test_pairs_match_claims_approximation(name):
 
 
 def test_claimed_exponents():
-    expect = {"full": 2, "sliding_window": 1, "global": 1, "random": 1, "strided": 1.5, "fixed": 1.5,
-              "bigbird": 1, "linear": 1, "performer": 1, "mqa": 2, "gqa": 2, "mha_fused": 2,
-              "mha_per_head": 2, "additive": 2, "multiplicative": 2, "reformer": 1, "rfa": 1, "linformer": 1,
-              "rnn": 1, "conv": 1, "neighborhood": 1}
-    got = {n: variants.get(n).theory(seq_len=1024, num_kv_heads=None if n != "gqa" else 2).claimed_exponent_n
-           for n in variants.names()}
+    expect = {
+        "full": 2,
+        "sliding_window": 1,
+        "global": 1,
+        "random": 1,
+        "strided": 1.5,
+        "fixed": 1.5,
+        "bigbird": 1,
+        "linear": 1,
+        "performer": 1,
+        "mqa": 2,
+        "gqa": 2,
+        "mha_fused": 2,
+        "mha_per_head": 2,
+        "additive": 2,
+        "multiplicative": 2,
+        "reformer": 1,
+        "rfa": 1,
+        "linformer": 1,
+        "rnn": 1,
+        "conv": 1,
+        "neighborhood": 1,
+    }
+    got = {
+        n: variants.get(n).theory(seq_len=1024, num_kv_heads=None if n != "gqa" else 2).claimed_exponent_n
+        for n in variants.names()
+    }
     assert got == expect
     # Holding the block or stride constant makes the pattern quadratic (docs/CLAIMS.md).
     assert variants.get("fixed").theory(seq_len=1024, block=32).claimed_exponent_n == 2
@@ -123,15 +144,20 @@ def test_convolution_flops_are_the_counted_products(separable):
 def test_linformer_and_reformer_flops_follow_their_shapes():
     t = variants.get("linformer").theory(seq_len=1000, batch=2, num_heads=3, head_dim=16, proj_len=64)
     assert t.flops == 4 * 2 * 3 * 1000 * 64 * 16 and t.pairs == 1000 * 64
-    assert t.total_flops - t.extra_flops["softmax"] == counted("linformer", "dense", seq_len=1000, heads=3,
-                                                                 head_dim=16, proj_len=64) * 2
+    assert (
+        t.total_flops - t.extra_flops["softmax"]
+        == counted("linformer", "dense", seq_len=1000, heads=3, head_dim=16, proj_len=64) * 2
+    )
     r = variants.get("reformer").theory(seq_len=4096, rounds=3, chunk=32)
     assert r.pairs == 3 * 4096 * 64  # a chunk and the one before
     assert variants.get("reformer").theory(seq_len=40, chunk=64).pairs == 4 * 40 * 40  # one chunk: all keys
 
 
 def test_linear_flops_formulas():
-    assert variants.get("linear").theory(seq_len=1000, batch=2, num_heads=3, head_dim=16).flops == 4 * 2 * 3 * 1000 * 16 * 16
+    assert (
+        variants.get("linear").theory(seq_len=1000, batch=2, num_heads=3, head_dim=16).flops
+        == 4 * 2 * 3 * 1000 * 16 * 16
+    )
     t = variants.get("performer").theory(seq_len=1000, batch=2, num_heads=3, head_dim=16, features=64)
     assert t.flops == 4 * 2 * 3 * 1000 * 64 * 16 and t.extra_flops["feature_map"] > 0
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 import torch
 
 from variants.catalog.global_tokens import TOKENS, global_tokens
-from variants.rules import MemoryClaim, Param, or_masks
-from variants.native.band import band_plan
-from variants.native.global_rows import GlobalRows
-from variants.native.core import Union, output
-from variants.native.keys import KeySubset, row_keys
-from variants.impls import native_impl, pattern_variant, range_reads, rows, tile_bounds
 from variants.catalog.random_keys import KEYS, SEED, draw, random_pattern
 from variants.catalog.sliding_window import window
+from variants.impls import native_impl, pattern_variant, rows, tile_bounds
+from variants.native.band import band_plan
+from variants.native.core import Union, output
+from variants.native.global_rows import GlobalRows
+from variants.native.keys import KeySubset, row_keys
+from variants.rules import MemoryClaim, Param, or_masks
 
 WINDOW = Param("window", 64, "one-sided reach w of the window", minimum=0)
 
@@ -62,9 +62,11 @@ def key_reads(n: int, causal: bool, params: dict) -> int:
 def plan(n: int, causal: bool, params: dict, like):
     global_valid, idx, random_valid = extra_sets(n, causal, params)
     g = params["tokens"]
-    sets = (band_plan(n, params["window"], causal, like),
-            KeySubset(torch.arange(g, device=like.device), global_valid.to(like.device)),
-            row_keys(idx, random_valid, like))
+    sets = (
+        band_plan(n, params["window"], causal, like),
+        KeySubset(torch.arange(g, device=like.device), global_valid.to(like.device)),
+        row_keys(idx, random_valid, like),
+    )
     return GlobalRows(Union(sets), g, causal)  # the window, the global keys, the random keys; rows i < g see all
 
 
@@ -79,6 +81,7 @@ SPEC = pattern_variant(
     key_reads=key_reads,
     index=lambda params: params["keys"],  # the (n, r) draw
     exponent=lambda explicit: 1.0,
-    native=native_impl(plan=plan, run=output, cost="O(n·(w + g + r)·d): a band, global keys, sampled random keys",
-                      gathers=True),
+    native=native_impl(
+        plan=plan, run=output, cost="O(n·(w + g + r)·d): a band, global keys, sampled random keys", gathers=True
+    ),
 )

@@ -18,8 +18,9 @@ from variants.impls import to_heads, to_streams, weights_like
 from variants.rules import Impl, MemoryClaim, Param, Prepared, Theory, VariantSpec, register, tiles
 
 KERNEL = Param("kernel", 3, "kernel width k", minimum=1, maximum=lambda n: 64)
-SEPARABLE = Param("separable", 0, "1: depthwise-separable (k·n·D + n·D²); 0: full (k·n·D²)", minimum=0,
-                  maximum=lambda n: 1)
+SEPARABLE = Param(
+    "separable", 0, "1: depthwise-separable (k·n·D + n·D²); 0: full (k·n·D²)", minimum=0, maximum=lambda n: 1
+)
 SEED = Param("seed", 0, "seed of the weights", minimum=0)
 
 
@@ -58,8 +59,9 @@ def make(name: str, run, cost: str, library: str | None = None) -> Impl:
         start = time.perf_counter()
         x = to_streams(q)
         ws = conv_weights(x, params)
-        return Prepared(lambda: to_heads(run(x, params, causal, ws), q.shape[1]),
-                        {"weights_s": time.perf_counter() - start})
+        return Prepared(
+            lambda: to_heads(run(x, params, causal, ws), q.shape[1]), {"weights_s": time.perf_counter() - start}
+        )
 
     return Impl(name, prepare, cost=cost, library=library)
 
@@ -69,24 +71,46 @@ def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_b
     weights = (k * dim + dim * dim if params["separable"] else k * dim * dim) * dtype_bytes
     rows = 2 * bn * dim * dtype_bytes  # x read, the output written
     # traffic: each tile of a sequence's rows reads the weights again
-    moved = {"compulsory_bytes": rows + weights, "fixed_bytes": weights,
-             "traffic_bytes": rows + batch * len(tiles(seq_len)[0]) * weights}
+    moved = {
+        "compulsory_bytes": rows + weights,
+        "fixed_bytes": weights,
+        "traffic_bytes": rows + batch * len(tiles(seq_len)[0]) * weights,
+    }
     if params["separable"]:
-        return Theory(flops=2 * bn * k * dim, claimed_exponent_n=1.0, claimed_exponent_d=2.0,
-                      extra_flops={"pointwise": 2 * bn * dim * dim},
-                      note="depthwise k·n·D, pointwise n·D² (the D² term leads once D > k)", **moved)
+        return Theory(
+            flops=2 * bn * k * dim,
+            claimed_exponent_n=1.0,
+            claimed_exponent_d=2.0,
+            extra_flops={"pointwise": 2 * bn * dim * dim},
+            note="depthwise k·n·D, pointwise n·D² (the D² term leads once D > k)",
+            **moved,
+        )
     return Theory(flops=2 * bn * k * dim * dim, claimed_exponent_n=1.0, claimed_exponent_d=2.0, **moved)
 
 
-SPEC = register(VariantSpec(
-    name="conv", family="layer", cross_note="is a layer over one sequence (q's features), not attention between two",
-    padding_note="is a layer, not attention: padding is not built for it",
-    summary="Convolutional layer over q's features (k, v unused): O(k·n·D²), or separable O(k·n·D + n·D²).",
-    source="Vaswani et al. 2017, Attention Is All You Need (Table 1); Chollet 2017 (separable)",
-    memory=MemoryClaim("the convolution (Vaswani et al. 2017, Table 1): one output a position; training keeps its input and output", forward=1.0, training=1.0),
-    params=(KERNEL, SEPARABLE, SEED), theory_fn=theory,
-    impls={i.name: i for i in (
-        make("dense", reference, "O(k·n·D²): windows unfolded, one einsum"),
-        make("native", native, "O(k·n·D²): torch conv1d (separable: depthwise then 1×1)", library="torch conv1d"),
-    )},
-))
+SPEC = register(
+    VariantSpec(
+        name="conv",
+        family="layer",
+        cross_note="is a layer over one sequence (q's features), not attention between two",
+        padding_note="is a layer, not attention: padding is not built for it",
+        summary="Convolutional layer over q's features (k, v unused): O(k·n·D²), or separable O(k·n·D + n·D²).",
+        source="Vaswani et al. 2017, Attention Is All You Need (Table 1); Chollet 2017 (separable)",
+        memory=MemoryClaim(
+            "the convolution (Vaswani et al. 2017, Table 1): one output a position; training keeps its input and output",
+            forward=1.0,
+            training=1.0,
+        ),
+        params=(KERNEL, SEPARABLE, SEED),
+        theory_fn=theory,
+        impls={
+            i.name: i
+            for i in (
+                make("dense", reference, "O(k·n·D²): windows unfolded, one einsum"),
+                make(
+                    "native", native, "O(k·n·D²): torch conv1d (separable: depthwise then 1×1)", library="torch conv1d"
+                ),
+            )
+        },
+    )
+)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from variants.rules import MemoryClaim, Param, named, sqrt_n
-from variants.rules.paths import took
+from variants.impls import native_impl, pattern_variant, rows, tile_bounds
 from variants.native.band import BandPlan, band_bias
 from variants.native.core import union
 from variants.native.keys import KeySubset, block_subset
-from variants.impls import native_impl, pattern_variant, range_reads, rows, tile_bounds
+from variants.rules import MemoryClaim, Param, named, sqrt_n
+from variants.rules.paths import took
 
 BLOCK = Param("block", None, "block l; default ⌈√n⌉", minimum=1, derive=sqrt_n)
 SUMMARY = Param("summary", 1, "summary keys c at the end of each block (c <= l)", minimum=0)
@@ -21,7 +21,9 @@ SUMMARY = Param("summary", 1, "summary keys c at the end of each block (c <= l)"
 
 def check(n: int, params: dict) -> None:
     if params["summary"] > params["block"]:
-        raise ValueError(f"fixed: parameter summary={params['summary']} out of range (allowed: 0..block={params['block']})")
+        raise ValueError(
+            f"fixed: parameter summary={params['summary']} out of range (allowed: 0..block={params['block']})"
+        )
 
 
 def fixed(n: int, params: dict):
@@ -89,13 +91,18 @@ SPEC = pattern_variant(
     name="fixed",
     doc=__doc__,
     source="Child et al. 2019, Generating Long Sequences with Sparse Transformers, §4",
-    memory=MemoryClaim("Child et al. 2019, Sparse Transformer: O(n·√n) memory (its pairs), training by recomputing the attention in the backward"),
+    memory=MemoryClaim(
+        "Child et al. 2019, Sparse Transformer: O(n·√n) memory (its pairs), training by recomputing the attention in the backward"
+    ),
     params=(BLOCK, SUMMARY),
     predicate=fixed,
     row_counts=row_counts,
     key_reads=key_reads,
     exponent=lambda explicit: 2.0 if "block" in explicit else 1.5,
-    native=native_impl(plan=plan, run=run,
-                       cost="O(n·l·d + n·(c·n/l)·d): blocks plus the summary keys (one oneDNN tile a block on the CPU)"),
+    native=native_impl(
+        plan=plan,
+        run=run,
+        cost="O(n·l·d + n·(c·n/l)·d): blocks plus the summary keys (one oneDNN tile a block on the CPU)",
+    ),
     check=check,
 )

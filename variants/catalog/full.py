@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import torch
 
-from variants.impls import dense_impl, flex_impl, nested_impl, pattern_theory, range_reads, rows, sdpa_impl, tile_bounds, xformers_bias, xformers_impl
+from variants.impls import (
+    dense_impl,
+    flex_impl,
+    nested_impl,
+    pattern_theory,
+    range_reads,
+    rows,
+    sdpa_impl,
+    tile_bounds,
+    xformers_bias,
+    xformers_impl,
+)
 from variants.rules import MemoryClaim, VariantSpec, named, register, with_causal
 
 
@@ -23,7 +34,11 @@ def key_reads(n: int, causal: bool, params: dict) -> int:
 
 
 # exact attention's memory: what FlashAttention showed it needs, whose own time stays n² (mqa and gqa share it)
-FLASH = MemoryClaim("Dao et al. 2022, FlashAttention: exact attention in O(n) extra memory; its backward recomputes the scores from the output and log-sum-exp", forward=1.0, training=1.0)
+FLASH = MemoryClaim(
+    "Dao et al. 2022, FlashAttention: exact attention in O(n) extra memory; its backward recomputes the scores from the output and log-sum-exp",
+    forward=1.0,
+    training=1.0,
+)
 
 SPEC = register(
     VariantSpec(
@@ -37,8 +52,11 @@ SPEC = register(
         impls={
             i.name: i
             for i in (
-                dense_impl(None), sdpa_impl(None), flex_impl(None, "full"),
-                xformers_impl(xformers_bias("full"), work="algorithm"), nested_impl(),
+                dense_impl(None),
+                sdpa_impl(None),
+                flex_impl(None, "full"),
+                xformers_impl(xformers_bias("full"), work="algorithm"),
+                nested_impl(),
             )
         },
         mask_fn=lambda n, causal, p, device="cpu": with_causal(everything(n, p), causal),

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from variants.rules import MemoryClaim, Param, named
-from variants.native.global_rows import GlobalKeys, GlobalRows
-from variants.native.core import output
 from variants.impls import native_impl, pattern_variant, rows, tile_bounds
+from variants.native.core import output
+from variants.native.global_rows import GlobalKeys, GlobalRows
+from variants.rules import MemoryClaim, Param, named
 
 TOKENS = Param("tokens", 16, "global tokens g: the first g positions", minimum=0, maximum=lambda n: n)
 
@@ -50,14 +50,16 @@ SPEC = pattern_variant(
     name="global",
     doc=__doc__,
     source="Beltagy et al. 2020, Longformer (global attention)",
-    memory=MemoryClaim("Beltagy et al. 2020, Longformer: memory linear in n for fixed global tokens (its pairs), in training too"),
+    memory=MemoryClaim(
+        "Beltagy et al. 2020, Longformer: memory linear in n for fixed global tokens (its pairs), in training too"
+    ),
     params=(TOKENS,),
     predicate=global_tokens,
     row_counts=row_counts,
     key_reads=key_reads,
     exponent=lambda explicit: 1.0,
     padding_note="is its own pattern on a prefix, but padding is not built for it: its native path needs every "
-                 "sequence to hold its g global tokens",
+    "sequence to hold its g global tokens",
     native=native_impl(
         plan=plan,
         run=run,

@@ -11,7 +11,11 @@ from variants.rules import Param
 GROUPS = Param("groups", None, "KV heads G (H divisible by G); default: taken from the shape of k", minimum=1)
 
 SPEC = shared_kv_variant(
-    "gqa", "divides", (GROUPS,), "Grouped-query attention: G K/V heads, each shared by H/G query heads.",
+    "gqa",
+    "divides",
+    (GROUPS,),
+    "Grouped-query attention: G K/V heads, each shared by H/G query heads.",
     "Ainslie et al. 2023, GQA: Training Generalized Multi-Query Transformer Models",
-    like=full.SPEC, memory=full.FLASH,
+    like=full.SPEC,
+    memory=full.FLASH,
 )

@@ -69,7 +69,11 @@ SPEC = linearized_variant(
     name="linear",
     summary="Linear attention with φ(x) = elu(x) + 1: Q′(K′ᵀV) in O(n·d²).",
     source="Katharopoulos et al. 2020, Transformers are RNNs",
-    memory=MemoryClaim("Katharopoulos et al. 2020, Transformers are RNNs: linear memory in n; causal training with constant memory a step", forward=1.0, training=1.0),
+    memory=MemoryClaim(
+        "Katharopoulos et al. 2020, Transformers are RNNs: linear memory in n; causal training with constant memory a step",
+        forward=1.0,
+        training=1.0,
+    ),
     params=(),
     features=elu_features,
     theory_fn=linear_theory,

@@ -18,7 +18,18 @@ import torch.nn.functional as F
 from variants.impls import peer
 from variants.native.core import onednn
 from variants.native.grouped import grouped
-from variants.rules import SOFTMAX_OPS_PER_PAIR, Differs, Impl, MemoryClaim, Param, Prepared, Theory, VariantSpec, io_bytes, register
+from variants.rules import (
+    SOFTMAX_OPS_PER_PAIR,
+    Differs,
+    Impl,
+    MemoryClaim,
+    Param,
+    Prepared,
+    Theory,
+    VariantSpec,
+    io_bytes,
+    register,
+)
 
 PROJ_LEN = Param("proj_len", 256, "projected length k; at most n", minimum=1, maximum=lambda n: n)
 SEED = Param("seed", 0, "seed of the projections E, F", minimum=0)
@@ -28,8 +39,7 @@ SEED = Param("seed", 0, "seed of the projections E, F", minimum=0)
 def projections(proj_len: int, seq_len: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """E, F: (k, n) float64 on the CPU, N(0, 1/k)."""
     gen = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(proj_len, seq_len, generator=gen, dtype=torch.float64) / proj_len**0.5
-                 for _ in range(2))
+    return tuple(torch.randn(proj_len, seq_len, generator=gen, dtype=torch.float64) / proj_len**0.5 for _ in range(2))
 
 
 def projections_like(params: dict, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,33 +112,68 @@ def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_b
     k, bh = params["proj_len"], batch * num_heads
     pairs = seq_len * k
     projections = 2 * k * seq_len * dtype_bytes  # E and F, one pair for all heads
-    moved = projections + io_bytes(batch=batch, num_heads=num_heads, num_kv_heads=num_kv_heads, query_rows=seq_len,
-                                   key_rows=seq_len, head_dim=head_dim, dtype_bytes=dtype_bytes)
+    moved = projections + io_bytes(
+        batch=batch,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        query_rows=seq_len,
+        key_rows=seq_len,
+        head_dim=head_dim,
+        dtype_bytes=dtype_bytes,
+    )
     return Theory(
-        flops=4 * bh * pairs * head_dim, claimed_exponent_n=1.0, claimed_exponent_d=1.0, pairs=pairs,
+        flops=4 * bh * pairs * head_dim,
+        claimed_exponent_n=1.0,
+        claimed_exponent_d=1.0,
+        pairs=pairs,
         extra_flops={"projections": 2 * 2 * bh * k * seq_len * head_dim, "softmax": SOFTMAX_OPS_PER_PAIR * bh * pairs},
         kv_bytes=2 * batch * num_kv_heads * seq_len * head_dim * dtype_bytes,
         note="E K and F V are 2·k·n·d each per head: linear in n like the attention itself",
         # NB: traffic = compulsory: the projected K′ and V′ (2·k·d a head) are what the queries read, and stay in the cache
-        compulsory_bytes=moved, traffic_bytes=moved, fixed_bytes=projections,
+        compulsory_bytes=moved,
+        traffic_bytes=moved,
+        fixed_bytes=projections,
     )
 
 
-SPEC = register(VariantSpec(
-    name="linformer", family="linear",
-    summary="Linformer: keys and values projected along the sequence to k rows, exact softmax over them, O(n·k·d).",
-    source="Wang et al. 2020, Linformer: Self-Attention with Linear Complexity",
-    memory=MemoryClaim("Wang et al. 2020, Linformer: linear time and memory in n, for a fixed k; in training too", forward=1.0, training=1.0),
-    params=(PROJ_LEN, SEED), theory_fn=theory,
-    cross_note="projects the keys with E, F of shape (k, n) for one length n; cross attention would need them "
-               "drawn for n_k (not built here)",
-    impls={i.name: i for i in (
-        make("dense", reference, "O(n·k·d): E K, F V, then the n×k scores and softmax written out"),
-        make("native", native, "O(n·k·d): E K, F V, then per head and chunk of rows the scores and P·V′ as two "
-                               "oneDNN products (the fused kernel off the CPU)"),
-        peer("linformer", "linformer", library_call, supports_causal=False,
-             cost="O(n·k·d): the package's einsum form, heads split by its own rearrange",
-             differs=Differs("a layer with one context: keys and values both come from it (v = k here); "
-                             "its Q/K/V/out maps set to identity and its E, F to ours", values_are_keys=True)),
-    )},
-))
+SPEC = register(
+    VariantSpec(
+        name="linformer",
+        family="linear",
+        summary="Linformer: keys and values projected along the sequence to k rows, exact softmax over them, O(n·k·d).",
+        source="Wang et al. 2020, Linformer: Self-Attention with Linear Complexity",
+        memory=MemoryClaim(
+            "Wang et al. 2020, Linformer: linear time and memory in n, for a fixed k; in training too",
+            forward=1.0,
+            training=1.0,
+        ),
+        params=(PROJ_LEN, SEED),
+        theory_fn=theory,
+        cross_note="projects the keys with E, F of shape (k, n) for one length n; cross attention would need them "
+        "drawn for n_k (not built here)",
+        impls={
+            i.name: i
+            for i in (
+                make("dense", reference, "O(n·k·d): E K, F V, then the n×k scores and softmax written out"),
+                make(
+                    "native",
+                    native,
+                    "O(n·k·d): E K, F V, then per head and chunk of rows the scores and P·V′ as two "
+                    "oneDNN products (the fused kernel off the CPU)",
+                ),
+                peer(
+                    "linformer",
+                    "linformer",
+                    library_call,
+                    supports_causal=False,
+                    cost="O(n·k·d): the package's einsum form, heads split by its own rearrange",
+                    differs=Differs(
+                        "a layer with one context: keys and values both come from it (v = k here); "
+                        "its Q/K/V/out maps set to identity and its E, F to ours",
+                        values_are_keys=True,
+                    ),
+                ),
+            )
+        },
+    )
+)

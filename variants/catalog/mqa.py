@@ -7,7 +7,11 @@ from variants.catalog import full
 from variants.impls import shared_kv_variant
 
 SPEC = shared_kv_variant(
-    "mqa", "one", (), "Multi-query attention: all query heads share one K/V head.",
+    "mqa",
+    "one",
+    (),
+    "Multi-query attention: all query heads share one K/V head.",
     "Shazeer 2019, Fast Transformer Decoding: One Write-Head is All You Need",
-    like=full.SPEC, memory=full.FLASH,
+    like=full.SPEC,
+    memory=full.FLASH,
 )

@@ -25,7 +25,9 @@ KERNEL = Param("kernel", 257, "keys per query K (odd, at most n)", minimum=1, ma
 
 def check(n: int, params: dict) -> None:
     if params["kernel"] % 2 == 0:
-        raise ValueError(f"neighborhood: parameter kernel={params['kernel']} (allowed: an odd number <= {largest_odd(n)})")
+        raise ValueError(
+            f"neighborhood: parameter kernel={params['kernel']} (allowed: an odd number <= {largest_odd(n)})"
+        )
 
 
 def starts(i, n: int, kernel: int):
@@ -34,8 +36,10 @@ def starts(i, n: int, kernel: int):
 
 def window(n: int, params: dict):
     k = params["kernel"]
-    return named(lambda b, h, q_idx, kv_idx: (kv_idx >= starts(q_idx, n, k)) & (kv_idx < starts(q_idx, n, k) + k),
-                 f"neighborhood({k})")
+    return named(
+        lambda b, h, q_idx, kv_idx: (kv_idx >= starts(q_idx, n, k)) & (kv_idx < starts(q_idx, n, k) + k),
+        f"neighborhood({k})",
+    )
 
 
 def bounds(n: int, kernel: int, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,10 +88,20 @@ SPEC = pattern_variant(
     key_reads=key_reads,
     exponent=lambda explicit: 1.0,
     native=native_impl(plan=plan, run=output, cost="O(n·(K + 128)·d): blocks of 128 queries against their key range"),
-    extra_impls=(peer("natten", "natten", natten_call, supports_causal=False, dtypes=REDUCED,
-                      install="pip install --no-build-isolation natten: it builds against the installed torch",
-                      cost="NATTEN's fused kernels on CUDA; on CPU its flex backend, uncompiled",
-                      differs=Differs("NATTEN's causal window is the K keys up to i, not this pattern with j ≤ i: "
-                                      "only its non-causal form is measured")),),
+    extra_impls=(
+        peer(
+            "natten",
+            "natten",
+            natten_call,
+            supports_causal=False,
+            dtypes=REDUCED,
+            install="pip install --no-build-isolation natten: it builds against the installed torch",
+            cost="NATTEN's fused kernels on CUDA; on CPU its flex backend, uncompiled",
+            differs=Differs(
+                "NATTEN's causal window is the K keys up to i, not this pattern with j ≤ i: "
+                "only its non-causal form is measured"
+            ),
+        ),
+    ),
     check=check,
 )

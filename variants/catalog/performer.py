@@ -11,9 +11,9 @@ import math
 
 import torch
 
+from variants.impls import linear_theory, linearized_variant, peer
 from variants.native.core import exp_
 from variants.native.core.onednn import linear
-from variants.impls import linear_theory, linearized_variant, peer
 from variants.native.linearized import FeatureMap
 from variants.rules import Differs, MemoryClaim, Param
 
@@ -98,19 +98,30 @@ def library_call(q, k, v, causal, params):
 
 
 PERFORMER_PYTORCH = peer(
-    "performer-pytorch", "performer_pytorch", library_call,
+    "performer-pytorch",
+    "performer_pytorch",
+    library_call,
     cost="O(n·m·d): einsum form; causal by a cumulative sum over chunks of 128 rows (O(n·m·d) memory)",
-    differs=Differs("adds 1e-4 to every feature, relative to the query row's or the key head's largest: on "
-                    "unit-variance inputs at d = 64 most key features are below that, and its output is far "
-                    "from FAVOR+'s; checked on q, k scaled by 0.1, where they coincide (our ω in its "
-                    "projection buffer)", input_scale=0.1, tol=1e-3))
+    differs=Differs(
+        "adds 1e-4 to every feature, relative to the query row's or the key head's largest: on "
+        "unit-variance inputs at d = 64 most key features are below that, and its output is far "
+        "from FAVOR+'s; checked on q, k scaled by 0.1, where they coincide (our ω in its "
+        "projection buffer)",
+        input_scale=0.1,
+        tol=1e-3,
+    ),
+)
 
 
 SPEC = linearized_variant(
     name="performer",
     summary="Performer FAVOR+: positive orthogonal random features approximating softmax, O(n·m·d).",
     source="Choromanski et al. 2021, Rethinking Attention with Performers",
-    memory=MemoryClaim("Choromanski et al. 2021, Performers: O(n·m + n·d + m·d) space, linear in n, in training too", forward=1.0, training=1.0),
+    memory=MemoryClaim(
+        "Choromanski et al. 2021, Performers: O(n·m + n·d + m·d) space, linear in n, in training too",
+        forward=1.0,
+        training=1.0,
+    ),
     params=(FEATURES, SEED),
     features=favor_features,
     theory_fn=performer_theory,

@@ -10,10 +10,10 @@ import functools
 
 import torch
 
-from variants.rules import MemoryClaim, Param, named
+from variants.impls import native_impl, pattern_variant, rows
 from variants.native.core import output
 from variants.native.keys import random_keys, row_keys
-from variants.impls import native_impl, pattern_variant, rows
+from variants.rules import MemoryClaim, Param, named
 
 KEYS = Param("keys", 32, "random keys r per query", minimum=0, maximum=lambda n: n)
 SEED = Param("seed", 0, "seed of the draw", minimum=0)
@@ -74,7 +74,9 @@ SPEC = pattern_variant(
     name="random",
     doc=__doc__,
     source="Zaheer et al. 2020, BigBird (random attention)",
-    memory=MemoryClaim("Zaheer et al. 2020, Big Bird: memory linear in n for fixed random keys (its pairs), in training too"),
+    memory=MemoryClaim(
+        "Zaheer et al. 2020, Big Bird: memory linear in n for fixed random keys (its pairs), in training too"
+    ),
     params=(KEYS, SEED),
     predicate=random_pattern,
     row_counts=row_counts,

@@ -72,8 +72,9 @@ def dense_impl() -> Impl:
         start = time.perf_counter()
         x = to_streams(q)
         ws = cell_weights(x, params)
-        return Prepared(lambda: to_heads(reference(x, params["cell"], ws), q.shape[1]),
-                        {"weights_s": time.perf_counter() - start})
+        return Prepared(
+            lambda: to_heads(reference(x, params["cell"], ws), q.shape[1]), {"weights_s": time.perf_counter() - start}
+        )
 
     return Impl("dense", prepare, cost="O(n·D²): the steps in a Python loop, one small matmul each")
 
@@ -85,8 +86,13 @@ def native_impl() -> Impl:
         layer = module(x, params)
         return Prepared(lambda: to_heads(layer(x)[0], q.shape[1]), {"weights_s": time.perf_counter() - start})
 
-    return Impl("native", prepare, cost="O(n·D²): torch.nn.RNN/GRU/LSTM, the steps inside one kernel",
-                library="torch.nn RNN/GRU/LSTM", countable=False)
+    return Impl(
+        "native",
+        prepare,
+        cost="O(n·D²): torch.nn.RNN/GRU/LSTM, the steps inside one kernel",
+        library="torch.nn RNN/GRU/LSTM",
+        countable=False,
+    )
 
 
 def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec):
@@ -94,22 +100,36 @@ def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_b
     weights = 2 * gates * dim * (dim + 1) * dtype_bytes  # W_ih, W_hh (gates·D, D) and their biases
     once = 2 * batch * seq_len * dim * dtype_bytes + weights  # x read, the output written
     return Theory(
-        flops=4 * gates * batch * seq_len * dim * dim, claimed_exponent_n=1.0, claimed_exponent_d=2.0,
+        flops=4 * gates * batch * seq_len * dim * dim,
+        claimed_exponent_n=1.0,
+        claimed_exponent_d=2.0,
         extra_flops={"gate_nonlinearities": 3 * gates * batch * seq_len * dim},
         note=f"n sequential steps of a (B, D)×(D, {gates}D) product: the path length is O(n)",
         # traffic: every step after the first reads W_hh and b_hh again; the input products of all steps are one
         # product, written once and read by their steps
-        compulsory_bytes=once, fixed_bytes=weights,
-        traffic_bytes=once + (seq_len - 1) * gates * dim * (dim + 1) * dtype_bytes
+        compulsory_bytes=once,
+        fixed_bytes=weights,
+        traffic_bytes=once
+        + (seq_len - 1) * gates * dim * (dim + 1) * dtype_bytes
         + 2 * batch * seq_len * gates * dim * dtype_bytes,
     )
 
 
-SPEC = register(VariantSpec(
-    name="rnn", family="layer", cross_note="is a layer over one sequence (q's features), not attention between two",
-    padding_note="is a layer, not attention: padding is not built for it",
-    summary="Recurrent layer over q's features (k, v unused): O(n·D²) time, O(n) sequential steps.",
-    source="Vaswani et al. 2017, Attention Is All You Need (Table 1); Hochreiter & Schmidhuber 1997; Cho et al. 2014",
-    memory=MemoryClaim("the recurrence (Hochreiter & Schmidhuber 1997): one state a step, its output; training keeps every step's gates for backpropagation through time", forward=1.0, training=1.0),
-    params=(CELL, SEED), theory_fn=theory, impls={"dense": dense_impl(), "native": native_impl()},
-))
+SPEC = register(
+    VariantSpec(
+        name="rnn",
+        family="layer",
+        cross_note="is a layer over one sequence (q's features), not attention between two",
+        padding_note="is a layer, not attention: padding is not built for it",
+        summary="Recurrent layer over q's features (k, v unused): O(n·D²) time, O(n) sequential steps.",
+        source="Vaswani et al. 2017, Attention Is All You Need (Table 1); Hochreiter & Schmidhuber 1997; Cho et al. 2014",
+        memory=MemoryClaim(
+            "the recurrence (Hochreiter & Schmidhuber 1997): one state a step, its output; training keeps every step's gates for backpropagation through time",
+            forward=1.0,
+            training=1.0,
+        ),
+        params=(CELL, SEED),
+        theory_fn=theory,
+        impls={"dense": dense_impl(), "native": native_impl()},
+    )
+)

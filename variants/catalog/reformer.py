@@ -21,7 +21,18 @@ import torch
 
 from variants.impls import peer
 from variants.native.lsh import native, reference
-from variants.rules import INDEX_BYTES, SOFTMAX_OPS_PER_PAIR, Differs, Impl, MemoryClaim, Param, Prepared, Theory, VariantSpec, register
+from variants.rules import (
+    INDEX_BYTES,
+    SOFTMAX_OPS_PER_PAIR,
+    Differs,
+    Impl,
+    MemoryClaim,
+    Param,
+    Prepared,
+    Theory,
+    VariantSpec,
+    register,
+)
 
 BUCKETS = Param("buckets", 32, "hash buckets b (even)", minimum=2)
 ROUNDS = Param("rounds", 4, "hash rounds", minimum=1, maximum=lambda n: 64)
@@ -44,7 +55,9 @@ def rotations(head_dim: int, buckets: int, rounds: int, seed: int) -> torch.Tens
 def make(name: str, run, cost: str, work: str) -> Impl:
     def prepare(q, k, v, *, causal, params):
         start = time.perf_counter()
-        rot = rotations(q.shape[-1], params["buckets"], params["rounds"], params["seed"]).to(q.device)  # float64: `hashes`
+        rot = rotations(q.shape[-1], params["buckets"], params["rounds"], params["seed"]).to(
+            q.device
+        )  # float64: `hashes`
         return Prepared(lambda: run(q, k, v, causal, params, rot), {"rotations_s": time.perf_counter() - start})
 
     return Impl(name, prepare, cost=cost, work=work)
@@ -75,12 +88,18 @@ def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_b
     rotations = r * head_dim * (params["buckets"] // 2) * dtype_bytes
     once = bh * 3 * n * head_dim * dtype_bytes  # q and v read, the output written (k is not read)
     return Theory(
-        flops=4 * bh * pairs * head_dim, claimed_exponent_n=1.0, claimed_exponent_d=1.0, pairs=pairs,
-        extra_flops={"hashing": bh * r * n * head_dim * params["buckets"],
-                     "softmax": SOFTMAX_OPS_PER_PAIR * bh * pairs},
+        flops=4 * bh * pairs * head_dim,
+        claimed_exponent_n=1.0,
+        claimed_exponent_d=1.0,
+        pairs=pairs,
+        extra_flops={
+            "hashing": bh * r * n * head_dim * params["buckets"],
+            "softmax": SOFTMAX_OPS_PER_PAIR * bh * pairs,
+        },
         kv_bytes=2 * batch * num_kv_heads * n * head_dim * dtype_bytes,
         note=f"plus rounds·n·log₂n ≈ {r * n * math.log2(max(n, 2)):.3g} sort comparisons per head (not FLOPs)",
-        compulsory_bytes=once + rotations, fixed_bytes=rotations,
+        compulsory_bytes=once + rotations,
+        fixed_bytes=rotations,
         traffic_bytes=rotations + bh * traffic_rows(n, r, c, head_dim, dtype_bytes),
     )
 
@@ -95,23 +114,47 @@ def traffic_rows(n: int, rounds: int, chunk: int, d: int, dtype_bytes: int) -> i
     return rounds * per_round + rounds * (n * d + n) * dtype_bytes + n * d * dtype_bytes
 
 
-SPEC = register(VariantSpec(
-    name="reformer", family="sparse",
-    summary="Reformer LSH attention, shared QK: hash, sort, attend within a chunk and the one before, rounds merged.",
-    source="Kitaev et al. 2020, Reformer: The Efficient Transformer",
-    memory=MemoryClaim("Kitaev et al. 2020, Reformer: O(n log n) memory, chunks of c keys a query (exponent 1, as its time), in training too", forward=1.0, training=1.0),
-    params=(BUCKETS, ROUNDS, CHUNK, SEED), theory_fn=theory, check_fn=check,
-    cross_note="hashes shared query-keys (one sequence, keys = queries) into buckets",
-    impls={i.name: i for i in (
-        make("dense", reference, "O(rounds·n²): each round's pairs as an n×n mask", "all_pairs"),
-        make("native", native, "O(rounds·(n log n + n·2c·d)): sorted chunks against themselves and the one before",
-             "algorithm"),
-        peer("reformer-pytorch", "reformer_pytorch", library_call, reasons=library_reasons,
-             cost="O(rounds·(n log n + n·2c·d)) plus hashing O(n²·d/c): its buckets are n/c",
-             differs=Differs("its rotations are drawn afresh each call, its buckets are n/chunk (hashing "
-                             "O(n²·d/chunk)), and all rounds are sorted together, so a round's first chunk "
-                             "looks back into the previous round; checked at n = 2·chunk and one round, "
-                             "where every key is in reach", seq_len=lambda n, p: 2 * p["chunk"],
-                             same=(("rounds", 1),))),
-    )},
-))
+SPEC = register(
+    VariantSpec(
+        name="reformer",
+        family="sparse",
+        summary="Reformer LSH attention, shared QK: hash, sort, attend within a chunk and the one before, rounds merged.",
+        source="Kitaev et al. 2020, Reformer: The Efficient Transformer",
+        memory=MemoryClaim(
+            "Kitaev et al. 2020, Reformer: O(n log n) memory, chunks of c keys a query (exponent 1, as its time), in training too",
+            forward=1.0,
+            training=1.0,
+        ),
+        params=(BUCKETS, ROUNDS, CHUNK, SEED),
+        theory_fn=theory,
+        check_fn=check,
+        cross_note="hashes shared query-keys (one sequence, keys = queries) into buckets",
+        impls={
+            i.name: i
+            for i in (
+                make("dense", reference, "O(rounds·n²): each round's pairs as an n×n mask", "all_pairs"),
+                make(
+                    "native",
+                    native,
+                    "O(rounds·(n log n + n·2c·d)): sorted chunks against themselves and the one before",
+                    "algorithm",
+                ),
+                peer(
+                    "reformer-pytorch",
+                    "reformer_pytorch",
+                    library_call,
+                    reasons=library_reasons,
+                    cost="O(rounds·(n log n + n·2c·d)) plus hashing O(n²·d/c): its buckets are n/c",
+                    differs=Differs(
+                        "its rotations are drawn afresh each call, its buckets are n/chunk (hashing "
+                        "O(n²·d/chunk)), and all rounds are sorted together, so a round's first chunk "
+                        "looks back into the previous round; checked at n = 2·chunk and one round, "
+                        "where every key is in reach",
+                        seq_len=lambda n, p: 2 * p["chunk"],
+                        same=(("rounds", 1),),
+                    ),
+                ),
+            )
+        },
+    )
+)

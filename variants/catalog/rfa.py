@@ -21,8 +21,8 @@ from variants.impls.compiled import Fused
 from variants.impls.linearized import linear_theory, linearized_variant
 from variants.native.core.onednn import linear
 from variants.native.linearized import FeatureMap, gated_linear_time, gated_quadratic
-from variants.rules.registry import Param
 from variants.rules import MemoryClaim
+from variants.rules.registry import Param
 
 FEATURES = Param("features", 128, "random frequencies m (2m features)", minimum=1)
 SIGMA = Param("sigma", 1.0, "kernel width σ (a temperature σ² over unit vectors)", minimum=1e-3, kind=float)
@@ -125,8 +125,11 @@ def gate_reasons(problem) -> list[str]:
 
 def rfa_theory(**kw):
     m = kw["params"]["features"]
-    theory = linear_theory(**kw, features=2 * m,  # ω (m, d), and the gate's w (d)
-                           parameters=(m + kw["params"]["gate"]) * kw["head_dim"])
+    theory = linear_theory(
+        **kw,
+        features=2 * m,  # ω (m, d), and the gate's w (d)
+        parameters=(m + kw["params"]["gate"]) * kw["head_dim"],
+    )
     bh = kw["batch"] * kw["num_heads"]
     rows = bh * (kw["seq_len"] + (kw.get("kv_len") or kw["seq_len"]))  # query rows and key rows
     theory.extra_flops["feature_map"] = 2 * rows * kw["head_dim"] * m  # ωx̂ for q and k (m frequencies)
@@ -139,7 +142,11 @@ SPEC = linearized_variant(
     name="rfa",
     summary="Random Feature Attention: sin/cos random Fourier features of unit-norm q and k, O(n·m·d).",
     source="Peng et al. 2021, Random Feature Attention",
-    memory=MemoryClaim("Peng et al. 2021, Random Feature Attention: linear time and space in n, in training too", forward=1.0, training=1.0),
+    memory=MemoryClaim(
+        "Peng et al. 2021, Random Feature Attention: linear time and space in n, in training too",
+        forward=1.0,
+        training=1.0,
+    ),
     params=(FEATURES, SIGMA, GATE, SEED),
     features=fourier_features,
     theory_fn=rfa_theory,

@@ -7,10 +7,19 @@ from __future__ import annotations
 
 import torch
 
-from variants.impls import native_impl, pattern_variant, peer, range_reads, rows, tile_bounds, xformers_bias, xformers_impl
-from variants.rules import Differs, MemoryClaim, Param, causal_clip, named
+from variants.impls import (
+    native_impl,
+    pattern_variant,
+    peer,
+    range_reads,
+    rows,
+    tile_bounds,
+    xformers_bias,
+    xformers_impl,
+)
 from variants.native.band import band_plan
 from variants.native.core import output
+from variants.rules import Differs, MemoryClaim, Param, causal_clip, named
 
 WINDOW = Param("window", 128, "one-sided reach w: keys with |i - j| <= w", minimum=0)
 
@@ -25,8 +34,18 @@ def local_attention_call(q, k, v, causal, params):
     from local_attention import LocalAttention
 
     w = params["window"]
-    layer = LocalAttention(window_size=w, causal=causal, look_backward=1, look_forward=0 if causal else 1,
-                           exact_windowsize=True, autopad=True).to(q.device).eval()
+    layer = (
+        LocalAttention(
+            window_size=w,
+            causal=causal,
+            look_backward=1,
+            look_forward=0 if causal else 1,
+            exact_windowsize=True,
+            autopad=True,
+        )
+        .to(q.device)
+        .eval()
+    )
     return lambda: layer(q, k, v)
 
 
@@ -36,11 +55,17 @@ def local_attention_reasons(problem) -> list[str]:
 
 
 LOCAL_ATTENTION = peer(
-    "local-attention", "local_attention", local_attention_call, reasons=local_attention_reasons,
+    "local-attention",
+    "local_attention",
+    local_attention_call,
+    reasons=local_attention_reasons,
     cost="O(n·3w·d): buckets of w queries against 3 buckets of keys, masked to |i − j| <= w",
-    differs=Differs("its autopad appends zero keys when w does not divide n, and the last w rows attend to "
-                    "them unless causal; checked at n a multiple of w",
-                    seq_len=lambda n, p: -(-n // p["window"]) * p["window"]))
+    differs=Differs(
+        "its autopad appends zero keys when w does not divide n, and the last w rows attend to "
+        "them unless causal; checked at n a multiple of w",
+        seq_len=lambda n, p: -(-n // p["window"]) * p["window"],
+    ),
+)
 
 
 def row_counts(n: int, causal: bool, params: dict) -> torch.Tensor:
@@ -58,7 +83,9 @@ SPEC = pattern_variant(
     name="sliding_window",
     doc=__doc__,
     source="Beltagy et al. 2020, Longformer",
-    memory=MemoryClaim("Beltagy et al. 2020, Longformer: memory linear in n for a fixed window (its pairs), in training too"),
+    memory=MemoryClaim(
+        "Beltagy et al. 2020, Longformer: memory linear in n for a fixed window (its pairs), in training too"
+    ),
     params=(WINDOW,),
     predicate=window,
     row_counts=row_counts,

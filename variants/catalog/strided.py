@@ -52,7 +52,9 @@ SPEC = pattern_variant(
     name="strided",
     doc=__doc__,
     source="Child et al. 2019, Generating Long Sequences with Sparse Transformers, §4",
-    memory=MemoryClaim("Child et al. 2019, Sparse Transformer: O(n·√n) memory (its pairs), training by recomputing the attention in the backward"),
+    memory=MemoryClaim(
+        "Child et al. 2019, Sparse Transformer: O(n·√n) memory (its pairs), training by recomputing the attention in the backward"
+    ),
     params=(STRIDE,),
     predicate=strided,
     row_counts=row_counts,

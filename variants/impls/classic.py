@@ -16,7 +16,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from variants.impls.dense import dense_attention
-from variants.rules import SOFTMAX_OPS_PER_PAIR, Impl, MemoryClaim, Param, Prepared, Theory, VariantSpec, io_bytes, register, score_flops
+from variants.rules import (
+    SOFTMAX_OPS_PER_PAIR,
+    Impl,
+    MemoryClaim,
+    Param,
+    Prepared,
+    Theory,
+    VariantSpec,
+    io_bytes,
+    register,
+    score_flops,
+)
 
 SEED = Param("seed", 0, "seed of the weights", minimum=0)
 ATTN_DIM = Param("attn_dim", 64, "width d_a of the additive scoring layer", minimum=1)
@@ -118,7 +129,9 @@ def module_impl(cls) -> Impl:
         setup = {"weights_s": time.perf_counter() - start}
         return Prepared(lambda: to_heads(module(xq, xk, xv, causal), q.shape[1]), setup)
 
-    cost = "O(n²·d + n·D²): 4 D×D matmuls" if cls is FusedMHA else "O(n²·d + n·D²): 3H D×d matmuls and H attention calls"
+    cost = (
+        "O(n²·d + n·D²): 4 D×D matmuls" if cls is FusedMHA else "O(n²·d + n·D²): 3H D×d matmuls and H attention calls"
+    )
     return Impl("native", prepare, cost=cost)
 
 
@@ -146,22 +159,42 @@ CROSS = {"exponent_q": 1.0, "exponent_k": 1.0}  # every form here is linear in n
 def once(*, batch, num_heads, seq_len, kv_len, head_dim, dtype_bytes, weights: int) -> dict:
     """Compulsory bytes (docs/CLAIMS.md, "Bytes"): q, k, v and the output once, and the `weights`
     (elements). No traffic model: these forms are the references, not paths the roofline follows."""
-    moved = weights * dtype_bytes + io_bytes(batch=batch, num_heads=num_heads, num_kv_heads=num_heads,
-                                             query_rows=seq_len, key_rows=kv_len or seq_len, head_dim=head_dim,
-                                             dtype_bytes=dtype_bytes)
+    moved = weights * dtype_bytes + io_bytes(
+        batch=batch,
+        num_heads=num_heads,
+        num_kv_heads=num_heads,
+        query_rows=seq_len,
+        key_rows=kv_len or seq_len,
+        head_dim=head_dim,
+        dtype_bytes=dtype_bytes,
+    )
     return {"compulsory_bytes": moved, "fixed_bytes": weights * dtype_bytes}
 
 
-def mha_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec,
-               kv_len=None):
+def mha_theory(
+    *, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec, kv_len=None
+):
     p, dim, n_k = pairs(seq_len, causal, kv_len), num_heads * head_dim, kv_len or seq_len
     return Theory(
-        flops=score_flops(batch, num_heads, p, head_dim), claimed_exponent_n=2.0, claimed_exponent_d=1.0, pairs=p,
-        extra_flops={"projections": 2 * batch * (2 * seq_len + 2 * n_k) * dim * dim,  # q and out; k and v
-                     "softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * p},
-        note="same FLOPs fused or per head; the claim is that fused is faster", **CROSS,
-        **once(batch=batch, num_heads=num_heads, seq_len=seq_len, kv_len=kv_len, head_dim=head_dim,
-               dtype_bytes=dtype_bytes, weights=4 * dim * dim),  # W_q, W_k, W_v, W_o
+        flops=score_flops(batch, num_heads, p, head_dim),
+        claimed_exponent_n=2.0,
+        claimed_exponent_d=1.0,
+        pairs=p,
+        extra_flops={
+            "projections": 2 * batch * (2 * seq_len + 2 * n_k) * dim * dim,  # q and out; k and v
+            "softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * p,
+        },
+        note="same FLOPs fused or per head; the claim is that fused is faster",
+        **CROSS,
+        **once(
+            batch=batch,
+            num_heads=num_heads,
+            seq_len=seq_len,
+            kv_len=kv_len,
+            head_dim=head_dim,
+            dtype_bytes=dtype_bytes,
+            weights=4 * dim * dim,
+        ),  # W_q, W_k, W_v, W_o
     )
 
 
@@ -187,17 +220,31 @@ def additive(q, k, v, causal: bool, attn_dim: int, seed: int, chunk: int | None 
     return torch.cat(outs, dim=2)
 
 
-def additive_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec,
-                    kv_len=None):
+def additive_theory(
+    *, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec, kv_len=None
+):
     p, da, bh = pairs(seq_len, causal, kv_len), params["attn_dim"], batch * num_heads
     rows = seq_len + (kv_len or seq_len)  # W_q q and W_k k
     return Theory(
-        flops=bh * p * (3 * da + 2 * head_dim), claimed_exponent_n=2.0, pairs=p,
-        extra_flops={"projections": 2 * bh * rows * head_dim * da, "tanh": bh * p * da,
-                     "softmax": SOFTMAX_OPS_PER_PAIR * bh * p},
-        note="per pair: d_a adds and a d_a dot product with v; memory O(n²·d_a) when broadcast", **CROSS,
-        **once(batch=batch, num_heads=num_heads, seq_len=seq_len, kv_len=kv_len, head_dim=head_dim,
-               dtype_bytes=dtype_bytes, weights=2 * head_dim * da + da),  # W_q, W_k (d, d_a), v (d_a)
+        flops=bh * p * (3 * da + 2 * head_dim),
+        claimed_exponent_n=2.0,
+        pairs=p,
+        extra_flops={
+            "projections": 2 * bh * rows * head_dim * da,
+            "tanh": bh * p * da,
+            "softmax": SOFTMAX_OPS_PER_PAIR * bh * p,
+        },
+        note="per pair: d_a adds and a d_a dot product with v; memory O(n²·d_a) when broadcast",
+        **CROSS,
+        **once(
+            batch=batch,
+            num_heads=num_heads,
+            seq_len=seq_len,
+            kv_len=kv_len,
+            head_dim=head_dim,
+            dtype_bytes=dtype_bytes,
+            weights=2 * head_dim * da + da,
+        ),  # W_q, W_k (d, d_a), v (d_a)
     )
 
 
@@ -215,21 +262,39 @@ def multiplicative_sdpa() -> Impl:
     def prepare(q, k, v, *, causal, params):
         start = time.perf_counter()
         (w,) = multiplicative_weights(q, params)
-        return Prepared(lambda: F.scaled_dot_product_attention(q @ w, k, v, is_causal=causal, scale=1.0),
-                        {"weights_s": time.perf_counter() - start})
+        return Prepared(
+            lambda: F.scaled_dot_product_attention(q @ w, k, v, is_causal=causal, scale=1.0),
+            {"weights_s": time.perf_counter() - start},
+        )
 
-    return Impl("sdpa", prepare, cost="O(n²·d + n·d²): qW once, then the fused kernel",
-                library="torch scaled_dot_product_attention")
+    return Impl(
+        "sdpa",
+        prepare,
+        cost="O(n²·d + n·d²): qW once, then the fused kernel",
+        library="torch scaled_dot_product_attention",
+    )
 
 
-def multiplicative_theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit,
-                          spec, kv_len=None):
+def multiplicative_theory(
+    *, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec, kv_len=None
+):
     p, bh = pairs(seq_len, causal, kv_len), batch * num_heads
     return Theory(
-        flops=score_flops(batch, num_heads, p, head_dim), claimed_exponent_n=2.0, claimed_exponent_d=1.0, pairs=p,
+        flops=score_flops(batch, num_heads, p, head_dim),
+        claimed_exponent_n=2.0,
+        claimed_exponent_d=1.0,
+        pairs=p,
         extra_flops={"projections": 2 * bh * seq_len * head_dim * head_dim, "softmax": SOFTMAX_OPS_PER_PAIR * bh * p},
-        **CROSS, **once(batch=batch, num_heads=num_heads, seq_len=seq_len, kv_len=kv_len, head_dim=head_dim,
-                        dtype_bytes=dtype_bytes, weights=head_dim * head_dim),  # W (d, d)
+        **CROSS,
+        **once(
+            batch=batch,
+            num_heads=num_heads,
+            seq_len=seq_len,
+            kv_len=kv_len,
+            head_dim=head_dim,
+            dtype_bytes=dtype_bytes,
+            weights=head_dim * head_dim,
+        ),  # W (d, d)
     )
 
 
@@ -240,19 +305,28 @@ def additive_native() -> Impl:
         chunk = max(1, (8 << 20) // per_row)
         start = time.perf_counter()
         ws = additive_weights(q, params)  # NB: in setup, never in the timed call
-        return Prepared(lambda: additive(q, k, v, causal, chunk=chunk, ws=ws, **params),
-                        {"weights_s": time.perf_counter() - start})
+        return Prepared(
+            lambda: additive(q, k, v, causal, chunk=chunk, ws=ws, **params), {"weights_s": time.perf_counter() - start}
+        )
 
     return Impl("native", prepare, cost="O(n²·d_a) time, O(chunk·n·d_a) memory: query rows in chunks")
 
 
 def classic_variant(name, summary, source, params, theory_fn, impls, memory: MemoryClaim | None = None) -> VariantSpec:
-    return register(VariantSpec(
-        name=name, family="classic", summary=summary, source=source, params=params,
-        theory_fn=theory_fn, impls={i.name: i for i in impls}, memory=memory,
-        cross=True,  # Bahdanau and Luong scored a decoder state against the encoder's: cross attention first
-        padding=True,  # no positions: a prefix is the same form at its own length
-    ))
+    return register(
+        VariantSpec(
+            name=name,
+            family="classic",
+            summary=summary,
+            source=source,
+            params=params,
+            theory_fn=theory_fn,
+            impls={i.name: i for i in impls},
+            memory=memory,
+            cross=True,  # Bahdanau and Luong scored a decoder state against the encoder's: cross attention first
+            padding=True,  # no positions: a prefix is the same form at its own length
+        )
+    )
 
 
 def mha_dense() -> Impl:

@@ -56,8 +56,10 @@ def sweep_dynamo():
 def _no_recompile():
     """A call's guard (microseconds a call): raise rather than compile; and the errors that say it would."""
     dynamo = sweep_dynamo()
-    return (dynamo.config.patch(error_on_recompile=True),
-            (dynamo.exc.RecompileError, dynamo.exc.FailOnRecompileLimitHit))
+    return (
+        dynamo.config.patch(error_on_recompile=True),
+        (dynamo.exc.RecompileError, dynamo.exc.FailOnRecompileLimitHit),
+    )
 
 
 class Fused:
@@ -65,8 +67,13 @@ class Fused:
     best) for the kinds of arguments `warm` compiled. One per function, at module level. Past
     dynamo's graph limit a compile fails (`sweep_dynamo`) and the eager form runs."""
 
-    def __init__(self, eager: Callable[..., torch.Tensor], traced: Callable[..., torch.Tensor] | None = None,
-                 min_elements: int = 0, name: str | None = None):
+    def __init__(
+        self,
+        eager: Callable[..., torch.Tensor],
+        traced: Callable[..., torch.Tensor] | None = None,
+        min_elements: int = 0,
+        name: str | None = None,
+    ):
         self.eager, self.traced = eager, traced or eager  # traced: the same values, written for the compiler
         self.name = name  # the path's name (variants.rules.paths.share): "<name> compiled" or "<name> eager"
         self.min_elements = min_elements  # smaller calls run eager: a compiled call costs more
@@ -150,5 +157,9 @@ def _key(args: tuple) -> tuple:
     a chunk of rows is a view, a whole q is not); every other argument's value (a Python number is
     a constant of the graph). A guard beyond these raises in the call (`_no_recompile`), and the eager
     form runs instead."""
-    return tuple((a.dtype, a.device.type, tuple(min(size, 2) for size in a.shape), a.is_contiguous())
-                 if isinstance(a, torch.Tensor) else a for a in args)
+    return tuple(
+        (a.dtype, a.device.type, tuple(min(size, 2) for size in a.shape), a.is_contiguous())
+        if isinstance(a, torch.Tensor)
+        else a
+        for a in args
+    )

@@ -75,5 +75,10 @@ def dense_impl(mask_for: MaskFor | None) -> Impl:
         mask, mask_s = timed(dense_mask, mod, k.shape[-2], device=q.device, rows=q.shape[-2])
         return Prepared(lambda: dense_attention(q, k, v, mask=mask), {"mask_s": mask_s})
 
-    return Impl("dense", prepare, cost="O(n²) time and memory: materializes the n×n scores",
-                work="algorithm" if mask_for is None else "all_pairs", padding="mask")
+    return Impl(
+        "dense",
+        prepare,
+        cost="O(n²) time and memory: materializes the n×n scores",
+        work="algorithm" if mask_for is None else "all_pairs",
+        padding="mask",
+    )

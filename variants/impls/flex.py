@@ -109,10 +109,13 @@ def flex_impl(mask_for: MaskFor | None, name: str) -> Impl:
         return Prepared(run, setup, notes)
 
     return Impl(
-        "flex", prepare,
+        "flex",
+        prepare,
         cost="block-sparse: O(n²) for full, O(visited blocks · 128² · d) for a pattern",
         dtypes=REDUCED,  # NB: FlexAttention on CPU rejects float64 when it compiles
         extra_reasons=_flex_reasons,
-        work="algorithm" if mask_for is None else "blocks", countable=False,  # NB: the counter raises under flex
-        library="torch FlexAttention", padding="mask",
+        work="algorithm" if mask_for is None else "blocks",
+        countable=False,  # NB: the counter raises under flex
+        library="torch FlexAttention",
+        padding="mask",
     )

@@ -17,15 +17,30 @@ import torch
 from variants.impls.dense import dense_attention, dense_impl
 from variants.impls.flex import flex_impl
 from variants.impls.sdpa import sdpa_impl
-from variants.rules import NOT_PREFIX, Impl, MaskMod, MemoryClaim, Param, Prepared, Theory, VariantSpec, dense_mask, register, score_theory, tiles, with_causal
+from variants.rules import (
+    NOT_PREFIX,
+    Impl,
+    MaskMod,
+    MemoryClaim,
+    Param,
+    Prepared,
+    Theory,
+    VariantSpec,
+    dense_mask,
+    register,
+    score_theory,
+    tiles,
+    with_causal,
+)
 
 
 def pattern_theory(exponent: Callable[[frozenset[str]], float], note: str = "") -> Callable[..., Theory]:
     """Theory of a pattern: P summed from its row counts, 4·B·H·P·d FLOPs, its claimed exponent;
     bytes from its key reads and index entries (docs/CLAIMS.md, "Bytes")."""
 
-    def theory_fn(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes,
-                  params, explicit, spec, kv_len=None):
+    def theory_fn(
+        *, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_bytes, params, explicit, spec, kv_len=None
+    ):
         if kv_len is None:
             pairs, exponents_qk = int(spec.row_counts_fn(seq_len, causal, params).sum()), None
             reads = None if spec.key_reads_fn is None else spec.key_reads_fn(seq_len, causal, params)
@@ -33,10 +48,19 @@ def pattern_theory(exponent: Callable[[frozenset[str]], float], note: str = "") 
             pairs, exponents_qk = seq_len * kv_len, (1.0, 1.0)
             reads = len(tiles(seq_len)[0]) * kv_len
         return score_theory(
-            pairs=pairs, batch=batch, num_heads=num_heads, num_kv_heads=num_kv_heads,
-            seq_len=kv_len or seq_len, head_dim=head_dim, dtype_bytes=dtype_bytes,
-            exponent_n=exponent(explicit), note=note, exponents_qk=exponents_qk, query_len=seq_len,
-            key_reads=reads, index_entries=seq_len * spec.index_fn(params) if spec.index_fn else 0,
+            pairs=pairs,
+            batch=batch,
+            num_heads=num_heads,
+            num_kv_heads=num_kv_heads,
+            seq_len=kv_len or seq_len,
+            head_dim=head_dim,
+            dtype_bytes=dtype_bytes,
+            exponent_n=exponent(explicit),
+            note=note,
+            exponents_qk=exponents_qk,
+            query_len=seq_len,
+            key_reads=reads,
+            index_entries=seq_len * spec.index_fn(params) if spec.index_fn else 0,
         )
 
     return theory_fn
@@ -80,7 +104,9 @@ def with_decode(native: Impl, mask_for: Callable) -> Impl:
         setup = {"plan_s": time.perf_counter() - start}
         return Prepared(lambda: dense_attention(q, k.index_select(2, keys), v.index_select(2, keys)), setup)
 
-    return dataclasses.replace(native, prepare=prepare, cost=native.cost + "; decode: the last row's keys gathered, O(P_last·d)")
+    return dataclasses.replace(
+        native, prepare=prepare, cost=native.cost + "; decode: the last row's keys gathered, O(P_last·d)"
+    )
 
 
 def pattern_variant(
@@ -115,10 +141,22 @@ def pattern_variant(
         impls.append(with_decode(native, mask_for))
     return register(
         VariantSpec(
-            name=name, family="sparse", summary=doc.strip().splitlines()[0], source=source,
-            params=params, theory_fn=pattern_theory(exponent, note), impls={i.name: i for i in impls}, decode=True,
-            mask_fn=mask_for, row_counts_fn=row_counts, key_reads_fn=key_reads, index_fn=index, check_fn=check, padding=padding,
-            padding_note=padding_note, memory=memory,
+            name=name,
+            family="sparse",
+            summary=doc.strip().splitlines()[0],
+            source=source,
+            params=params,
+            theory_fn=pattern_theory(exponent, note),
+            impls={i.name: i for i in impls},
+            decode=True,
+            mask_fn=mask_for,
+            row_counts_fn=row_counts,
+            key_reads_fn=key_reads,
+            index_fn=index,
+            check_fn=check,
+            padding=padding,
+            padding_note=padding_note,
+            memory=memory,
         )
     )
 

@@ -12,7 +12,7 @@ import importlib.util
 import time
 from typing import Callable
 
-from variants.rules import Differs, FLOAT_DTYPES, Impl, Prepared, Problem
+from variants.rules import FLOAT_DTYPES, Differs, Impl, Prepared, Problem
 
 EXTRA = 'pip install -e ".[peers]"'
 
@@ -31,21 +31,42 @@ def missing(package: str, module: str, install: str = EXTRA) -> list[str]:
     return []
 
 
-def peer(package: str, module: str, build: Callable, *, cost: str, differs: Differs,
-         reasons: Callable[[Problem], list[str]] | None = None, devices: tuple[str, ...] | None = None,
-         supports_causal: bool = True, dtypes: tuple = FLOAT_DTYPES, install: str = EXTRA) -> Impl:
+def peer(
+    package: str,
+    module: str,
+    build: Callable,
+    *,
+    cost: str,
+    differs: Differs,
+    reasons: Callable[[Problem], list[str]] | None = None,
+    devices: tuple[str, ...] | None = None,
+    supports_causal: bool = True,
+    dtypes: tuple = FLOAT_DTYPES,
+    install: str = EXTRA,
+) -> Impl:
     """An Impl named after `package`. `build(q, k, v, causal, params)` imports the package, sets it
     up (weights, projections) and returns the zero-argument call that is timed."""
 
     def prepare(q, k, v, *, causal, params):
         start = time.perf_counter()
         call = build(q, k, v, causal, params)
-        return Prepared(call, {"library_setup_s": time.perf_counter() - start},
-                        notes={"library": f"{package} {version(package)}"})
+        return Prepared(
+            call, {"library_setup_s": time.perf_counter() - start}, notes={"library": f"{package} {version(package)}"}
+        )
 
     def extra(problem: Problem) -> list[str]:
         return missing(package, module, install) or (reasons(problem) if reasons else [])
 
-    return Impl(package, prepare, cost=cost, devices=devices, supports_causal=supports_causal, dtypes=dtypes,
-                extra_reasons=extra, countable=False, library=package, differs=differs,
-                decode=False)  # NB: a library layer takes a sequence, not one query against a cache
+    return Impl(
+        package,
+        prepare,
+        cost=cost,
+        devices=devices,
+        supports_causal=supports_causal,
+        dtypes=dtypes,
+        extra_reasons=extra,
+        countable=False,
+        library=package,
+        differs=differs,
+        decode=False,
+    )  # NB: a library layer takes a sequence, not one query against a cache

@@ -31,7 +31,8 @@ def sdpa_impl(mask_for: MaskFor | None) -> Impl:
             (mask, rows), mask_s = timed(padding_mask, mask_for, q, causal, params, lengths)
             return Prepared(
                 lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa).masked_fill(~rows, 0.0),
-                {"mask_s": mask_s}, {"kernel": sdpa_kernel_chosen(q, k, v, mask=mask, gqa=gqa)},
+                {"mask_s": mask_s},
+                {"kernel": sdpa_kernel_chosen(q, k, v, mask=mask, gqa=gqa)},
             )
         if mask_for is None:
             return Prepared(
@@ -42,14 +43,23 @@ def sdpa_impl(mask_for: MaskFor | None) -> Impl:
         mask, mask_s = timed(dense_mask, mod, k.shape[-2], device=q.device, rows=q.shape[-2])
         return Prepared(
             lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa),
-            {"mask_s": mask_s}, {"kernel": sdpa_kernel_chosen(q, k, v, mask=mask, gqa=gqa)},
+            {"mask_s": mask_s},
+            {"kernel": sdpa_kernel_chosen(q, k, v, mask=mask, gqa=gqa)},
         )
 
-    cost = "O(n²) time; full: fused kernel, no n×n scores" if mask_for is None else (
-        "O(n²) time and memory: the pattern is a dense n×n boolean mask"
+    cost = (
+        "O(n²) time; full: fused kernel, no n×n scores"
+        if mask_for is None
+        else ("O(n²) time and memory: the pattern is a dense n×n boolean mask")
     )
-    return Impl("sdpa", prepare, cost=cost, work="algorithm" if mask_for is None else "all_pairs",
-                library="torch scaled_dot_product_attention", padding="mask")
+    return Impl(
+        "sdpa",
+        prepare,
+        cost=cost,
+        work="algorithm" if mask_for is None else "all_pairs",
+        library="torch scaled_dot_product_attention",
+        padding="mask",
+    )
 
 
 def jagged(t: torch.Tensor, lengths) -> torch.Tensor:
@@ -76,7 +86,12 @@ def nested_impl() -> Impl:
 
         return Prepared(run, {"pack_s": pack_s})
 
-    return Impl("sdpa-nested", prepare, cost="O(Σ lᵢ²·d): one call over the valid tokens, no padding computed",
-                supports_causal=False,  # NB: torch's nested SDPA refuses is_causal (torch 2.13)
-                library="torch scaled_dot_product_attention (nested jagged tensors)", padding="mask",
-                countable=False)
+    return Impl(
+        "sdpa-nested",
+        prepare,
+        cost="O(Σ lᵢ²·d): one call over the valid tokens, no padding computed",
+        supports_causal=False,  # NB: torch's nested SDPA refuses is_causal (torch 2.13)
+        library="torch scaled_dot_product_attention (nested jagged tensors)",
+        padding="mask",
+        countable=False,
+    )

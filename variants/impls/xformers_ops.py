@@ -99,10 +99,14 @@ def xformers_impl(bias_for: Callable[[int, bool, dict], object | None], work: st
         return Prepared(run, notes={"kernel": _xformers_op(fmha, q5, k5, v5, bias)})
 
     return Impl(
-        "xformers", prepare, cost="fused kernel; local windows skip masked blocks",
+        "xformers",
+        prepare,
+        cost="fused kernel; local windows skip masked blocks",
         # NB: devices and dtypes are left to xformers' own op table, so its reasons reach the user.
         extra_reasons=functools.partial(_xformers_reasons, bias_for=bias_for),
-        work=work, countable=False, library="xformers memory_efficient_attention",
+        work=work,
+        countable=False,
+        library="xformers memory_efficient_attention",
     )
 
 

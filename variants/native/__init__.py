@@ -1,4 +1,3 @@
 """variants.native"""
 
-
 __all__ = []

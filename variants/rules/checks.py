@@ -34,8 +34,10 @@ def check_inputs(spec, q, k, v, causal: bool) -> None:
             step = "; or one query, a decode step" if spec.decode else ""
             raise ValueError(f"q seq_len={n_q}, k seq_len={n_k} (allowed: equal{step}; {spec.name} {spec.cross_note})")
         if causal:
-            raise ValueError(f"q seq_len={n_q}, k seq_len={n_k} with causal=True (allowed: equal lengths, or "
-                             "causal=False: queries and keys of two sequences share no positions)")
+            raise ValueError(
+                f"q seq_len={n_q}, k seq_len={n_k} with causal=True (allowed: equal lengths, or "
+                "causal=False: queries and keys of two sequences share no positions)"
+            )
     h_kv = k.shape[1]
     if spec.kv_heads == "equal" and h_kv != h:
         raise ValueError(f"k.shape[1]={h_kv} (allowed: num_heads of q, {h}; use mqa or gqa for fewer)")
@@ -45,8 +47,16 @@ def check_inputs(spec, q, k, v, causal: bool) -> None:
         raise ValueError(f"k.shape[1]={h_kv} (allowed: a divisor of num_heads={h})")
 
 
-def against_reference(spec, impl: str, make_inputs, seq_len: int, params: dict, causal: bool,
-                      lengths_for=lambda n: None, grads: bool = False) -> tuple[float, float]:
+def against_reference(
+    spec,
+    impl: str,
+    make_inputs,
+    seq_len: int,
+    params: dict,
+    causal: bool,
+    lengths_for=lambda n: None,
+    grads: bool = False,
+) -> tuple[float, float]:
     """max |impl − dense in float64| / max(1, max |dense|), and the least tolerance the impl asks for.
 
     `make_inputs(n)` gives q, k, v at length n; `lengths_for(n)` a padded batch's valid lengths there. A library whose definition differs (`Impl.differs`)

@@ -47,7 +47,9 @@ def with_causal(mod: MaskMod, causal: bool) -> MaskMod:
     return and_masks(mod, causal_mod) if causal else mod
 
 
-def dense_mask(mod: MaskMod, seq_len: int, *, device: str | torch.device = "cpu", rows: int | None = None) -> torch.Tensor:
+def dense_mask(
+    mod: MaskMod, seq_len: int, *, device: str | torch.device = "cpu", rows: int | None = None
+) -> torch.Tensor:
     """Evaluate a predicate on every (i, j): a (n, n) bool tensor, O(n²) by construction; with `rows`,
     only the last rows (queries at the end: a decode step), (rows, n)."""
     i = torch.arange(seq_len, device=device)

@@ -27,8 +27,7 @@ def valid_lengths(batch: int, seq_len: int, fraction: float, seed: int = 0) -> t
     spread = min(SPREAD, (1 - fraction) / fraction)
     quantiles = [(i + 0.5) / batch for i in range(batch)]  # evenly spaced in (0, 1)
     order = torch.randperm(batch, generator=torch.Generator().manual_seed(seed)).tolist()
-    return tuple(max(1, min(seq_len, round(seq_len * fraction * (1 + spread * (2 * quantiles[i] - 1)))))
-                 for i in order)
+    return tuple(max(1, min(seq_len, round(seq_len * fraction * (1 + spread * (2 * quantiles[i] - 1))))) for i in order)
 
 
 def check_lengths(lengths, q, k) -> None:
@@ -52,8 +51,12 @@ def prepare(implementation, q, k, v, *, causal: bool, params: dict, lengths=None
 def packed(implementation, q, k, v, *, causal: bool, params: dict, lengths) -> Prepared:
     """Each sequence's valid prefix prepared as its own problem (setup, not timed); the timed call
     runs them one after another into a zero output, so padding rows are zero and cost nothing."""
-    parts = [implementation.prepare(q[b : b + 1, :, :n], k[b : b + 1, :, :n], v[b : b + 1, :, :n],
-                                    causal=causal, params=params) for b, n in enumerate(lengths)]
+    parts = [
+        implementation.prepare(
+            q[b : b + 1, :, :n], k[b : b + 1, :, :n], v[b : b + 1, :, :n], causal=causal, params=params
+        )
+        for b, n in enumerate(lengths)
+    ]
     setup: dict[str, float] = {}
     for part in parts:
         for name, seconds in part.setup_s.items():
@@ -72,8 +75,10 @@ def check_theory(spec, lengths, batch: int, seq_len: int, *, cross: bool, mode: 
     if not spec.padding:
         raise ValueError(f"valid_fraction: {spec.name} {spec.padding_note}")
     if cross or mode == "decode":
-        raise ValueError(f"valid lengths with {'kv_len' if cross else 'mode=decode'} (allowed: padding of "
-                         "self-attention, fwd or fwd_bwd)")
+        raise ValueError(
+            f"valid lengths with {'kv_len' if cross else 'mode=decode'} (allowed: padding of "
+            "self-attention, fwd or fwd_bwd)"
+        )
     if len(lengths) != batch or not all(1 <= n <= seq_len for n in lengths):
         raise ValueError(f"lengths={list(lengths)} (allowed: {batch} ints, one per sequence, each in 1..{seq_len})")
 
@@ -83,6 +88,8 @@ def summed(padded: Theory, parts: list[Theory]) -> Theory:
     bytes and the claims those of the padded batch."""
     extra = {name: sum(p.extra_flops.get(name, 0) for p in parts) for name in padded.extra_flops}
     pairs = None if padded.pairs is None else sum(p.pairs for p in parts)
-    moved = {name: None if getattr(padded, name) is None else sum(getattr(p, name) for p in parts)
-             for name in ("compulsory_bytes", "traffic_bytes", "fixed_bytes")}
+    moved = {
+        name: None if getattr(padded, name) is None else sum(getattr(p, name) for p in parts)
+        for name in ("compulsory_bytes", "traffic_bytes", "fixed_bytes")
+    }
     return dataclasses.replace(padded, flops=sum(p.flops for p in parts), pairs=pairs, extra_flops=extra, **moved)

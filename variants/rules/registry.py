@@ -17,8 +17,7 @@ import torch
 
 from variants.rules.differs import Differs  # noqa: F401  (re-exported: peers declare theirs here)
 from variants.rules.shapes import NOT_PREFIX, POSITIONAL, cross_reasons, kv_heads_for, padding_reasons
-from variants.rules.spec import (FLOAT_DTYPES, PADDING, WORK, Impl, Param, Prepared, Problem,  # noqa: F401  (re-exported)
-                                 device_reasons, sqrt_n)
+from variants.rules.spec import FLOAT_DTYPES, PADDING, WORK, Impl, Param, Prepared, Problem, device_reasons, sqrt_n  # noqa: F401  (re-exported)
 from variants.rules.theory import MemoryClaim, Theory, decode_step, for_mode
 
 
@@ -75,12 +74,12 @@ class VariantSpec:
                     raise ValueError(f"{self.name}: parameter {p.name}={reprlib.repr(value)} (allowed: {allowed})")
                 out[p.name] = value
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                p.kind is int and not float(value).is_integer()
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or (p.kind is int and not float(value).is_integer())
             ):
-                raise ValueError(
-                    f"{self.name}: parameter {p.name}={reprlib.repr(value)} must be {p.kind.__name__}"
-                )
+                raise ValueError(f"{self.name}: parameter {p.name}={reprlib.repr(value)} must be {p.kind.__name__}")
             if not math.isfinite(value):  # NB: nan passes any comparison with the range below
                 raise ValueError(f"{self.name}: parameter {p.name}={value!r} must be a finite number")
             value = p.kind(value)
@@ -103,9 +102,15 @@ class VariantSpec:
         here; an empty list means it can."""
         shape = Problem(**problem)
         implementation = self._impl(impl)
-        why = (cross_reasons(self, shape) if shape.cross else []) + (
-            padding_reasons(self, implementation) if shape.padded else []) + (
-            [f"mode=decode: {self.name}/{impl} has no decode step"] if shape.decode and not implementation.decode else [])
+        why = (
+            (cross_reasons(self, shape) if shape.cross else [])
+            + (padding_reasons(self, implementation) if shape.padded else [])
+            + (
+                [f"mode=decode: {self.name}/{impl} has no decode step"]
+                if shape.decode and not implementation.decode
+                else []
+            )
+        )
         if why:
             return why
         resolved = self.resolve(shape.key_len, params or {})
@@ -134,12 +139,22 @@ class VariantSpec:
         n_q, n_k = q.shape[-2], k.shape[-2]
         step = self.decode and n_q == 1 < n_k  # a decode step: the last position's query, as mode=decode runs it
         problem = Problem(
-            device=q.device.type, dtype=q.dtype, batch=q.shape[0], num_heads=q.shape[1], num_kv_heads=k.shape[1],
-            seq_len=n_k if step else n_q, kv_len=None if step or n_k == n_q else n_k, head_dim=q.shape[-1],
-            causal=causal, params=tuple(sorted(resolved.items())), padded=lengths is not None, decode=step,
+            device=q.device.type,
+            dtype=q.dtype,
+            batch=q.shape[0],
+            num_heads=q.shape[1],
+            num_kv_heads=k.shape[1],
+            seq_len=n_k if step else n_q,
+            kv_len=None if step or n_k == n_q else n_k,
+            head_dim=q.shape[-1],
+            causal=causal,
+            params=tuple(sorted(resolved.items())),
+            padded=lengths is not None,
+            decode=step,
         )
         why = (cross_reasons(self, problem) if problem.cross else []) + (
-            padding_reasons(self, implementation) if problem.padded else [])
+            padding_reasons(self, implementation) if problem.padded else []
+        )
         why = why or implementation.reasons(problem)
         if why:
             raise RuntimeError(f"{self.name}/{impl} cannot run here: {'; '.join(why)}")
@@ -195,8 +210,12 @@ class VariantSpec:
             _check_seq_len(kv_len, "kv_len")
             why = cross_reasons(self, Problem(seq_len=seq_len, kv_len=kv_len, causal=causal))
             if why or mode == "decode":
-                raise ValueError(why[0] if why else f"kv_len={kv_len} with mode=decode (allowed: fwd, fwd_bwd; "
-                                 "decode is one query against seq_len keys)")
+                raise ValueError(
+                    why[0]
+                    if why
+                    else f"kv_len={kv_len} with mode=decode (allowed: fwd, fwd_bwd; "
+                    "decode is one query against seq_len keys)"
+                )
             cross = {"kv_len": kv_len}
         for field_name, value in (("batch", batch), ("num_heads", num_heads), ("head_dim", head_dim)):
             if not isinstance(value, int) or value <= 0:
@@ -204,23 +223,57 @@ class VariantSpec:
         resolved = self.resolve(seq_len, params)
         kv = kv_heads_for(self, num_heads, num_kv_heads, resolved)
         forward = self.theory_fn(
-            seq_len=seq_len, batch=batch, num_heads=num_heads, num_kv_heads=kv, head_dim=head_dim,
-            causal=causal, dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params),
-            spec=self, **cross,
+            seq_len=seq_len,
+            batch=batch,
+            num_heads=num_heads,
+            num_kv_heads=kv,
+            head_dim=head_dim,
+            causal=causal,
+            dtype_bytes=dtype_bytes,
+            params=resolved,
+            explicit=self.explicit(params),
+            spec=self,
+            **cross,
         )
         if mode == "decode":
-            return self._decode(forward, seq_len=seq_len, batch=batch, num_heads=num_heads, num_kv_heads=kv,
-                                head_dim=head_dim, dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params))
+            return self._decode(
+                forward,
+                seq_len=seq_len,
+                batch=batch,
+                num_heads=num_heads,
+                num_kv_heads=kv,
+                head_dim=head_dim,
+                dtype_bytes=dtype_bytes,
+                params=resolved,
+                explicit=self.explicit(params),
+            )
         if lengths is not None:
             from variants.rules import padding
 
             padding.check_theory(self, lengths, batch, seq_len, cross=bool(cross), mode=mode)
-            forward = padding.summed(forward, [self.theory_fn(
-                seq_len=n, batch=1, num_heads=num_heads, num_kv_heads=kv, head_dim=head_dim, causal=causal,
-                dtype_bytes=dtype_bytes, params=resolved, explicit=self.explicit(params), spec=self) for n in lengths])
+            forward = padding.summed(
+                forward,
+                [
+                    self.theory_fn(
+                        seq_len=n,
+                        batch=1,
+                        num_heads=num_heads,
+                        num_kv_heads=kv,
+                        head_dim=head_dim,
+                        causal=causal,
+                        dtype_bytes=dtype_bytes,
+                        params=resolved,
+                        explicit=self.explicit(params),
+                        spec=self,
+                    )
+                    for n in lengths
+                ],
+            )
         claimed = self.memory_exponent(mode, forward.claimed_exponent_n)
-        return replace(for_mode(forward, mode, batch=batch, num_heads=num_heads, seq_len=seq_len, head_dim=head_dim),
-                       claimed_memory_exponent_n=claimed)
+        return replace(
+            for_mode(forward, mode, batch=batch, num_heads=num_heads, seq_len=seq_len, head_dim=head_dim),
+            claimed_memory_exponent_n=claimed,
+        )
 
     def memory_exponent(self, mode: str, time_exponent: float) -> float | None:
         """The claimed exponent in n of one call's extra memory in `mode` (None: nothing claimed), given the
@@ -232,9 +285,17 @@ class VariantSpec:
             raise ValueError(f"mode=decode: {self.name} has no decode step here (allowed: fwd, fwd_bwd)")
         last = None if self.row_counts_fn is None else int(self.row_counts_fn(seq_len, False, params)[-1])
         step = None if last is not None else self.theory_fn(seq_len=1, causal=False, params=params, spec=self, **shape)
-        return decode_step(forward, last_row=last, step=step, batch=shape["batch"], num_heads=shape["num_heads"],
-                           head_dim=shape["head_dim"], num_kv_heads=shape["num_kv_heads"],
-                           dtype_bytes=shape["dtype_bytes"], index_entries=self.index_fn(params) if self.index_fn else 0)
+        return decode_step(
+            forward,
+            last_row=last,
+            step=step,
+            batch=shape["batch"],
+            num_heads=shape["num_heads"],
+            head_dim=shape["head_dim"],
+            num_kv_heads=shape["num_kv_heads"],
+            dtype_bytes=shape["dtype_bytes"],
+            index_entries=self.index_fn(params) if self.index_fn else 0,
+        )
 
 
 def _check_seq_len(seq_len: int, name: str = "seq_len") -> None:

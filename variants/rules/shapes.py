@@ -8,11 +8,12 @@ that holds it.
 from __future__ import annotations
 
 # What a variant on one sequence's positions says when asked for n_q ≠ n_k (docs/CLAIMS.md, "Cross attention").
-POSITIONAL = ("is defined on the positions of one sequence; queries and keys of two sequences share no "
-              "positions")
+POSITIONAL = "is defined on the positions of one sequence; queries and keys of two sequences share no positions"
 # What a variant says when it cannot be padded (docs/CLAIMS.md, "Padding").
-NOT_PREFIX = ("is not its own pattern on a prefix: its positions depend on the padded length (or its random "
-              "draws do), so a padded sequence is not the variant at its valid length")
+NOT_PREFIX = (
+    "is not its own pattern on a prefix: its positions depend on the padded length (or its random "
+    "draws do), so a padded sequence is not the variant at its valid length"
+)
 
 
 def cross_reasons(spec, shape) -> list[str]:
@@ -38,7 +39,9 @@ def kv_heads_for(spec, num_heads: int, num_kv_heads: int | None, params) -> int:
             raise ValueError(f"{spec.name}: groups={groups} and num_kv_heads={num_kv_heads} (allowed: equal)")
         kv = num_kv_heads if num_kv_heads is not None else groups
         if kv is None:
-            raise ValueError(f"{spec.name}: num_kv_heads=None and groups=None (allowed: give either, a divisor of num_heads)")
+            raise ValueError(
+                f"{spec.name}: num_kv_heads=None and groups=None (allowed: give either, a divisor of num_heads)"
+            )
         if num_heads % kv:
             raise ValueError(f"{spec.name}: num_kv_heads={kv} must divide num_heads={num_heads}")
         return kv
@@ -52,9 +55,13 @@ def padding_reasons(spec, impl) -> list[str]:
     if not spec.padding:
         return [f"valid_fraction: {spec.name} {spec.padding_note}"]
     if impl.padding is None:
-        return [f"valid_fraction: {spec.name}/{impl.name} takes no padding (neither a key-padding mask nor "
-                "packed sequences are built for it)"]
+        return [
+            f"valid_fraction: {spec.name}/{impl.name} takes no padding (neither a key-padding mask nor "
+            "packed sequences are built for it)"
+        ]
     if impl.padding == "packed" and impl.differs is not None and impl.differs.seq_len is not None:
-        return [f"valid_fraction: {spec.name}/{impl.name} is the variant only at lengths it chooses "
-                f"({impl.differs.note.split(';')[0]}); a padded batch's valid lengths are any"]
+        return [
+            f"valid_fraction: {spec.name}/{impl.name} is the variant only at lengths it chooses "
+            f"({impl.differs.note.split(';')[0]}); a padded batch's valid lengths are any"
+        ]
     return []

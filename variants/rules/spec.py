@@ -14,8 +14,11 @@ from variants.rules.differs import Differs
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # What an implementation computes: the algorithm's own work; every n² score whatever the pattern
 # (a dense mask); or the pattern's tiles at a kernel's block granularity.
-WORK = {"algorithm": "the algorithm's own work", "all_pairs": "every n² score, whatever the pattern",
-        "blocks": "the blocks the pattern touches, at the kernel's tile size"}
+WORK = {
+    "algorithm": "the algorithm's own work",
+    "all_pairs": "every n² score, whatever the pattern",
+    "blocks": "the blocks the pattern touches, at the kernel's tile size",
+}
 # How an implementation runs a padded batch: the padding in its mask (it computes what its mask costs),
 # or each sequence's valid prefix as its own call (the suite slices them; `VariantSpec.prepare`).
 PADDING = {"mask": "a key-padding mask over the padded batch", "packed": "each sequence's valid prefix, one call each"}
@@ -83,8 +86,12 @@ class Prepared:
     kept apart from the call that is timed.
     """
 
-    def __init__(self, fn: Callable[[], torch.Tensor], setup_s: Mapping[str, float] | None = None,
-                 notes: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        fn: Callable[[], torch.Tensor],
+        setup_s: Mapping[str, float] | None = None,
+        notes: Mapping[str, str] | None = None,
+    ):
         self.fn = fn
         self.setup_s = dict(setup_s or {})
         self.notes = dict(notes or {})  # how it ran, e.g. which kernel or compile mode was used

@@ -75,8 +75,9 @@ class Theory:
         return self.flops + sum(self.extra_flops.values())
 
 
-def io_bytes(*, batch: int, num_heads: int, num_kv_heads: int, query_rows: int, key_rows: int,
-             head_dim: int, dtype_bytes: int) -> int:
+def io_bytes(
+    *, batch: int, num_heads: int, num_kv_heads: int, query_rows: int, key_rows: int, head_dim: int, dtype_bytes: int
+) -> int:
     """Q read and O written (B·H·rows·d each), K and V read (B·H_kv·key_rows·d each)."""
     return 2 * batch * head_dim * dtype_bytes * (num_heads * query_rows + num_kv_heads * key_rows)
 
@@ -87,17 +88,35 @@ def tiles(rows: int) -> tuple[list[int], list[int]]:
     return starts, [min(s + TILE_ROWS, rows) for s in starts]
 
 
-def score_theory(*, pairs: int, batch: int, num_heads: int, num_kv_heads: int, seq_len: int,
-                 head_dim: int, dtype_bytes: int, exponent_n: float, note: str = "",
-                 exponents_qk: tuple[float, float] | None = None, query_len: int | None = None,
-                 key_reads: int | None = None, index_entries: int = 0) -> Theory:
+def score_theory(
+    *,
+    pairs: int,
+    batch: int,
+    num_heads: int,
+    num_kv_heads: int,
+    seq_len: int,
+    head_dim: int,
+    dtype_bytes: int,
+    exponent_n: float,
+    note: str = "",
+    exponents_qk: tuple[float, float] | None = None,
+    query_len: int | None = None,
+    key_reads: int | None = None,
+    index_entries: int = 0,
+) -> Theory:
     """Score-based attention: 4·B·H·P·d forward FLOPs, softmax as a separate term; `seq_len` is
     the keys' length (K and V bytes), `query_len` the queries' (seq_len where not given). Bytes:
     every query, key and value once (the diagonal is in every pattern), `key_reads` the K and V
     rows the algorithm's tiles read per batch and K/V head, `index_entries` the pattern's own."""
     exponent_q, exponent_k = exponents_qk or (None, None)
-    shape = dict(batch=batch, num_heads=num_heads, num_kv_heads=num_kv_heads, query_rows=query_len or seq_len,
-                 head_dim=head_dim, dtype_bytes=dtype_bytes)
+    shape = dict(
+        batch=batch,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        query_rows=query_len or seq_len,
+        head_dim=head_dim,
+        dtype_bytes=dtype_bytes,
+    )
     index = INDEX_BYTES * index_entries
     return Theory(
         flops=score_flops(batch, num_heads, pairs, head_dim),
@@ -106,8 +125,11 @@ def score_theory(*, pairs: int, batch: int, num_heads: int, num_kv_heads: int, s
         pairs=pairs,
         extra_flops={"softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * pairs},
         kv_bytes=2 * batch * num_kv_heads * seq_len * head_dim * dtype_bytes,
-        note=note, exponent_q=exponent_q, exponent_k=exponent_k,
-        compulsory_bytes=io_bytes(**shape, key_rows=seq_len) + index, fixed_bytes=index,
+        note=note,
+        exponent_q=exponent_q,
+        exponent_k=exponent_k,
+        compulsory_bytes=io_bytes(**shape, key_rows=seq_len) + index,
+        fixed_bytes=index,
         traffic_bytes=None if key_reads is None else io_bytes(**shape, key_rows=key_reads) + index,
     )
 
@@ -123,14 +145,27 @@ def for_mode(theory: Theory, mode: str, *, batch: int, num_heads: int, seq_len: 
         raise ValueError(f"mode={mode!r} (allowed: {', '.join(MODES)})")
     if mode == "fwd_bwd":
         compulsory, traffic = theory.compulsory_bytes, theory.traffic_bytes
-        return replace(theory, flops=FWD_BWD_FLOP_FACTOR * theory.flops,
-                       compulsory_bytes=None if compulsory is None else 2 * compulsory - theory.fixed_bytes,
-                       traffic_bytes=None if traffic is None else FWD_BWD_FLOP_FACTOR * traffic)
+        return replace(
+            theory,
+            flops=FWD_BWD_FLOP_FACTOR * theory.flops,
+            compulsory_bytes=None if compulsory is None else 2 * compulsory - theory.fixed_bytes,
+            traffic_bytes=None if traffic is None else FWD_BWD_FLOP_FACTOR * traffic,
+        )
     return theory
 
 
-def decode_step(forward: Theory, *, last_row: int | None, step: Theory | None, batch: int, num_heads: int,
-                head_dim: int, num_kv_heads: int = 1, dtype_bytes: int = 4, index_entries: int = 0) -> Theory:
+def decode_step(
+    forward: Theory,
+    *,
+    last_row: int | None,
+    step: Theory | None,
+    batch: int,
+    num_heads: int,
+    head_dim: int,
+    num_kv_heads: int = 1,
+    dtype_bytes: int = 4,
+    index_entries: int = 0,
+) -> Theory:
     """One query, the last position, against a cache of n keys (docs/CLAIMS.md, "Modes"): a score-based
     variant scores its pattern's last row (`last_row` pairs); a linearized one adds one key to its
     running state and reads one query out of it (`step`: its work at n = 1, whatever the cache). The
@@ -139,13 +174,35 @@ def decode_step(forward: Theory, *, last_row: int | None, step: Theory | None, b
     output; a step's q, k, v and output, and its state read and written."""
     exponent = forward.claimed_exponent_n - 1
     if last_row is None:
-        moved = None if step.compulsory_bytes is None or step.state_bytes is None else (
-            step.compulsory_bytes + 2 * step.state_bytes)
-        return replace(step, claimed_exponent_n=exponent, kv_bytes=None, note="one step of the running state",
-                       compulsory_bytes=moved, traffic_bytes=moved)
-    moved = INDEX_BYTES * index_entries + io_bytes(batch=batch, num_heads=num_heads, num_kv_heads=num_kv_heads,
-                                                   query_rows=1, key_rows=last_row, head_dim=head_dim,
-                                                   dtype_bytes=dtype_bytes)
-    return replace(forward, pairs=last_row, flops=score_flops(batch, num_heads, last_row, head_dim),
-                   claimed_exponent_n=exponent, extra_flops={"softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * last_row},
-                   compulsory_bytes=moved, traffic_bytes=moved, fixed_bytes=INDEX_BYTES * index_entries)
+        moved = (
+            None
+            if step.compulsory_bytes is None or step.state_bytes is None
+            else (step.compulsory_bytes + 2 * step.state_bytes)
+        )
+        return replace(
+            step,
+            claimed_exponent_n=exponent,
+            kv_bytes=None,
+            note="one step of the running state",
+            compulsory_bytes=moved,
+            traffic_bytes=moved,
+        )
+    moved = INDEX_BYTES * index_entries + io_bytes(
+        batch=batch,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        query_rows=1,
+        key_rows=last_row,
+        head_dim=head_dim,
+        dtype_bytes=dtype_bytes,
+    )
+    return replace(
+        forward,
+        pairs=last_row,
+        flops=score_flops(batch, num_heads, last_row, head_dim),
+        claimed_exponent_n=exponent,
+        extra_flops={"softmax": SOFTMAX_OPS_PER_PAIR * batch * num_heads * last_row},
+        compulsory_bytes=moved,
+        traffic_bytes=moved,
+        fixed_bytes=INDEX_BYTES * index_entries,
+    )

@@ -40,6 +40,18 @@ def row_delta(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:
     b, h, n, d = out.shape
     acc, _ = launch_dtypes(out)
     delta = out.new_empty((b, h, n), dtype=torch.float64 if acc == tl.float64 else torch.float32)
-    launch(delta_kernel, (triton.cdiv(n, ROWS), b * h), out, dout, delta, n, d, ACC=acc, BM=ROWS,
-           BD=Tiles.head(d), num_warps=4, num_stages=1)
+    launch(
+        delta_kernel,
+        (triton.cdiv(n, ROWS), b * h),
+        out,
+        dout,
+        delta,
+        n,
+        d,
+        ACC=acc,
+        BM=ROWS,
+        BD=Tiles.head(d),
+        num_warps=4,
+        num_stages=1,
+    )
     return delta

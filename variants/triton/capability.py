@@ -11,8 +11,10 @@ import sys
 import torch
 
 INSTALL = "pip install triton (a CUDA build of torch ships it)"
-NO_INTERPRETER = ("device=cpu without TRITON_INTERPRET=1: Triton kernels need a GPU or Triton's interpreter "
-                  "(TRITON_INTERPRET=1, set before triton is imported)")
+NO_INTERPRETER = (
+    "device=cpu without TRITON_INTERPRET=1: Triton kernels need a GPU or Triton's interpreter "
+    "(TRITON_INTERPRET=1, set before triton is imported)"
+)
 GPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # float64 only under the interpreter
 
 
@@ -49,15 +51,24 @@ def reasons(device: str, dtype: torch.dtype) -> list[str]:
         return [why]
     interpreted = interpreting() if loaded_mode() is None else loaded_mode()
     if device == "cpu" and not interpreted:
-        return [NO_INTERPRETER if loaded_mode() is None else
-                "device=cpu: the kernels were loaded without TRITON_INTERPRET=1 in this process"]
+        return [
+            NO_INTERPRETER
+            if loaded_mode() is None
+            else "device=cpu: the kernels were loaded without TRITON_INTERPRET=1 in this process"
+        ]
     if device == "cuda" and interpreted:
-        return ["device=cuda with TRITON_INTERPRET=1: the interpreter runs the kernels on the host; "
-                "unset it to time them on the GPU"]
+        return [
+            "device=cuda with TRITON_INTERPRET=1: the interpreter runs the kernels on the host; "
+            "unset it to time them on the GPU"
+        ]
     if device == "cpu" and dtype == torch.bfloat16:
-        return ["dtype=bfloat16 under Triton's interpreter: its tl.dot multiplies bf16 operands wrongly (triton 3.9; "
-                "float16, float32 and float64 are right): bf16 is checked on a GPU"]
+        return [
+            "dtype=bfloat16 under Triton's interpreter: its tl.dot multiplies bf16 operands wrongly (triton 3.9; "
+            "float16, float32 and float64 are right): bf16 is checked on a GPU"
+        ]
     if device == "cuda" and dtype not in GPU_DTYPES:
-        return [f"dtype={str(dtype).removeprefix('torch.')} on cuda (supported: float16, bfloat16, float32; "
-                "float64 only under the interpreter)"]
+        return [
+            f"dtype={str(dtype).removeprefix('torch.')} on cuda (supported: float16, bfloat16, float32; "
+            "float64 only under the interpreter)"
+        ]
     return []

@@ -26,8 +26,18 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-TORCH_TYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64", "int32": "i32",
-               "int64": "i64", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
+TORCH_TYPES = {
+    "float32": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "float64": "fp64",
+    "int32": "i32",
+    "int64": "i64",
+    "int16": "i16",
+    "int8": "i8",
+    "uint8": "u8",
+    "bool": "i1",
+}
 OPTIONS = ("num_warps", "num_stages")
 # the most shared memory a block may take (CUDA's opt-in limit): A100, the sm_86/89 cards, H100/H200
 SHARED_BYTES = {80: 166912, 86: 101376, 89: 101376, 90: 232448}
@@ -58,9 +68,12 @@ def recording(launches: dict[str, dict]) -> Iterator[None]:
 
     def run(self, *args, grid, warmup, **kwargs):
         named = dict(zip(self.arg_names, args)) | {k: v for k, v in kwargs.items() if k in self.arg_names}
-        entry = {"module": self.fn.__module__, "kernel": self.fn.__name__,
-                 "args": {name: describe(value) for name, value in named.items()},
-                 "options": {k: kwargs[k] for k in OPTIONS if k in kwargs}}
+        entry = {
+            "module": self.fn.__module__,
+            "kernel": self.fn.__name__,
+            "args": {name: describe(value) for name, value in named.items()},
+            "options": {k: kwargs[k] for k in OPTIONS if k in kwargs},
+        }
         launches.setdefault(json.dumps(entry, sort_keys=True), entry)
         return original(self, *args, grid=grid, warmup=warmup, **kwargs)
 
@@ -90,10 +103,13 @@ def capture(n: int, dtypes: list[str], head_dims: list[int]) -> list[dict]:
                 for causal in (False, True):  # NB: the structure's reasons only: the interpreter's bf16
                     if spec.reasons("triton", causal=causal, dtype=torch.float32, seq_len=n):  # products are
                         continue  # wrong (so its tests skip bf16), but a bf16 launch is recorded all the same
-                    q, k, v = (torch.randn(1, 2, n, d, generator=generator, dtype=getattr(torch, dtype))
-                               .requires_grad_() for _ in range(3))
-                    call = padding.prepare(spec.impls["triton"], q, k, v, causal=causal, params=spec.resolve(n, {}),
-                                           lengths=None)  # past the dtype's reason (spec.attention would refuse)
+                    q, k, v = (
+                        torch.randn(1, 2, n, d, generator=generator, dtype=getattr(torch, dtype)).requires_grad_()
+                        for _ in range(3)
+                    )
+                    call = padding.prepare(
+                        spec.impls["triton"], q, k, v, causal=causal, params=spec.resolve(n, {}), lengths=None
+                    )  # past the dtype's reason (spec.attention would refuse)
                     call().sum().backward()
     return list(launches.values())
 
@@ -114,7 +130,7 @@ def signature(fn, launch: dict) -> tuple[dict, dict]:
             if arg["value"] == 1 and not param.do_not_specialize:
                 sig[param.name], constants[param.name] = "constexpr", 1
             else:
-                sig[param.name] = "i32" if -2**31 <= arg["value"] < 2**31 else "i64"
+                sig[param.name] = "i32" if -(2**31) <= arg["value"] < 2**31 else "i64"
         else:
             sig[param.name] = "fp32"
     return sig, constants
@@ -143,8 +159,9 @@ def compile_one(launch: dict, arch: int) -> str | None:
     options = dict(launch["options"])
     try:
         while True:
-            compiled = triton.compile(ASTSource(fn, sig, constants), target=GPUTarget("cuda", arch, 32),
-                                      options=options)
+            compiled = triton.compile(
+                ASTSource(fn, sig, constants), target=GPUTarget("cuda", arch, 32), options=options
+            )
             if not compiled.asm.get("cubin"):
                 raise RuntimeError("no cubin")
             shared, limit = compiled.metadata.shared, SHARED_BYTES.get(arch, compiled.metadata.shared)
@@ -152,13 +169,17 @@ def compile_one(launch: dict, arch: int) -> str | None:
                 break
             stages = options.get("num_stages", DEFAULT_STAGES)
             if stages <= 1:  # Triton refuses such a kernel when it loads (OutOfResources)
-                raise RuntimeError(f"needs {shared} bytes of shared memory at one stage; a block on sm_{arch} has {limit}")
+                raise RuntimeError(
+                    f"needs {shared} bytes of shared memory at one stage; a block on sm_{arch} has {limit}"
+                )
             options["num_stages"] = stages - 1
     except Exception as err:
         pointers = sorted({v for v in sig.values() if v.startswith("*")})
-        return (f"{launch['kernel']} sm_{arch} {'/'.join(pointers)} {json.dumps(launch['options'])} "
-                f"{ {k: v for k, v in constants.items() if k.isupper()} }: {type(err).__name__}: {err}"
-                + (f"\n    {err.__cause__!r}" if err.__cause__ else ""))
+        return (
+            f"{launch['kernel']} sm_{arch} {'/'.join(pointers)} {json.dumps(launch['options'])} "
+            f"{ {k: v for k, v in constants.items() if k.isupper()} }: {type(err).__name__}: {err}"
+            + (f"\n    {err.__cause__!r}" if err.__cause__ else "")
+        )
     return None
 
 
@@ -176,8 +197,23 @@ def child(mode: str, path: str, args: argparse.Namespace) -> None:
     env.pop("TRITON_INTERPRET", None)
     if mode == "capture":
         env["TRITON_INTERPRET"] = "1"
-    cmd = [sys.executable, "-m", "variants.triton.compile_check", f"--{mode}", path, "--arch", args.arch,
-           "--n", str(args.n), "--dtypes", args.dtypes, "--head-dims", args.head_dims, "--jobs", str(args.jobs)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "variants.triton.compile_check",
+        f"--{mode}",
+        path,
+        "--arch",
+        args.arch,
+        "--n",
+        str(args.n),
+        "--dtypes",
+        args.dtypes,
+        "--head-dims",
+        args.head_dims,
+        "--jobs",
+        str(args.jobs),
+    ]
     code = subprocess.run(cmd, env=env).returncode
     if code:
         sys.exit(code)
@@ -201,8 +237,10 @@ def main(argv: list[str] | None = None) -> None:
         with open(args.compile) as fh:
             launches = json.load(fh)
         failures = compile_all(launches, [int(arch) for arch in args.arch.split(",")], args.jobs)
-        print(f"{len(launches)} distinct launches, compiled for sm_{', sm_'.join(args.arch.split(','))}: "
-              f"{len(failures)} failed")
+        print(
+            f"{len(launches)} distinct launches, compiled for sm_{', sm_'.join(args.arch.split(','))}: "
+            f"{len(failures)} failed"
+        )
         print("\n".join(failures))
         sys.exit(1 if failures else 0)
     with tempfile.TemporaryDirectory() as tmp:

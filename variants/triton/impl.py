@@ -7,9 +7,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from variants.triton.capability import reasons
 from variants.rules import FLOAT_DTYPES, Impl, Prepared, Problem
-
+from variants.triton.capability import reasons
 
 INT32 = 2**31  # the kernels' offsets are 32-bit integers
 
@@ -22,14 +21,19 @@ def kernel_reasons(problem: Problem) -> list[str]:
     return why
 
 
-def triton_impl(plan: Callable, run: Callable | None = None, *, cost: str,
-                extra_reasons: Callable[[Problem], list[str]] | None = None) -> Impl:
+def triton_impl(
+    plan: Callable,
+    run: Callable | None = None,
+    *,
+    cost: str,
+    extra_reasons: Callable[[Problem], list[str]] | None = None,
+) -> Impl:
     """`plan(n, causal, params, like=q)` is setup (index lists, parts); `run(q, k, v, plan, causal)`
     the timed call (default: the softmax parts' union, variants.triton.union.attend). On CUDA one
     call is made in setup, so Triton's compile is a setup cost, not the first timed call's."""
 
     def prepare(q, k, v, *, causal, params):
-        from variants.triton import union    # NB: imports triton; the registry never does
+        from variants.triton import union  # NB: imports triton; the registry never does
 
         call = run or union.attend
         start = time.perf_counter()
@@ -50,6 +54,13 @@ def triton_impl(plan: Callable, run: Callable | None = None, *, cost: str,
     def why(problem: Problem) -> list[str]:
         return kernel_reasons(problem) or (extra_reasons(problem) if extra_reasons else [])
 
-    return Impl("triton", prepare, cost=cost, devices=("cuda", "cpu"), dtypes=FLOAT_DTYPES, extra_reasons=why,
-                countable=False,  # NB: a Triton kernel does not run on meta tensors
-                decode=False)  # a step of one query against a cache is not built as a kernel here
+    return Impl(
+        "triton",
+        prepare,
+        cost=cost,
+        devices=("cuda", "cpu"),
+        dtypes=FLOAT_DTYPES,
+        extra_reasons=why,
+        countable=False,  # NB: a Triton kernel does not run on meta tensors
+        decode=False,
+    )  # a step of one query against a cache is not built as a kernel here

@@ -15,8 +15,7 @@ NEG_INF = float("-inf")
 
 
 @triton.jit
-def resume(o_ptrs, l_ptrs, rows, cols, FIRST: tl.constexpr, ACC: tl.constexpr, BM: tl.constexpr,
-           BD: tl.constexpr):
+def resume(o_ptrs, l_ptrs, rows, cols, FIRST: tl.constexpr, ACC: tl.constexpr, BM: tl.constexpr, BD: tl.constexpr):
     """(m, l, acc) of a block of rows: empty, or the earlier parts' (out, lse)."""
     if FIRST:
         m = tl.full([BM], float("-inf"), ACC)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import torch
 
 from variants.catalog import bigbird, linear, performer, random_keys, rfa
-from variants.triton.impl import triton_impl
 from variants.impls import peer
 from variants.rules import Differs, Problem, attach
+from variants.triton.impl import triton_impl
 
 
 def _union():
-    from variants.triton import union    # NB: imports triton: only inside a plan (setup)
+    from variants.triton import union  # NB: imports triton: only inside a plan (setup)
 
     return union
 
@@ -68,18 +68,33 @@ def strided(n, causal, params, like):
 
 
 SOFTMAX_PATHS = {
-    "sliding_window": (sliding_window, "O(n·(2w + 128)·d): blocks of 128 queries against the key blocks of 64 "
-                       "their window reaches, one kernel, online softmax in registers"),
-    "neighborhood": (neighborhood, "O(n·(K + 128)·d): blocks of 128 queries against the key blocks of 64 their "
-                     "K keys span, one kernel"),
-    "global": (global_tokens, "O(n·g·d): g full rows, g global keys per row and its own, as three band kernels "
-               "merged by log-sum-exp"),
-    "random": (random, "O(n·r·d): each row's r + 1 keys gathered by index, online softmax; dK, dV by key "
-               "over the lists transposed in setup"),
-    "bigbird": (big_bird, "O(n·(w + g + r)·d): a band, the global keys and rows, the random keys gathered, "
-                "merged by log-sum-exp"),
-    "strided": (strided, "O(n·l·d + n²/l·d): a band of reach l − 1, then attention within each residue class, "
-                "rows and keys m·l + r addressed by index arithmetic (no copies)"),
+    "sliding_window": (
+        sliding_window,
+        "O(n·(2w + 128)·d): blocks of 128 queries against the key blocks of 64 "
+        "their window reaches, one kernel, online softmax in registers",
+    ),
+    "neighborhood": (
+        neighborhood,
+        "O(n·(K + 128)·d): blocks of 128 queries against the key blocks of 64 their K keys span, one kernel",
+    ),
+    "global": (
+        global_tokens,
+        "O(n·g·d): g full rows, g global keys per row and its own, as three band kernels merged by log-sum-exp",
+    ),
+    "random": (
+        random,
+        "O(n·r·d): each row's r + 1 keys gathered by index, online softmax; dK, dV by key "
+        "over the lists transposed in setup",
+    ),
+    "bigbird": (
+        big_bird,
+        "O(n·(w + g + r)·d): a band, the global keys and rows, the random keys gathered, merged by log-sum-exp",
+    ),
+    "strided": (
+        strided,
+        "O(n·l·d + n²/l·d): a band of reach l − 1, then attention within each residue class, "
+        "rows and keys m·l + r addressed by index arithmetic (no copies)",
+    ),
     "fixed": (fixed, "O(n·l·d + n·(c·n/l)·d): own blocks as a band, summary keys by index arithmetic"),
 }
 
@@ -97,7 +112,7 @@ def linearized(name: str, features_fn):
     chunk kernels, which compute it in their registers, and in torch for the backward."""
 
     def plan(n, causal, params, like):
-        from variants.triton import chunk    # NB: imports triton
+        from variants.triton import chunk  # NB: imports triton
 
         # NB: float16 computes the map in float32 (its range: FAVOR+'s key features reach 1e-8), here and in
         # the kernels (variants.triton.chunk.fwd.chunk_dtypes)
@@ -122,10 +137,14 @@ def feature_reasons(problem: Problem) -> list[str]:
     m = problem.head_dim if m is None else (2 * m if "sigma" in params else m)  # rfa: sin and cos of m frequencies
     out = []
     if max(m, problem.head_dim) > MAX_FEATURES:
-        out.append(f"features={m}, head_dim={problem.head_dim}: the triton chunk kernels hold a row's features in "
-                   f"one tile (at most {MAX_FEATURES})")
+        out.append(
+            f"features={m}, head_dim={problem.head_dim}: the triton chunk kernels hold a row's features in "
+            f"one tile (at most {MAX_FEATURES})"
+        )
     bf = max(16, 1 << (max(m, problem.head_dim) - 1).bit_length())  # the kernels' feature tile
-    states = -(-problem.key_len // (64 if bf <= 128 else 32)) * problem.batch * problem.num_heads * bf * problem.head_dim
+    states = (
+        -(-problem.key_len // (64 if bf <= 128 else 32)) * problem.batch * problem.num_heads * bf * problem.head_dim
+    )
     if problem.causal and states >= 2**31:
         out.append(f"causal states of {states} entries >= 2^31: the triton chunk kernels' offsets are 32-bit")
     if params.get("gate"):
@@ -134,12 +153,20 @@ def feature_reasons(problem: Problem) -> list[str]:
 
 
 LINEARIZED_PATHS = {
-    "linear": (linear.elu_features, "O(n·d²): chunks of 64 rows, elu+1 in the kernels; causal by a state per "
-               "chunk (d × d) and the masked 64 × 64 form within it"),
-    "performer": (performer.favor_features, "O(n·m·d): FAVOR+ features in the kernels (a pass for the keys' "
-                  "stabilizer), chunks of 32 rows, a state per chunk (m × d) when causal"),
-    "rfa": (rfa.fourier_features, "O(n·m·d): sin/cos features in the kernels, chunks of 32 rows, a state per "
-            "chunk (2m × d) when causal"),
+    "linear": (
+        linear.elu_features,
+        "O(n·d²): chunks of 64 rows, elu+1 in the kernels; causal by a state per "
+        "chunk (d × d) and the masked 64 × 64 form within it",
+    ),
+    "performer": (
+        performer.favor_features,
+        "O(n·m·d): FAVOR+ features in the kernels (a pass for the keys' "
+        "stabilizer), chunks of 32 rows, a state per chunk (m × d) when causal",
+    ),
+    "rfa": (
+        rfa.fourier_features,
+        "O(n·m·d): sin/cos features in the kernels, chunks of 32 rows, a state per chunk (2m × d) when causal",
+    ),
 }
 
 for _name, (_features, _cost) in LINEARIZED_PATHS.items():
@@ -165,10 +192,21 @@ def fla_reasons(problem: Problem) -> list[str]:
     return [] if problem.causal else ["causal=False: chunk_linear_attn is causal only"]
 
 
-attach("linear", peer(
-    "fla-core", "fla", fla_call, reasons=fla_reasons, devices=("cuda",),
-    install="pip install fla-core (flash-linear-attention's kernels: pure Python and Triton)",
-    cost="O(n·d²): flash-linear-attention's chunk form (chunk_simple_gla without gates), the normalizer by a "
-         "cumulative sum of φ(k); elu + 1 as two ops in the call",
-    differs=Differs("adds 1e-10 to every normalizer and takes (B, n, H, d) tensors (views of ours); its kernels "
-                    "need a GPU; causal only", tol=1e-4)))
+attach(
+    "linear",
+    peer(
+        "fla-core",
+        "fla",
+        fla_call,
+        reasons=fla_reasons,
+        devices=("cuda",),
+        install="pip install fla-core (flash-linear-attention's kernels: pure Python and Triton)",
+        cost="O(n·d²): flash-linear-attention's chunk form (chunk_simple_gla without gates), the normalizer by a "
+        "cumulative sum of φ(k); elu + 1 as two ops in the call",
+        differs=Differs(
+            "adds 1e-10 to every normalizer and takes (B, n, H, d) tensors (views of ours); its kernels "
+            "need a GPU; causal only",
+            tol=1e-4,
+        ),
+    ),
+)

@@ -51,8 +51,12 @@ class Tiles:
     def chunk(cls, d: int, features: int, width: int) -> "Tiles":
         """Linearized chunks: bm rows a chunk, bn columns of C a program (a row's features are one tile)."""
         bf = cls.head(features)
-        return cls(64 if bf <= 128 else 32, min(64, max(16, triton.next_power_of_2(width))), cls.head(d),
-                   warps=8 if bf >= 128 else 4)
+        return cls(
+            64 if bf <= 128 else 32,
+            min(64, max(16, triton.next_power_of_2(width))),
+            cls.head(d),
+            warps=8 if bf >= 128 else 4,
+        )
 
     @classmethod
     def gather(cls, q: torch.Tensor) -> "Tiles":

@@ -36,11 +36,28 @@ class Band:
         return self.every_row and self.kind in ("window", "neighborhood", "blocks")
 
     def forward(self, q, k, v, out, lse, *, causal: bool, first: bool) -> None:
-        band_fwd(q, k, v, out, lse, kind=KINDS[self.kind], p1=self.p1, p2=self.p2, rows=self.rows, causal=causal, first=first)
+        band_fwd(
+            q, k, v, out, lse, kind=KINDS[self.kind], p1=self.p1, p2=self.p2, rows=self.rows, causal=causal, first=first
+        )
 
     def backward(self, q, k, v, do, lse, delta, dq, dk, dv, *, causal: bool, add: bool = True) -> None:
-        band_bwd(q, k, v, do, lse, delta, dq, dk, dv, kind=KINDS[self.kind], p1=self.p1, p2=self.p2, rows=self.rows,
-                 causal=causal, add=add)
+        band_bwd(
+            q,
+            k,
+            v,
+            do,
+            lse,
+            delta,
+            dq,
+            dk,
+            dv,
+            kind=KINDS[self.kind],
+            p1=self.p1,
+            p2=self.p2,
+            rows=self.rows,
+            causal=causal,
+            add=add,
+        )
 
 
 @dataclass(frozen=True)

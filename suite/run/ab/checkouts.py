@@ -53,12 +53,16 @@ def resolve(field: str, given: str, repo: Path, hint: str = "") -> str:
     """The full hash of commit-ish `given` of `repo`; else exit 2 (`hint`: added to what is allowed). Never a
     folder, whatever folders exist."""
     if not REF_RULE.match(given) or ".." in given:
-        raise UsageError(f"ab: field '{field}' = {given!r} (allowed: a git commit-ish of this repository: letters, "
-                         f"digits and ._/@^~{{}}- , not starting with '-', no '..'{hint})")
+        raise UsageError(
+            f"ab: field '{field}' = {given!r} (allowed: a git commit-ish of this repository: letters, "
+            f"digits and ._/@^~{{}}- , not starting with '-', no '..'{hint})"
+        )
     res = _git("rev-parse", "--verify", "--quiet", f"{given}^{{commit}}", cwd=repo)
     if res.returncode != 0:
-        raise UsageError(f"ab: field '{field}' = {given!r} (allowed: a commit-ish that `git rev-parse` resolves in "
-                         f"{repo}: it does not{hint})")
+        raise UsageError(
+            f"ab: field '{field}' = {given!r} (allowed: a commit-ish that `git rev-parse` resolves in "
+            f"{repo}: it does not{hint})"
+        )
     return res.stdout.strip()
 
 
@@ -66,21 +70,26 @@ def folder(option: str, given: str) -> Path:
     """A folder the user named as a side (`option`: --base-dir, --new-dir), as an absolute path; else exit 2."""
     path = Path(given)
     if not path.is_dir():
-        raise UsageError(f"ab: {option} {given!r}: no such folder (allowed: a folder whose code runs as the side, "
-                         "e.g. . for the working tree)")
+        raise UsageError(
+            f"ab: {option} {given!r}: no such folder (allowed: a folder whose code runs as the side, "
+            "e.g. . for the working tree)"
+        )
     return path.resolve()
 
 
-def chosen(base: str | None, new: str | None, base_dir: str | None, new_dir: str | None,
-           repo: Path) -> tuple[str | Path, str | Path]:
+def chosen(
+    base: str | None, new: str | None, base_dir: str | None, new_dir: str | None, repo: Path
+) -> tuple[str | Path, str | Path]:
     """`suite ab`'s two sides: a folder (a Path) where its option names one, else the next commit-ish of
     BASE NEW in order (a str, checked to resolve in `repo`); exit 2 unless that makes exactly two sides."""
     commits = [given for given in (base, new) if given is not None]
     dirs = (("base", base_dir), ("new", new_dir))
     if len(commits) != sum(given is None for _, given in dirs):
-        raise UsageError(f"ab: BASE NEW = {commits!r} with --base-dir {base_dir!r}, --new-dir {new_dir!r} (allowed: "
-                         "two sides in all: BASE NEW, --base-dir PATH NEW, BASE --new-dir PATH, or "
-                         "--base-dir PATH --new-dir PATH)")
+        raise UsageError(
+            f"ab: BASE NEW = {commits!r} with --base-dir {base_dir!r}, --new-dir {new_dir!r} (allowed: "
+            "two sides in all: BASE NEW, --base-dir PATH NEW, BASE --new-dir PATH, or "
+            "--base-dir PATH --new-dir PATH)"
+        )
     rest, out = iter(commits), []
     for field, given in dirs:
         if given is None:
@@ -122,9 +131,14 @@ def _stale(repo: Path) -> list[Path]:
     out, path = [], None
     for line in _git("worktree", "list", "--porcelain", cwd=repo).stdout.splitlines():
         if line.startswith("worktree "):
-            path = Path(os.path.realpath(line[len("worktree "):]))
-        elif (line.startswith("locked ") and path is not None and path.parent.parent == tmp
-              and path.parent.name.startswith(PREFIXES) and _dead(line[len("locked "):])):
+            path = Path(os.path.realpath(line[len("worktree ") :]))
+        elif (
+            line.startswith("locked ")
+            and path is not None
+            and path.parent.parent == tmp
+            and path.parent.name.startswith(PREFIXES)
+            and _dead(line[len("locked ") :])
+        ):
             out.append(path)
     return out
 

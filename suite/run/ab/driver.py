@@ -22,17 +22,21 @@ from suite.machine import allocator
 from suite.plan.case import Case
 from suite.plan.grid import Grid
 from suite.plan.settings import Settings
+from suite.run.ab.checkouts import Side
 from suite.run.env import fingerprint
 from suite.run.executors.orphan import child_argv
-from suite.run.ab.checkouts import Side
 from suite.store import atomic
 from suite.store.journal import append_line
 from suite.store.row import Row
 from suite.store.rundir import RunDir
 
 ORDER = ("a", "b", "b", "a")  # within a pair, per case
-MIN_DEFAULT_PAIRS = 6  # without --pairs: the grid's replicates, at least this many (docs/performance.md: the power of suite ab)
-DEFAULT_ROUNDS = 2  # A, B, B, A twice per pair: the block-to-block noise dominates (docs/performance.md: the power of suite ab)
+MIN_DEFAULT_PAIRS = (
+    6  # without --pairs: the grid's replicates, at least this many (docs/performance.md: the power of suite ab)
+)
+DEFAULT_ROUNDS = (
+    2  # A, B, B, A twice per pair: the block-to-block noise dominates (docs/performance.md: the power of suite ab)
+)
 START_TIMEOUT_S = 300.0
 
 
@@ -55,8 +59,7 @@ def resolved(settings: Settings, sides: tuple[Side, ...]) -> Settings:
 class ServeWorker:
     """One server process (`server_module`) in a side's checkout, restarted after a case kills it."""
 
-    def __init__(self, side: Side, device: str, settings: Settings, plugins: list[str], log: Path,
-                 wait: bool = True):
+    def __init__(self, side: Side, device: str, settings: Settings, plugins: list[str], log: Path, wait: bool = True):
         self.side, self.device, self.settings, self.plugins, self.log = side, device, settings, plugins, log
         self.registry: dict[str, list[str]] = {}
         self.proc: subprocess.Popen | None = None
@@ -72,9 +75,15 @@ class ServeWorker:
         """Start the process and send it the settings; `ready` waits for its answer."""
         with os.fdopen(atomic.open_plain(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as log:
             # NB: the server of any checkout dies with this driver (child_argv)
-            self.proc = subprocess.Popen(child_argv(server_module(self.side.root)), cwd=self.side.root,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                                         env={**os.environ, **allocator.environment(self.settings.allocator)})
+            self.proc = subprocess.Popen(
+                child_argv(server_module(self.side.root)),
+                cwd=self.side.root,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, **allocator.environment(self.settings.allocator)},
+            )
         hello = {"settings": self.settings.to_plan(), "plugins": self.plugins, "device": self.device}
         self._send(hello)
 
@@ -82,8 +91,10 @@ class ServeWorker:
         answer = self._answer(START_TIMEOUT_S)
         if answer is None or "ready" not in answer:
             self.close()
-            raise RuntimeError(f"side {self.side.label} ({self.side.given}): its worker did not start "
-                               f"(does that checkout have suite/run/ab/server.py or suite/run/serve.py? see {self.log})")
+            raise RuntimeError(
+                f"side {self.side.label} ({self.side.given}): its worker did not start "
+                f"(does that checkout have suite/run/ab/server.py or suite/run/serve.py? see {self.log})"
+            )
         self.registry = answer["registry"]
         return self
 
@@ -134,8 +145,12 @@ class ServeWorker:
 def start(run: RunDir, grid: Grid, a: Side, b: Side, pairs: int, rounds: int, plugins: list[str]) -> None:
     """The sweep's folder: the grid's plan with the two sides and the design, and the environment."""
     run.path.mkdir(parents=True)
-    design = {"pairs": pairs, "rounds": rounds, "order": "".join(ORDER),
-              "sides": {s.label: {"given": s.given, "commit": s.commit} for s in (a, b)}}
+    design = {
+        "pairs": pairs,
+        "rounds": rounds,
+        "order": "".join(ORDER),
+        "sides": {s.label: {"given": s.given, "commit": s.commit} for s in (a, b)},
+    }
     run.write_json(RunDir.PLAN, {**grid.plan(plugins), "ab": design})
     run.write_json(RunDir.ENV, fingerprint(grid.settings, sorted({c.device for c in grid.cases})))
 
@@ -145,8 +160,18 @@ def block_line(row: Row, side: str, pair: int, position: int) -> dict:
     return {"side": side, "pair": pair, "position": position, **row.to_json()}
 
 
-def sweep(cases: list[Case], a: Side, b: Side, settings: Settings, plugins: list[str], pairs: int,
-          journal: Path, log: Path, out=sys.stderr, rounds: int = 1) -> None:
+def sweep(
+    cases: list[Case],
+    a: Side,
+    b: Side,
+    settings: Settings,
+    plugins: list[str],
+    pairs: int,
+    journal: Path,
+    log: Path,
+    out=sys.stderr,
+    rounds: int = 1,
+) -> None:
     """Time every case P × R × (A, B, B, A), pair by pair; a case that fails on a side is not timed further."""
     dropped: set[str] = set()
     began = time.perf_counter()
@@ -163,8 +188,9 @@ def sweep(cases: list[Case], a: Side, b: Side, settings: Settings, plugins: list
                 w.ready()
             for case in cases:
                 if case.case_id not in dropped:
-                    _case(case, pair, {s.label: workers[s.label, case.device] for s in (a, b)}, journal,
-                          dropped, rounds)
+                    _case(
+                        case, pair, {s.label: workers[s.label, case.device] for s in (a, b)}, journal, dropped, rounds
+                    )
         finally:
             for w in workers.values():
                 w.close()
@@ -172,8 +198,9 @@ def sweep(cases: list[Case], a: Side, b: Side, settings: Settings, plugins: list
         print(f"pair {pair + 1}/{pairs} done, ~{left / 60:.1f} min left", file=out, flush=True)
 
 
-def _case(case: Case, pair: int, workers: dict[str, ServeWorker], journal: Path, dropped: set[str],
-          rounds: int = 1) -> None:
+def _case(
+    case: Case, pair: int, workers: dict[str, ServeWorker], journal: Path, dropped: set[str], rounds: int = 1
+) -> None:
     """One case's R × four blocks in one pair; replicate 0 (FLOPs, memory) only on pair 0's first blocks.
 
     After a block that is not ok, only a side with no block yet is still asked (so that both sides

@@ -28,8 +28,17 @@ def design(grid: Grid, pairs: int | None, rounds: int | None) -> tuple[int, int]
     return pairs, rounds
 
 
-def measure(run: RunDir, grid: Grid, base: str | Path, new: str | Path, repo: Path, pairs: int, rounds: int,
-            plugins: list[str], out=None) -> pd.DataFrame:
+def measure(
+    run: RunDir,
+    grid: Grid,
+    base: str | Path,
+    new: str | Path,
+    repo: Path,
+    pairs: int,
+    rounds: int,
+    plugins: list[str],
+    out=None,
+) -> pd.DataFrame:
     """Check out `base` and `new` (a str: a commit-ish of `repo`; a Path: a folder the user named), time
     every case of `grid` A, B, B, A in `pairs` process pairs, write the sweep's folder `run` and return its
     blocks (suite.analyse.paired's frame). RuntimeError: a side's workers cannot start (nothing to judge)."""
@@ -39,10 +48,23 @@ def measure(run: RunDir, grid: Grid, base: str | Path, new: str | Path, repo: Pa
     with sides.checked_out(base, new, repo) as (a, b):
         grid = dataclasses.replace(grid, settings=driver.resolved(grid.settings, (a, b)))
         driver.start(run, grid, a, b, pairs, rounds, plugins)
-        print(f"ab {run.name}: {len(grid.cases)} cases × {pairs} process pairs × {rounds} × A,B,B,A; "
-              f"A = {base} ({(a.commit or 'no commit')[:12]}), B = {new} ({(b.commit or 'no commit')[:12]})", file=out)
-        driver.sweep(list(grid.cases), a, b, grid.settings, plugins, pairs, run.path / RunDir.AB_JOURNAL,
-                     run.log_path, out=out, rounds=rounds)
+        print(
+            f"ab {run.name}: {len(grid.cases)} cases × {pairs} process pairs × {rounds} × A,B,B,A; "
+            f"A = {base} ({(a.commit or 'no commit')[:12]}), B = {new} ({(b.commit or 'no commit')[:12]})",
+            file=out,
+        )
+        driver.sweep(
+            list(grid.cases),
+            a,
+            b,
+            grid.settings,
+            plugins,
+            pairs,
+            run.path / RunDir.AB_JOURNAL,
+            run.log_path,
+            out=out,
+            rounds=rounds,
+        )
     lines, problems = run.ab_lines()
     for problem in problems:
         print(f"warning: {problem}", file=out)

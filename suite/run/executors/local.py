@@ -24,8 +24,9 @@ class WorkerError(RuntimeError):
 class Worker:
     """One worker process for one device, restarted after any case that takes it down."""
 
-    def __init__(self, device: str, settings: Settings, plugins: list[str], log_path: Path | None = None,
-                 wait: bool = True):
+    def __init__(
+        self, device: str, settings: Settings, plugins: list[str], log_path: Path | None = None, wait: bool = True
+    ):
         from suite.machine import allocator
         from suite.run import executors
         from suite.run.executors import worker
@@ -34,8 +35,11 @@ class Worker:
         ctx = forks.context(settings.allocator)
         self.device = device
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=worker.main, daemon=True,
-                                   args=(child, settings, plugins, device, str(log_path) if log_path else None))
+        self.process = ctx.Process(
+            target=worker.main,
+            daemon=True,
+            args=(child, settings, plugins, device, str(log_path) if log_path else None),
+        )
         with allocator.started_with(settings.allocator):
             self.process.start()
         child.close()
@@ -55,8 +59,10 @@ class Worker:
             self.conn.recv()
         except EOFError:
             self.process.join(5)
-            raise WorkerError(f"a {device} worker died while starting (exit code {self.process.exitcode}); "
-                              "run with the same --plugin modules in a Python shell to see why") from None
+            raise WorkerError(
+                f"a {device} worker died while starting (exit code {self.process.exitcode}); "
+                "run with the same --plugin modules in a Python shell to see why"
+            ) from None
         self.started = True
         return self
 
@@ -150,8 +156,6 @@ def oom_kills() -> int | None:
     return total if found else None
 
 
-
-
 class LocalPool:
     """Worker processes on this machine, with the executor interface the runner uses (as RayPool)."""
 
@@ -189,9 +193,11 @@ class LocalPool:
         NB: a worker spends its start importing torch and the variants; started one by one, the workers of a
         many-replicate run take that as many times over (docs/performance.md, "Workers: spawned, forked and
         preloaded"). All are ready before any case is timed, so no case is timed beside another worker's start."""
-        pending = [(slot, Worker(slot[0], self.settings, self.plugins, self.log_path, wait=False))
-                   for slot in dict.fromkeys(slots)
-                   if slot not in self.workers or not self.workers[slot].alive()]
+        pending = [
+            (slot, Worker(slot[0], self.settings, self.plugins, self.log_path, wait=False))
+            for slot in dict.fromkeys(slots)
+            if slot not in self.workers or not self.workers[slot].alive()
+        ]
         try:
             for slot, worker in pending:
                 self.workers[slot] = worker.ready()

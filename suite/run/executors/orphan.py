@@ -39,7 +39,8 @@ def exit_with(conn) -> None:
     threading.Thread(target=watch, name="suite-exit-with-runner", daemon=True).start()
 
 
-_BOOT = """import os, runpy, sys
+_BOOT = (
+    """import os, runpy, sys
 parent = int(sys.argv.pop(1))
 if sys.platform.startswith("linux"):
     import ctypes, signal
@@ -47,7 +48,9 @@ if sys.platform.startswith("linux"):
 if os.getppid() != parent:  # NB: the parent died before the line above took effect
     os._exit(1)
 runpy.run_module(sys.argv.pop(1), run_name="__main__", alter_sys=True)
-""" % PR_SET_PDEATHSIG
+"""
+    % PR_SET_PDEATHSIG
+)
 
 
 def child_argv(module: str) -> list[str]:

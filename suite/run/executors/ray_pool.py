@@ -16,9 +16,9 @@ import time
 import warnings
 from collections import deque
 
+from suite.machine import device as devices
 from suite.plan.case import Case
 from suite.plan.settings import Settings
-from suite.machine import device as devices
 from suite.run import executors
 from suite.store.row import Row
 
@@ -60,7 +60,9 @@ def make_actor_class(ray, device: str, settings: Settings):
         def bandwidth(self) -> dict:
             from suite.run.measurement.measure import bandwidth
 
-            return bandwidth(device, self.settings.threads, self.settings.min_run_time_s, self.settings.memory_budget_gib)
+            return bandwidth(
+                device, self.settings.threads, self.settings.min_run_time_s, self.settings.memory_budget_gib
+            )
 
         def gathers(self, longest: int) -> dict:
             from suite.run.measurement.measure import gather_rate
@@ -104,9 +106,11 @@ class RayPool:
             cls = self._class(device)
             size = self._size(device)
             if size < self.settings.replicates:
-                warnings.warn(f"{size} Ray actor(s) on {device} for {self.settings.replicates} replicates: some "
-                              "replicates share a process and count as one (the local executor gives each its own)",
-                              stacklevel=2)
+                warnings.warn(
+                    f"{size} Ray actor(s) on {device} for {self.settings.replicates} replicates: some "
+                    "replicates share a process and count as one (the local executor gives each its own)",
+                    stacklevel=2,
+                )
             self.actors[device] = [cls.remote(self.settings, self.plugins) for _ in range(size)]
         return self.actors[device]
 
@@ -116,8 +120,9 @@ class RayPool:
 
     def gemm_peak(self, device: str, dtype: str) -> dict:
         try:
-            return self.ray.get(self.actors_for(device)[0].gemm_peak.remote(dtype),
-                                timeout=self.settings.case_timeout_s)
+            return self.ray.get(
+                self.actors_for(device)[0].gemm_peak.remote(dtype), timeout=self.settings.case_timeout_s
+            )
         except Exception as err:  # noqa: BLE001
             return {"error": f"the matmul probe failed under Ray: {type(err).__name__}: {err}"[:300]}
 
@@ -135,7 +140,9 @@ class RayPool:
     def gathers(self, device: str, replicate: int, longest: int) -> dict:
         try:
             actors = self.actors_for(device)
-            return self.ray.get(actors[replicate % len(actors)].gathers.remote(longest), timeout=self.settings.case_timeout_s)
+            return self.ray.get(
+                actors[replicate % len(actors)].gathers.remote(longest), timeout=self.settings.case_timeout_s
+            )
         except Exception as err:  # noqa: BLE001
             return {"error": f"the gather probe failed under Ray: {type(err).__name__}: {err}"[:300]}
 
@@ -159,8 +166,10 @@ class RayPool:
                 actors = self.actors_for(device)
                 free = [i for i in range(len(actors)) if all(b[3] != i or b[2] != device for b in busy.values())]
                 for index in free:
-                    pick = next((t for t in waiting if t[0].device == device
-                                 and index not in used.get(t[0].case_id, set())), None)
+                    pick = next(
+                        (t for t in waiting if t[0].device == device and index not in used.get(t[0].case_id, set())),
+                        None,
+                    )
                     if pick is None:
                         pick = next((t for t in waiting if t[0].device == device), None)
                     if pick is None:
@@ -175,14 +184,20 @@ class RayPool:
             ready, _ = ray.wait(list(busy), num_returns=1, timeout=1.0)
             now = time.perf_counter()
             finished = [(ref, None) for ref in ready]
-            finished += [(ref, "timeout") for ref, b in busy.items()
-                         if ref not in ready and now - b[4] > self.settings.case_timeout_s]
+            finished += [
+                (ref, "timeout")
+                for ref, b in busy.items()
+                if ref not in ready and now - b[4] > self.settings.case_timeout_s
+            ]
             for ref, why in finished:
                 case, r, device, index, _ = busy.pop(ref)
                 if why == "timeout":
                     self.replace(device, index)
-                    row = Row.lost(case, "timeout", f"no result within the case budget of "
-                                   f"{self.settings.case_timeout_s:g}s; Ray actor killed")
+                    row = Row.lost(
+                        case,
+                        "timeout",
+                        f"no result within the case budget of {self.settings.case_timeout_s:g}s; Ray actor killed",
+                    )
                 else:
                     try:
                         row = ray.get(ref)

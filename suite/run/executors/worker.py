@@ -39,6 +39,7 @@ def setup(settings: Settings, plugins: list[str], device: str) -> None:
     # reference by more than float32's tolerance); matmul is IEEE by default
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     import variants  # noqa: F401  registers the built-in variants
+
     for module in plugins:
         importlib.import_module(module)
 
@@ -77,8 +78,12 @@ def main(conn, settings: Settings, plugins: list[str], device: str, log_path: st
             continue
         if message[0] == "bandwidth":  # the device's memory bandwidth, the roofline's other ceiling
             try:
-                conn.send(("bandwidth", bandwidth(device, settings.threads, settings.min_run_time_s,
-                                                  settings.memory_budget_gib)))
+                conn.send(
+                    (
+                        "bandwidth",
+                        bandwidth(device, settings.threads, settings.min_run_time_s, settings.memory_budget_gib),
+                    )
+                )
             except Exception as err:  # noqa: BLE001 — the run goes on without it (its report says so)
                 conn.send(("bandwidth", {"error": f"{type(err).__name__}: {err}"[:300]}))
             continue

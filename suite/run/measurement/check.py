@@ -10,7 +10,6 @@ from suite.plan.case import Case
 from suite.run.measurement.inputs import at_length, inputs
 from variants.rules import against_reference
 
-
 # Tolerances of the correctness check, relative to the reference output's largest magnitude.
 CHECK_TOL = {"float64": 1e-8, "float32": 1e-4, "bfloat16": 4e-2, "float16": 1e-2}
 
@@ -30,12 +29,31 @@ def check(case: Case, check_seq_len: int) -> tuple[float, float]:
     except ValueError:  # an explicit parameter needs a longer sequence: check at the case's n
         n = case.seq_len
     shape = None if case.kv_len is None else (n, at_length(case, n).kv_len)
-    key = (case.variant, case.impl, case.device, case.dtype, case.mode, case.causal, case.params,
-           case.num_heads, case.num_kv_heads, case.head_dim, shape, case.valid_fraction)
+    key = (
+        case.variant,
+        case.impl,
+        case.device,
+        case.dtype,
+        case.mode,
+        case.causal,
+        case.params,
+        case.num_heads,
+        case.num_kv_heads,
+        case.head_dim,
+        shape,
+        case.valid_fraction,
+    )
     if key not in _CHECKED:
-        err, floor = against_reference(spec, case.impl, lambda m: inputs(at_length(case, m)), n,
-                                       dict(case.params), case.causal, lambda m: at_length(case, m).lengths,
-                                       grads=case.mode == "fwd_bwd")
+        err, floor = against_reference(
+            spec,
+            case.impl,
+            lambda m: inputs(at_length(case, m)),
+            n,
+            dict(case.params),
+            case.causal,
+            lambda m: at_length(case, m).lengths,
+            grads=case.mode == "fwd_bwd",
+        )
         _CHECKED[key] = (err, max(CHECK_TOL[case.dtype], floor))
     return _CHECKED[key]
 

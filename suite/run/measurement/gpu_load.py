@@ -31,8 +31,9 @@ class Counted:
         return self.fn()
 
 
-def timed(time: Callable[[Callable[[], object]], T], fn: Callable[[], object], device: str,
-          sampler: Sampler | None = None) -> tuple[T, dict]:
+def timed(
+    time: Callable[[Callable[[], object]], T], fn: Callable[[], object], device: str, sampler: Sampler | None = None
+) -> tuple[T, dict]:
     """`time(fn)`'s result and the row's gpu_ fields. On CUDA with NVML (this process's GPU, or
     `sampler`), the timing is sampled and, where unsteady, made once more, keeping the steadier;
     elsewhere `time(fn)` alone and no fields."""
@@ -59,7 +60,15 @@ def fields(state: GpuState, calls: int, redone: int) -> dict:
     if not state.read:
         return {}
     per_call = state.energy_j / calls if state.energy_j is not None and calls else None
-    return {"gpu_sm_clock_mhz": state.sm_clock_mhz, "gpu_sm_clock_min_mhz": state.sm_clock_min_mhz,
-            "gpu_power_w": state.power_w, "gpu_temp_c": state.temp_c, "gpu_energy_j": state.energy_j,
-            "gpu_calls": calls, "gpu_energy_per_call_j": per_call, "gpu_throttle": ",".join(state.throttle),
-            "gpu_unsteady": int(state.unsteady), "gpu_retimed": redone}
+    return {
+        "gpu_sm_clock_mhz": state.sm_clock_mhz,
+        "gpu_sm_clock_min_mhz": state.sm_clock_min_mhz,
+        "gpu_power_w": state.power_w,
+        "gpu_temp_c": state.temp_c,
+        "gpu_energy_j": state.energy_j,
+        "gpu_calls": calls,
+        "gpu_energy_per_call_j": per_call,
+        "gpu_throttle": ",".join(state.throttle),
+        "gpu_unsteady": int(state.unsteady),
+        "gpu_retimed": redone,
+    }

@@ -27,8 +27,12 @@ class Snapshot:
 def snapshot() -> Snapshot:
     cpu = psutil.cpu_times()
     own = psutil.Process().cpu_times()
-    return Snapshot(sum(getattr(cpu, f, 0.0) for f in BUSY_FIELDS), getattr(cpu, "steal", 0.0),
-                    own.user + own.system, time.monotonic())
+    return Snapshot(
+        sum(getattr(cpu, f, 0.0) for f in BUSY_FIELDS),
+        getattr(cpu, "steal", 0.0),
+        own.user + own.system,
+        time.monotonic(),
+    )
 
 
 def since(before: Snapshot) -> dict[str, float]:
@@ -36,5 +40,8 @@ def since(before: Snapshot) -> dict[str, float]:
     after = snapshot()
     wall = max(after.at - before.at, 1e-9)
     others = (after.busy_s - before.busy_s) - (after.own_s - before.own_s)
-    return {"busy_cores": max(0.0, others / wall), "steal_cores": max(0.0, (after.steal_s - before.steal_s) / wall),
-            "load_avg": psutil.getloadavg()[0]}
+    return {
+        "busy_cores": max(0.0, others / wall),
+        "steal_cores": max(0.0, (after.steal_s - before.steal_s) / wall),
+        "load_avg": psutil.getloadavg()[0],
+    }

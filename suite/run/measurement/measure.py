@@ -16,7 +16,6 @@ from dataclasses import replace
 import torch
 
 import variants
-from variants.rules import paths
 from suite.machine import device as devices
 from suite.machine import gathers, probe, stream
 from suite.machine.address_space import address_room
@@ -28,6 +27,7 @@ from suite.run.measurement.check import approximation_error, check
 from suite.run.measurement.counting import count_flops
 from suite.run.measurement.inputs import build, inputs
 from suite.store.row import Row
+from variants.rules import paths
 
 MIN_SAMPLES = 3  # per case, over all its replicates: each of R processes takes ceil(3 / R), 2 at least
 OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "cannot allocate memory")
@@ -49,8 +49,10 @@ def bandwidth(device: str, threads: int, min_run_time: float, budget_gib: float 
     if sizes.get("memory") and dev.limit_address_space:  # NB: the CPU's: CUDA's budget is not its RAM
         fits = _memory_buffer_fits(budget_gib)
         if fits is not None and fits < min(sizes["memory"], stream.MIN_MEMORY_BUFFER):
-            return {"error": f"the memory level's buffers would be {fits >> 20} MiB (a quarter of the memory budget or "
-                             f"of the address space the worker has left): too small to stream from memory"}
+            return {
+                "error": f"the memory level's buffers would be {fits >> 20} MiB (a quarter of the memory budget or "
+                f"of the address space the worker has left): too small to stream from memory"
+            }
         sizes = {**sizes, "memory": min(sizes["memory"], fits or sizes["memory"])}
     found = stream.measure(dev.time, stream.kernels(sizes), device, threads, min_run_time, MIN_SAMPLES)
     try:
@@ -116,8 +118,9 @@ def _ready(row: Row) -> Row:
         if not reasons:  # NB: a shape the variant does not define (cross, padded) has reasons, and no theory
             return replace(row, status="error", reason=f"theory: {type(err).__name__}: {err}")
     impl = variants.get(case.variant).impls[case.impl]
-    row = replace(row, impl_work=impl.work, impl_library=impl.library,
-                  impl_gathers=impl.gathers and case.mode != "decode")  # a decode step gathers one row's keys
+    row = replace(
+        row, impl_work=impl.work, impl_library=impl.library, impl_gathers=impl.gathers and case.mode != "decode"
+    )  # a decode step gathers one row's keys
     return replace(row, status="skipped", reason="; ".join(reasons)) if reasons else row
 
 
@@ -125,8 +128,9 @@ def _timed(row: Row, fn, settings: Settings, warmed: float | None = None) -> Row
     """The samples, with what else the machine did meanwhile (host_load): timed again (up to `retimes`
     more) while other processes used more than `busy_limit_cores`, keeping the quietest timing. On CUDA,
     what the GPU did too (gpu_load): timed once more where its clock dipped or it throttled."""
-    (samples, seen, attempt), gpu = gpu_load.timed(lambda call: _quietest(row.case.device, call, settings, warmed),
-                                                   fn, row.case.device)
+    (samples, seen, attempt), gpu = gpu_load.timed(
+        lambda call: _quietest(row.case.device, call, settings, warmed), fn, row.case.device
+    )
     return replace(row.with_samples(samples), **seen, retimed=attempt, **gpu)
 
 
@@ -137,8 +141,9 @@ def _quietest(device: str, fn, settings: Settings, warmed: float | None) -> tupl
     best = None
     for attempt in range(settings.retimes + 1):
         before = load.snapshot()
-        samples = dev.time(fn, settings.min_run_time_s, settings.max_samples, min_samples, settings.threads,
-                           warmed=warmed)
+        samples = dev.time(
+            fn, settings.min_run_time_s, settings.max_samples, min_samples, settings.threads, warmed=warmed
+        )
         seen = load.since(before)
         if best is None or seen["busy_cores"] < best[1]["busy_cores"]:
             best = (samples, seen)
@@ -156,12 +161,17 @@ def _measured(row: Row, settings: Settings, replicate: int) -> Row:
         err, tol = check(case, settings.check_seq_len)
         row = replace(row, check_error=err, check_tol=tol)
         if not err <= tol:
-            return replace(row, status="invalid",
-                           reason=f"differs from the dense reference by {err:.3g} (tolerance {tol:g})")
+            return replace(
+                row, status="invalid", reason=f"differs from the dense reference by {err:.3g} (tolerance {tol:g})"
+            )
     q, k, v = inputs(case, requires_grad=case.mode == "fwd_bwd")
     fn, setup = build(case, q, k, v)
-    row = replace(row, setup={key: float(val) for key, val in setup.items()}, setup_s=float(sum(setup.values())),
-                  notes=dict(getattr(fn, "notes", {})))
+    row = replace(
+        row,
+        setup={key: float(val) for key, val in setup.items()},
+        setup_s=float(sum(setup.values())),
+        notes=dict(getattr(fn, "notes", {})),
+    )
     paths.clear()  # the path the timed calls take, where the implementation names it (variants.rules.paths)
     dev, warmed = devices.get(case.device), None
     if replicate == 0 and dev.peak_warms_up:  # the peak-memory call is the timer's warm-up (CPU)

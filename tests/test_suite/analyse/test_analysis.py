@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import synthetic_rows, table
 
 from suite import analyse as analysis
 from suite.analyse.claim_rule import Reason
 from suite.analyse.fits import Fit, fit_power, floor_model, verdict
-from helpers import synthetic_rows, table
 
 N = 2.0 ** np.arange(4, 21)  # 16 .. 1M: a floor up to n = 256, then 4096x of power law
 
@@ -48,8 +48,10 @@ def test_a_pure_power_law_keeps_every_point():
 
 def test_the_95pct_interval_covers_the_true_exponent_about_95pct_of_the_time():
     n = 2.0 ** np.arange(8, 15)  # 7 points, 64x, as a grid has
-    covered = sum(fit.lo <= 1.0 <= fit.hi for fit in
-                  (fit_power(n, synthetic(1.0, seed, floor_at=1.0, noise=0.05, n=n)) for seed in range(200)))
+    covered = sum(
+        fit.lo <= 1.0 <= fit.hi
+        for fit in (fit_power(n, synthetic(1.0, seed, floor_at=1.0, noise=0.05, n=n)) for seed in range(200))
+    )
     assert 0.88 <= covered / 200 <= 0.995
 
 
@@ -85,8 +87,10 @@ def test_the_exponent_is_fitted_to_the_fastest_call_which_contention_cannot_lift
         clean = 1e-9 * x**1.0 * np.exp(0.01 * rng.standard_normal(6))
         hit = rng.random(6) < 0.4
         samples = np.where(hit, clean * rng.uniform(2, 3, 6), clean)
-        rows += [{**r, "time_s": float(np.median(samples)), "time_min_s": float(samples.min())}
-                 for r in synthetic_rows("linear", "native", {int(x): 0.0}, claimed=1.0)]
+        rows += [
+            {**r, "time_s": float(np.median(samples)), "time_min_s": float(samples.min())}
+            for r in synthetic_rows("linear", "native", {int(x): 0.0}, claimed=1.0)
+        ]
     frame = pd.DataFrame(rows)
     fastest = analysis.exponents.exponents(frame, metrics=("time",)).iloc[0]
     assert fastest["verdict"] == "confirmed" and fastest["hi"] - fastest["lo"] < 0.1
@@ -109,12 +113,19 @@ def _fit(lo, hi, used=(256, 4096)):
     return Fit(slope=(lo + hi) / 2, lo=lo, hi=hi, intercept=0.0, used=used)
 
 
-@pytest.mark.parametrize("lo, hi, expected", [
-    (0.90, 1.10, "confirmed"), (0.86, 1.05, "confirmed"),
-    (1.16, 1.30, "refuted"), (0.64, 0.84, "refuted"),
-    (1.10, 1.20, "inconclusive"), (0.50, 1.50, "inconclusive"),
-    (0.85, 1.15, "inconclusive"), (1.16, 1.40, "inconclusive"),  # wholly in or out, but wider than 0.2
-])
+@pytest.mark.parametrize(
+    "lo, hi, expected",
+    [
+        (0.90, 1.10, "confirmed"),
+        (0.86, 1.05, "confirmed"),
+        (1.16, 1.30, "refuted"),
+        (0.64, 0.84, "refuted"),
+        (1.10, 1.20, "inconclusive"),
+        (0.50, 1.50, "inconclusive"),
+        (0.85, 1.15, "inconclusive"),
+        (1.16, 1.40, "inconclusive"),  # wholly in or out, but wider than 0.2
+    ],
+)
 def test_verdict_rule_of_claims_md(lo, hi, expected):
     assert verdict(_fit(lo, hi), 1.0)[0] == expected
 
@@ -154,8 +165,10 @@ def test_failed_cases_are_left_out_of_fits_and_counted_in_the_status_matrix():
 def test_crossover_is_interpolated_between_measured_points():
     # window time 2e-5·n against full 1e-9·n²: equal at n = 20000, between 16384 and 32768; add 32768
     frame = table()
-    extra = pd.DataFrame(synthetic_rows("full", "sdpa", {32768: 1e-9 * 32768**2}, claimed=2.0)
-                         + synthetic_rows("sliding_window", "native", {32768: 2e-5 * 32768}, claimed=1.0))
+    extra = pd.DataFrame(
+        synthetic_rows("full", "sdpa", {32768: 1e-9 * 32768**2}, claimed=2.0)
+        + synthetic_rows("sliding_window", "native", {32768: 2e-5 * 32768}, claimed=1.0)
+    )
     result = analysis.crossovers(pd.concat([frame, extra], ignore_index=True))
     row = result[(result["impl"] == "native") & (result["reference"] == "full/sdpa")].iloc[0]
     assert row["crossover_n"] == pytest.approx(20000, rel=0.01)
@@ -181,8 +194,12 @@ def test_the_roofline_is_the_larger_of_the_compute_and_the_memory_time_for_each_
     peaks = {"cpu": {"float32": {"flops_per_s": 1e11}}}
     bandwidth = {"cpu": {"bytes_per_s": 1e10, "cache_bytes_per_s": 7.5e10}}
     row = synthetic_rows("random", "native", {4096: 0.2}, claimed=1.0)[0]
-    frame = pd.DataFrame([{**row, "flops": 1e9, "traffic_bytes": 1e9, "compulsory_bytes": 1e7},
-                          {**row, "variant": "additive", "flops": 1e9, "traffic_bytes": None, "compulsory_bytes": 1e7}])
+    frame = pd.DataFrame(
+        [
+            {**row, "flops": 1e9, "traffic_bytes": 1e9, "compulsory_bytes": 1e7},
+            {**row, "variant": "additive", "flops": 1e9, "traffic_bytes": None, "compulsory_bytes": 1e7},
+        ]
+    )
     eff = analysis.efficiency(frame, peaks, bandwidth).set_index("variant")
     gather = eff.loc["random"]
     assert gather["intensity_traffic"] == pytest.approx(1.0) and gather["intensity_compulsory"] == pytest.approx(100)
@@ -203,9 +220,13 @@ def test_the_rooflines_compute_floor_counts_the_algorithms_products_and_not_its_
     `flops` in the compute floor (3x in fwd_bwd, as `flops` counts); the softmax's operations do not
     (stored as JSON, as the results keep them)."""
     peaks, bandwidth = {"cpu": {"float32": {"flops_per_s": 1e11}}}, {"cpu": {"bytes_per_s": 1e10}}
-    row = {**synthetic_rows("performer", "native", {4096: 0.1}, claimed=1.0)[0], "flops": 1e9,
-           "traffic_bytes": 1e6, "compulsory_bytes": 1e6,
-           "extra_flops": json.dumps({"feature_map": 1e9, "normalizer": 5e8, "softmax": 4e9})}
+    row = {
+        **synthetic_rows("performer", "native", {4096: 0.1}, claimed=1.0)[0],
+        "flops": 1e9,
+        "traffic_bytes": 1e6,
+        "compulsory_bytes": 1e6,
+        "extra_flops": json.dumps({"feature_map": 1e9, "normalizer": 5e8, "softmax": 4e9}),
+    }
     frame = pd.DataFrame([row, {**row, "mode": "fwd_bwd"}])
     fwd, both = analysis.efficiency(frame, peaks, bandwidth).sort_values("mode").to_dict("records")
     assert fwd["product_flops"] == pytest.approx(2e9) and both["product_flops"] == pytest.approx(1e9 + 3e9)
@@ -235,9 +256,13 @@ def test_the_share_with_every_term_adds_the_named_terms_and_their_backward_in_fw
     rows = synthetic_rows("linformer", "native", {4096: 1e-3}, claimed=1.0)
     attention = rows[0]["flops"]
     terms = {"projections": attention, "softmax": attention // 50}
-    frame = pd.DataFrame([{**rows[0], "extra_flops": json.dumps(terms)},
-                          {**rows[0], "mode": "fwd_bwd", "flops": 3 * attention, "extra_flops": terms},
-                          {**rows[0], "variant": "plain", "extra_flops": None}])
+    frame = pd.DataFrame(
+        [
+            {**rows[0], "extra_flops": json.dumps(terms)},
+            {**rows[0], "mode": "fwd_bwd", "flops": 3 * attention, "extra_flops": terms},
+            {**rows[0], "variant": "plain", "extra_flops": None},
+        ]
+    )
     eff = analysis.efficiency(frame, peaks).set_index(["variant", "mode"])
     fwd, both, plain = eff.loc[("linformer", "fwd")], eff.loc[("linformer", "fwd_bwd")], eff.loc[("plain", "fwd")]
     assert fwd["all_terms_share"] == pytest.approx(fwd["peak_share"] * (2 + 1 / 50), rel=1e-3)
@@ -249,10 +274,17 @@ def test_a_profiled_call_s_operators_read_as_shares_of_its_time_largest_first():
     assert analysis.tables.op_shares(json.dumps({"mul": 1.0, "bmm": 3.0})) == {"bmm": 0.75, "mul": 0.25}
     assert analysis.tables.op_shares({"mm": 2e-3}) == {"mm": 1.0}
     assert analysis.tables.op_shares(None) is None and analysis.tables.op_shares(float("nan")) is None
-    compiled = {"## Call CompiledFxGraph fa7x ##": 2.0, "## Call CompiledFxGraph fb9y ##": 1.0,
-                "Torch-Compiled Region: 2/13": 0.5, "bmm": 0.5}
-    assert analysis.tables.op_shares(compiled) == {"compiled graph (inductor)": 0.75, "compiled region (dynamo)": 0.125,
-                                                   "bmm": 0.125}
+    compiled = {
+        "## Call CompiledFxGraph fa7x ##": 2.0,
+        "## Call CompiledFxGraph fb9y ##": 1.0,
+        "Torch-Compiled Region: 2/13": 0.5,
+        "bmm": 0.5,
+    }
+    assert analysis.tables.op_shares(compiled) == {
+        "compiled graph (inductor)": 0.75,
+        "compiled region (dynamo)": 0.125,
+        "bmm": 0.125,
+    }
     rows = synthetic_rows("linformer", "native", {4096: 1e-3}, claimed=1.0)
     eff = analysis.efficiency(pd.DataFrame([{**rows[0], "op_seconds": {"bmm": 1.0}}]), None)
     assert eff["op_shares"].iloc[0] == {"bmm": 1.0}
@@ -263,8 +295,10 @@ def test_heads_axis_holds_the_kv_ratio_and_features_axis_reads_params():
     for h in (1, 2, 4, 8, 16):
         rows += synthetic_rows("full", "sdpa", {2048: 1e-3 * h}, claimed=2.0, num_heads=h, num_kv_heads=h)
     for m in (16, 64, 256, 1024):
-        rows += [{**r, "approx_error": 2.0 / m**0.5, "params": json.dumps({"features": m})}
-                 for r in synthetic_rows("performer", "native", {4096: 1e-4 * m}, claimed=1.0)]
+        rows += [
+            {**r, "approx_error": 2.0 / m**0.5, "params": json.dumps({"features": m})}
+            for r in synthetic_rows("performer", "native", {4096: 1e-4 * m}, claimed=1.0)
+        ]
     fits = analysis.all_exponents(pd.DataFrame(rows))
     heads = fits[(fits["axis"] == "num_heads") & (fits["metric"] == "time")].iloc[0]
     assert heads["slope"] == pytest.approx(1.0) and heads["verdict"] == "confirmed"

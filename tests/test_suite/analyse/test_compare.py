@@ -7,16 +7,15 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import ROOT, TESTS, paced_grid, suite, suite_in_process
 
 from suite.analyse import regression as compare
 from suite.present import comparison, export
 from suite.store.rundir import RunDir
-from helpers import ROOT, TESTS, paced_grid, suite, suite_in_process
 
 GRID = """
 name = "reg"
@@ -63,8 +62,19 @@ def run_grid(tmp, run_id: str, replicates: int = 5, slowdown: str | None = None,
     grid = tmp / f"reg{replicates}.toml"
     grid.write_text(GRID.format(replicates=replicates) + body)
     env = {"SUITE_TEST_SLOWDOWN": slowdown} if slowdown else {}
-    res = suite("run", "--grid", str(grid), "--plugin", "fault_variants", "--run-id", run_id,
-                "--results-dir", str(tmp / "results"), cwd=tmp, env_extra=env)
+    res = suite(
+        "run",
+        "--grid",
+        str(grid),
+        "--plugin",
+        "fault_variants",
+        "--run-id",
+        run_id,
+        "--results-dir",
+        str(tmp / "results"),
+        cwd=tmp,
+        env_extra=env,
+    )
     assert res.returncode == 0, res.stderr
     return tmp / "results" / run_id
 
@@ -128,7 +138,9 @@ def test_a_confirming_rerun_clears_a_flag_the_new_code_does_not_reproduce(runs):
     # the slowdown was in the environment of the first run only: the re-run does not slow down
     res, payload = compare_runs(runs, "a1", "slow", "--confirm", env_extra={"SUITE_TEST_SLOWDOWN": "1.0"})
     assert res.returncode == 0, res.stdout + res.stderr
-    assert [c["status"] for c in payload["cases"] if c["impl"] == "native" and c["variant"] == "paced"] == ["unconfirmed"]
+    assert [c["status"] for c in payload["cases"] if c["impl"] == "native" and c["variant"] == "paced"] == [
+        "unconfirmed"
+    ]
     res, payload = compare_runs(runs, "a1", "slow", "--confirm", env_extra={"SUITE_TEST_SLOWDOWN": "1.5"})
     assert res.returncode == 1 and "confirmed by a re-run" in res.stdout
 
@@ -189,8 +201,17 @@ def test_baselines_are_saved_per_fingerprint_and_grid_only_by_the_explicit_comma
 
 def test_markdown_and_step_summary(runs, tmp_path):
     summary = tmp_path / "summary.md"
-    res = suite_in_process("compare", "a1", "slow", "--results-dir", str(runs / "results"), "--markdown",
-                           str(tmp_path / "c.md"), cwd=runs, env_extra={"GITHUB_STEP_SUMMARY": str(summary)})
+    res = suite_in_process(
+        "compare",
+        "a1",
+        "slow",
+        "--results-dir",
+        str(runs / "results"),
+        "--markdown",
+        str(tmp_path / "c.md"),
+        cwd=runs,
+        env_extra={"GITHUB_STEP_SUMMARY": str(summary)},
+    )
     text = (tmp_path / "c.md").read_text()
     assert res.returncode == 1 and text == summary.read_text()
     assert "**regression**" in text and "| slower | paced/native" in text
@@ -201,9 +222,21 @@ def test_exports_are_read_by_pytest_benchmark_and_shaped_for_github_action_bench
     env = json.loads((runs / "results" / "a1" / "env.json").read_text())
     for name in ("one", "two"):
         (tmp_path / f"{name}.json").write_text(json.dumps(export.pytest_benchmark(frame, env)))
-    res = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(tmp_path / "one.json"),
-                          str(tmp_path / "two.json"), "--columns", "min,median,max"],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchmark",
+            "compare",
+            str(tmp_path / "one.json"),
+            str(tmp_path / "two.json"),
+            "--columns",
+            "min,median,max",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert "paced[native-cpu-float32-fwd-n64" in res.stdout
     custom = export.github_action_benchmark(frame)
@@ -215,12 +248,33 @@ def test_exports_are_read_by_pytest_benchmark_and_shaped_for_github_action_bench
 def _frame(times: dict[str, list[float]], status=None) -> pd.DataFrame:
     rows = []
     for i, (name, reps) in enumerate(times.items()):
-        rows.append({"case_id": name, "variant": name, "impl": "native", "device": "cpu", "dtype": "float32",
-                     "mode": "fwd", "batch": 1, "seq_len": 256 * (i + 1), "num_heads": 8, "num_kv_heads": 8,
-                     "head_dim": 64, "causal": False, "params": "{}", "status": (status or {}).get(name, "ok"),
-                     "reason": "", "time_s": float(np.median(reps)), "samples": reps, "replicate_times_s": reps,
-                     "claimed_exponent_n": 1.0, "claimed_exponent_d": 1.0, "flops": 1, "flops_counted": None,
-                     "peak_bytes": None})
+        rows.append(
+            {
+                "case_id": name,
+                "variant": name,
+                "impl": "native",
+                "device": "cpu",
+                "dtype": "float32",
+                "mode": "fwd",
+                "batch": 1,
+                "seq_len": 256 * (i + 1),
+                "num_heads": 8,
+                "num_kv_heads": 8,
+                "head_dim": 64,
+                "causal": False,
+                "params": "{}",
+                "status": (status or {}).get(name, "ok"),
+                "reason": "",
+                "time_s": float(np.median(reps)),
+                "samples": reps,
+                "replicate_times_s": reps,
+                "claimed_exponent_n": 1.0,
+                "claimed_exponent_d": 1.0,
+                "flops": 1,
+                "flops_counted": None,
+                "peak_bytes": None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -250,8 +304,9 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path, c
     (tmp_path / "folder").mkdir()
     sides = ("a1", "a2") if command == "compare" else ("HEAD", "HEAD")
     for field, where in (("--markdown", "folder"), ("--json", "missing/c.json")):
-        res = suite_in_process(command, *sides, field, str(tmp_path / where), "--results-dir", str(tmp_path / "results"),
-                               cwd=tmp_path)
+        res = suite_in_process(
+            command, *sides, field, str(tmp_path / where), "--results-dir", str(tmp_path / "results"), cwd=tmp_path
+        )
         assert res.returncode == 2 and field in res.stderr and "a file in a folder this user can write" in res.stderr
         assert not (tmp_path / "results").exists()
 
@@ -280,8 +335,9 @@ def test_a_whole_grid_shift_blocks_with_its_cases_listed_unless_allowed():
     base = {f"c{i}": list(1e-3 * (1 + 0.01 * rng.standard_normal(5))) for i in range(12)}
     new = {name: [t * 1.15 for t in times] for name, times in base.items()}  # everything 15% slower
     verdict = compare.decide(_frame(base), _frame(new), {}, {})
-    assert verdict.code == 1 and verdict.reasons[0].startswith("the whole grid is slower: the median case by 15.0%, "
-                                                               "12 of 12 cases called slower")
+    assert verdict.code == 1 and verdict.reasons[0].startswith(
+        "the whole grid is slower: the median case by 15.0%, 12 of 12 cases called slower"
+    )
     assert set(verdict.cases["status"]) == {"slower"}
     allowed = compare.decide(_frame(base), _frame(new), {}, {}, compare.Rule(allow_shift=True))
     assert allowed.code == 0 and set(allowed.cases["status"]) == {"unchanged"}
@@ -292,8 +348,10 @@ def test_half_the_grid_moved_does_not_hide_itself_in_the_run_noise():
     nothing would be called); the Qn scale sees the two tight groups."""
     rng = np.random.default_rng(6)
     base = {f"c{i}": list(1e-3 * (1 + 0.005 * rng.standard_normal(5))) for i in range(50)}
-    new = {name: [t * (1.08 if i < 25 else 1.0) * (1 + 0.005 * rng.standard_normal()) for t in times]
-           for i, (name, times) in enumerate(base.items())}
+    new = {
+        name: [t * (1.08 if i < 25 else 1.0) * (1 + 0.005 * rng.standard_normal()) for t in times]
+        for i, (name, times) in enumerate(base.items())
+    }
     verdict = compare.decide(_frame(base), _frame(new), {}, {})
     assert verdict.code == 1
     assert set(verdict.cases.loc[verdict.cases["status"] == "slower", "case_id"]) == {f"c{i}" for i in range(25)}
@@ -350,22 +408,49 @@ def test_a_comparisons_verdicts_are_its_runs_reports_verdicts():
 @pytest.mark.slow  # pytest-benchmark in three subprocesses
 def test_the_pytest_benchmark_module_times_a_grid_and_its_compare_fail_gate_works(tmp_path):
     grid = tmp_path / "tiny.toml"
-    grid.write_text('name = "tiny"\n[settings]\nthreads = 1\nmax_samples = 5\n[defaults]\nbatch = [1]\n'
-                    'num_heads = [2]\nhead_dim = [16]\nseq_len = [64]\n[[block]]\nvariant = ["paced"]\n'
-                    'impl = ["native"]\n[[block]]\nvariant = ["full"]\nimpl = ["xformers"]\n')
+    grid.write_text(
+        'name = "tiny"\n[settings]\nthreads = 1\nmax_samples = 5\n[defaults]\nbatch = [1]\n'
+        'num_heads = [2]\nhead_dim = [16]\nseq_len = [64]\n[[block]]\nvariant = ["paced"]\n'
+        'impl = ["native"]\n[[block]]\nvariant = ["full"]\nimpl = ["xformers"]\n'
+    )
     module = ROOT / "benchmarks" / "test_grid.py"
-    env = {**os.environ, "SUITE_BENCH_GRID": str(grid), "SUITE_BENCH_PLUGINS": "fault_variants",
-           "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    common = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(module), "--benchmark-enable",
-              f"--benchmark-storage=file://{tmp_path / 'store'}", "--rootdir", str(tmp_path)]
+    env = {
+        **os.environ,
+        "SUITE_BENCH_GRID": str(grid),
+        "SUITE_BENCH_PLUGINS": "fault_variants",
+        "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
+    common = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        str(module),
+        "--benchmark-enable",
+        f"--benchmark-storage=file://{tmp_path / 'store'}",
+        "--rootdir",
+        str(tmp_path),
+    ]
     first = subprocess.run(common + ["--benchmark-autosave"], capture_output=True, text=True, env=env, timeout=300)
     assert first.returncode == 0, first.stdout[-2000:]
     assert "1 passed, 1 skipped" in first.stdout  # xformers skips with its own reason on CPU
-    second = subprocess.run(common + ["--benchmark-compare", "--benchmark-compare-fail=median:1000%"],
-                            capture_output=True, text=True, env=env, timeout=300)
+    second = subprocess.run(
+        common + ["--benchmark-compare", "--benchmark-compare-fail=median:1000%"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert second.returncode == 0, second.stdout[-2000:]
-    failing = subprocess.run(common + ["--benchmark-compare", "--benchmark-compare-fail=median:50%"],
-                             capture_output=True, text=True, env={**env, "SUITE_TEST_SLOWDOWN": "3"}, timeout=300)
+    failing = subprocess.run(
+        common + ["--benchmark-compare", "--benchmark-compare-fail=median:50%"],
+        capture_output=True,
+        text=True,
+        env={**env, "SUITE_TEST_SLOWDOWN": "3"},
+        timeout=300,
+    )
     assert failing.returncode != 0 and "Performance has regressed" in failing.stdout + failing.stderr
 
 
@@ -392,13 +477,25 @@ def many(tmp_path_factory):
     user would, a run that shows it is made again, three times at most, before the tests judge what
     the gate catches on steady runs."""
     tmp = tmp_path_factory.mktemp("many")
-    (tmp / "many.toml").write_text(paced_grid(LENGTHS, "many", min_run_time_s=0.05, max_samples=30, replicates=3,
-                                               probe=False))
+    (tmp / "many.toml").write_text(
+        paced_grid(LENGTHS, "many", min_run_time_s=0.05, max_samples=30, replicates=3, probe=False)
+    )
 
     def run(run_id):
         shutil.rmtree(tmp / "results" / run_id, ignore_errors=True)
-        res = suite("run", "--grid", str(tmp / "many.toml"), "--plugin", "fault_variants", "--run-id", run_id,
-                    "--results-dir", str(tmp / "results"), cwd=tmp, env_extra=PACE)
+        res = suite(
+            "run",
+            "--grid",
+            str(tmp / "many.toml"),
+            "--plugin",
+            "fault_variants",
+            "--run-id",
+            run_id,
+            "--results-dir",
+            str(tmp / "results"),
+            cwd=tmp,
+            env_extra=PACE,
+        )
         assert res.returncode == 0, res.stderr
         return RunDir(tmp / "results" / run_id).read_table()
 
@@ -422,8 +519,9 @@ def _slowed(frame: pd.DataFrame, lengths: list[int], factor: float) -> pd.DataFr
     return out
 
 
-@pytest.mark.parametrize("share,slowdown", [(0.02, 0.30), (0.06, 0.30), (0.12, 0.30), (0.60, 0.30),
-                                            (0.12, 0.08), (0.60, 0.08)])
+@pytest.mark.parametrize(
+    "share,slowdown", [(0.02, 0.30), (0.06, 0.30), (0.12, 0.30), (0.60, 0.30), (0.12, 0.08), (0.60, 0.08)]
+)
 def test_a_regression_of_any_share_of_the_cases_is_caught(many, share, slowdown):
     """Two real runs of the same 50 cases; k of the second's cases slowed: the gate fails, and
     no case that was not slowed is called. At 30% every slowed case is called. At 8% the cases

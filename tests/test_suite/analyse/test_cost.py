@@ -5,6 +5,7 @@ planted series (suite.analyse.planted)."""
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -112,8 +113,9 @@ def test_a_cache_is_said_to_be_passed_only_where_its_step_is_measured():
         flat = cost.judge(X, noisy(1e-6 * X, 0.01, seed), 1.0, machine(X), seed=seed)
         assert flat.verdict == "confirmed" and flat.steps == {}, (seed, flat.steps, terms.explain(flat, 1.0))
         assert "passed" not in terms.explain(flat, 1.0)
-        stepped = cost.judge(X, noisy(1e-6 * X * _step(X, AMD["L2"]["bytes"], 0.4), 0.01, seed), 1.0, machine(X),
-                             seed=seed)
+        stepped = cost.judge(
+            X, noisy(1e-6 * X * _step(X, AMD["L2"]["bytes"], 0.4), 0.01, seed), 1.0, machine(X), seed=seed
+        )
         assert list(stepped.steps) == ["L2"] and "L2 passed at n ≈" in terms.explain(stepped, 1.0)
 
 
@@ -131,7 +133,6 @@ def test_a_step_the_fit_leaves_at_zero_sits_on_its_level_whatever_the_last_bits(
         assert model.centres == {"L2": size}, (k, model.centres)
 
 
-
 @pytest.mark.parametrize("rise", [0.001, 0.01, 0.1])
 def test_a_step_the_fit_measures_off_the_levels_size_is_no_tie(rise):
     """The tie's width has an upper bound too: a step of 0.1% of the time, planted an octave below L2's size
@@ -141,6 +142,7 @@ def test_a_step_the_fit_measures_off_the_levels_size_is_no_tie(rise):
     cols = cost.design(X, 1.0, {"L2": size - 1.0}, hw)
     y = 1e-3 * (0.01 * cols["call"] + cols["n^1"] + rise * cols["L2 step"])
     assert cost.best(X, y, 1.0, hw).centres == {"L2": size - 1.0}
+
 
 def test_a_rate_that_keeps_falling_past_every_cache_is_not_the_machines():
     y = noisy(1e-6 * X * _step(X, AMD["L2"]["bytes"], 0.4) * (X / X[0]) ** 0.25)
@@ -175,19 +177,41 @@ def test_the_rates_on_planted_series():
 def _frame(y):
     rows = []
     for n, t in zip(X, y):
-        rows.append({"variant": "random", "impl": "native", "device": "cpu", "dtype": "float32", "mode": "fwd",
-                     "batch": 1, "seq_len": int(n), "num_heads": 8, "num_kv_heads": 8, "head_dim": 64,
-                     "causal": False, "params": "{}", "status": "ok", "time_s": t, "time_min_s": t,
-                     "peak_bytes": 1e6, "flops": 1e6 * n, "flops_counted": 1e6 * n, "claimed_exponent_n": 1.0,
-                     "kv_bytes": 8 * n * KV_BYTES_PER_ROW, "replicate_times_s": [t, t * 1.01, t * 0.99]})
+        rows.append(
+            {
+                "variant": "random",
+                "impl": "native",
+                "device": "cpu",
+                "dtype": "float32",
+                "mode": "fwd",
+                "batch": 1,
+                "seq_len": int(n),
+                "num_heads": 8,
+                "num_kv_heads": 8,
+                "head_dim": 64,
+                "causal": False,
+                "params": "{}",
+                "status": "ok",
+                "time_s": t,
+                "time_min_s": t,
+                "peak_bytes": 1e6,
+                "flops": 1e6 * n,
+                "flops_counted": 1e6 * n,
+                "claimed_exponent_n": 1.0,
+                "kv_bytes": 8 * n * KV_BYTES_PER_ROW,
+                "replicate_times_s": [t, t * 1.01, t * 0.99],
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def test_the_fits_table_takes_its_time_verdict_from_the_cost_model():
     y = noisy(1e-6 * X * _step(X, AMD["L2"]["bytes"], 0.4) * 8)
     hosts = terms.machines({"cpu_caches": AMD}, {"cpu": {"bytes_per_s": 25e9, "cache_bytes_per_s": 75e9}})
-    assert hosts == {"cpu": {"caches": AMD, "step_max": 2.0, "gathers": None,
-                                "bytes_per_s": 25e9}} and terms.machines({}) == {}
+    assert (
+        hosts == {"cpu": {"caches": AMD, "step_max": 2.0, "gathers": None, "bytes_per_s": 25e9}}
+        and terms.machines({}) == {}
+    )
     assert terms.machines({"cpu_caches": AMD})["cpu"]["step_max"] == np.inf  # no bandwidth probe: no bound
     fits = all_exponents(_frame(y), hosts)
     row = fits[(fits["metric"] == "time") & (fits["axis"] == "seq_len")].iloc[0]
@@ -228,7 +252,9 @@ def test_a_declared_change_of_path_is_the_implementations_not_a_higher_term(seed
     assert result.model.factors["tile"] == pytest.approx(2.0, rel=0.05)
     assert result.paths == (("union", 256.0, 1.0), ("tile", 16384.0, result.model.factors["tile"]))
     factor = result.model.factors["tile"]
-    assert f"path union (from n = 256) → tile (from n = 16384, ×{factor:.2f} the leading term's rate)" in terms.explain(result, 1.0)
+    assert f"path union (from n = 256) → tile (from n = 16384, ×{factor:.2f} the leading term's rate)" in terms.explain(
+        result, 1.0
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -246,14 +272,20 @@ def test_one_path_throughout_is_no_path_to_model():
     assert paths.declared(["a", "a", "b"]).names == ("a", "b")
 
 
-@pytest.mark.parametrize("notes, expected", [
-    (['{"path": "union"}'] * 2 + ['{"path": "tile"}'] * 2, ("union", "union", "tile", "tile")),
-    ([{"path": "union"}, {"path": "union"}, {"path": "tile"}, {"path": "tile"}], ("union", "union", "tile", "tile")),
-    (['{"kernel": "flash_attention"}'] * 4, None),  # no path named
-    (['{"path": "sdpa"}'] * 4, None),  # one path throughout
-    (["not json", "{}", '{"path": "a"}', '{"path": "b"}'], None),  # lengths left unnamed: no path is known
-    (['{"path": "a"}', "{}", '{"path": "a"}', '{"path": "b"}'], None),
-])
+@pytest.mark.parametrize(
+    "notes, expected",
+    [
+        (['{"path": "union"}'] * 2 + ['{"path": "tile"}'] * 2, ("union", "union", "tile", "tile")),
+        (
+            [{"path": "union"}, {"path": "union"}, {"path": "tile"}, {"path": "tile"}],
+            ("union", "union", "tile", "tile"),
+        ),
+        (['{"kernel": "flash_attention"}'] * 4, None),  # no path named
+        (['{"path": "sdpa"}'] * 4, None),  # one path throughout
+        (["not json", "{}", '{"path": "a"}', '{"path": "b"}'], None),  # lengths left unnamed: no path is known
+        (['{"path": "a"}', "{}", '{"path": "a"}', '{"path": "b"}'], None),
+    ],
+)
 def test_the_fits_read_each_lengths_path_off_the_rows_notes(notes, expected):
     frame = _frame(X[:4] * 1e-6).assign(notes=notes)
     got = terms.paths(frame, "seq_len", X[:4])
@@ -320,8 +352,9 @@ def test_a_top_path_that_spans_the_rule_alone_is_judged_alone(seed):
     own per-length costs (a zigzag no term of the model has) neither hide the claim nor stand for a higher term;
     the verdict and the terms say so."""
     y, told = _irregular_then_clean(1.5, seed=seed)
-    with_factor = cost.judge(X, y, 1.5, machine(X, MID), bootstrap=0, paths=paths.declared(
-        ["tile" if n >= 16384 else "union" for n in X]))  # the same series, its change declared too late to span it
+    with_factor = cost.judge(
+        X, y, 1.5, machine(X, MID), bootstrap=0, paths=paths.declared(["tile" if n >= 16384 else "union" for n in X])
+    )  # the same series, its change declared too late to span it
     assert with_factor.verdict != "confirmed", with_factor.why
     result = cost.judge(X, y, 1.5, machine(X, MID), bootstrap=0, paths=told)
     assert result.verdict == "confirmed", result.why
@@ -346,15 +379,18 @@ def test_a_factor_the_fit_cannot_see_is_one():
     assert got.factors == {"b": pytest.approx(1.0, abs=0.01)}
 
 
-@pytest.mark.parametrize("verdict,p,share,at", [
-    ("confirmed", 0.027, 0.12, True),   # conv/native at 8192 in a card's run: the next length may turn it
-    ("confirmed", 0.0104, 0.27, True),  # reformer/native at 32768
-    ("confirmed", 0.06, 0.25, False),   # past 5x the level
-    ("confirmed", 0.027, 0.04, False),  # a term too small to matter
-    ("refuted", 0.005, 0.2, True),
-    ("refuted", 0.0023, 1.0, False),    # linear/dense at 4096: n^2 carries the time; a longer length only adds to it
-    ("refuted", 0.001, 0.2, False),
-    ("inconclusive", 0.02, 0.3, False),
-])
+@pytest.mark.parametrize(
+    "verdict,p,share,at",
+    [
+        ("confirmed", 0.027, 0.12, True),  # conv/native at 8192 in a card's run: the next length may turn it
+        ("confirmed", 0.0104, 0.27, True),  # reformer/native at 32768
+        ("confirmed", 0.06, 0.25, False),  # past 5x the level
+        ("confirmed", 0.027, 0.04, False),  # a term too small to matter
+        ("refuted", 0.005, 0.2, True),
+        ("refuted", 0.0023, 1.0, False),  # linear/dense at 4096: n^2 carries the time; a longer length only adds to it
+        ("refuted", 0.001, 0.2, False),
+        ("inconclusive", 0.02, 0.3, False),
+    ],
+)
 def test_a_verdict_is_at_its_tests_level_within_the_margin_unless_its_higher_term_dominates(verdict, p, share, at):
     assert cost.CostVerdict(verdict, "", higher_p=p, higher_share=share).at_level is at

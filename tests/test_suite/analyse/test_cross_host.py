@@ -24,8 +24,11 @@ pytestmark = pytest.mark.slow  # every stored full run's verdicts are computed a
 
 ROOT = Path(__file__).resolve().parents[3]
 CARDS = ROOT / "docs" / "runs"
-RUNS = sorted(plan.parent for plan in CARDS.glob("*/plan.json")
-              if json.loads(plan.read_text()).get("grid") == "full" and (plan.parent / "results.parquet").is_file())
+RUNS = sorted(
+    plan.parent
+    for plan in CARDS.glob("*/plan.json")
+    if json.loads(plan.read_text()).get("grid") == "full" and (plan.parent / "results.parquet").is_file()
+)
 AGREE = 0.95  # the share of shared series two full runs must give the same verdict
 SHARED = 0.9  # the share of each run's series the two must both hold, so that agreement is over most of each
 
@@ -41,8 +44,9 @@ def verdicts(folder: Path) -> pd.Series:
 @pytest.fixture(scope="module")
 def stored() -> dict[str, pd.Series]:
     """Each run in its own process, as many at once as the machine has cores."""
-    with ProcessPoolExecutor(max(1, min(len(RUNS), len(os.sched_getaffinity(0)))),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max(1, min(len(RUNS), len(os.sched_getaffinity(0)))), mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
         return dict(zip((folder.name for folder in RUNS), pool.map(verdicts, RUNS)))
 
 
@@ -57,8 +61,9 @@ PAIRS = list(itertools.combinations([p.name for p in RUNS], 2))
 
 def _shared(stored, a, b) -> pd.Index:
     both = stored[a].index.intersection(stored[b].index)
-    assert len(both) >= SHARED * max(len(stored[a]), len(stored[b])), \
+    assert len(both) >= SHARED * max(len(stored[a]), len(stored[b])), (
         f"{a} ({len(stored[a])} series) and {b} ({len(stored[b])}) share only {len(both)}"
+    )
     return both
 
 

@@ -15,8 +15,10 @@ from suite.analyse.exponents import claims, exponents
 
 CARD = Path(__file__).resolve().parents[3] / "docs" / "runs" / "cpu-full"
 # a native path built to its linear claim, over the span of lengths its ladder climbed in the card's run
-SERIES = ("variant == 'bigbird' and impl == 'native' and mode == 'fwd' and not causal and num_heads == 8 "
-          "and head_dim == 64 and params == '{}' and status == 'ok'")
+SERIES = (
+    "variant == 'bigbird' and impl == 'native' and mode == 'fwd' and not causal and num_heads == 8 "
+    "and head_dim == 64 and params == '{}' and status == 'ok'"
+)
 
 
 def _rows() -> pd.DataFrame:
@@ -60,12 +62,15 @@ def test_the_verdict_table_shows_memory_beside_time():
     assert row["memory_reason"] == Reason.CONFIRMED.value and "peak" in row["memory_terms"]
 
 
-@pytest.mark.parametrize("claim, grows, verdict, reason", [
-    (2.0, 1.0, "confirmed", "below"),  # a dense claim met by a path that keeps O(n): within the claim
-    (1.0, 1.0, "confirmed", "confirmed"),
-    (1.0, 2.0, "refuted", "higher"),  # n² scores against a linear claim
-    (1.5, 2.0, "refuted", "higher"),
-])
+@pytest.mark.parametrize(
+    "claim, grows, verdict, reason",
+    [
+        (2.0, 1.0, "confirmed", "below"),  # a dense claim met by a path that keeps O(n): within the claim
+        (1.0, 1.0, "confirmed", "confirmed"),
+        (1.0, 2.0, "refuted", "higher"),  # n² scores against a linear claim
+        (1.5, 2.0, "refuted", "higher"),
+    ],
+)
 def test_a_peak_is_judged_as_a_bound(claim, grows, verdict, reason):
     from suite.analyse import memory
 

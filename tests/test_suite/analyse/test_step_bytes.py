@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from helpers import synthetic_rows
+
 from suite.analyse import exponents
 from suite.analyse.claim_rule import Reason
 from suite.analyse.terms import machines

@@ -10,8 +10,9 @@ import pytest
 @pytest.fixture(scope="module")
 def history(tmp_path_factory) -> Path:
     """14 quiet runs, then 3 in which full/sdpa is 20% slower and linear's exponent 0.3 steeper."""
-    pytest.importorskip("duckdb", reason="the `history` extra: pip install -e \".[history]\"")
+    pytest.importorskip("duckdb", reason='the `history` extra: pip install -e ".[history]"')
     from history_runs import synthetic_run
+
     from suite.history import store
 
     db = tmp_path_factory.mktemp("history") / "h.duckdb"

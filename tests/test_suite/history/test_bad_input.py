@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("duckdb", reason="the `history` extra: pip install -e \".[history]\"")
-pytest.importorskip("asv", reason="the `history` extra: pip install -e \".[history]\"")
+pytest.importorskip("duckdb", reason='the `history` extra: pip install -e ".[history]"')
+pytest.importorskip("asv", reason='the `history` extra: pip install -e ".[history]"')
 
 from history_runs import commit_of, run_folder, synthetic_run  # noqa: E402
+
 from suite import cli  # noqa: E402
 from suite.errors import UsageError  # noqa: E402
 from suite.history import backfill, store  # noqa: E402
@@ -87,7 +88,10 @@ def test_outputs_in_a_folder_this_user_cannot_write_are_refused(db, tmp_path, ca
         (locked / "summary.md").write_text("")
         locked.chmod(0o500)  # a summary is appended to: a writable file in a closed folder will do
         os.environ["GITHUB_STEP_SUMMARY"] = str(locked / "summary.md")
-        assert cli.main(["history", "check", "--db", str(db)]) == 0 and "history check" in (locked / "summary.md").read_text()
+        assert (
+            cli.main(["history", "check", "--db", str(db)]) == 0
+            and "history check" in (locked / "summary.md").read_text()
+        )
     finally:
         os.environ.pop("GITHUB_STEP_SUMMARY", None)
         locked.chmod(0o700)
@@ -125,8 +129,9 @@ def test_a_write_ahead_log_without_its_database_is_refused(tmp_path, capsys):
     results, path = tmp_path / "results", tmp_path / "h.duckdb"
     run_folder(results, "r1", commit_of(1))
     (tmp_path / "h.duckdb.wal").write_bytes(b"an older database's log")
-    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path),
-                     "--commit-time", TIME]) == 2
+    assert (
+        cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path), "--commit-time", TIME]) == 2
+    )
     assert "write-ahead log" in tidy(capsys)[1] and not path.exists()
 
 
@@ -148,19 +153,29 @@ def test_add_checks_the_runs_identity_before_it_writes_in_its_folder(tmp_path, c
     folder = run_folder(results, "dirty", commit_of(1) + "-dirty")
     for name in (RunDir.PARQUET, RunDir.CSV):
         (folder / name).unlink()
-    assert cli.main(["history", "add", "dirty", "--results-dir", str(results), "--db", str(path),
-                     "--commit-time", TIME]) == 2
+    assert (
+        cli.main(["history", "add", "dirty", "--results-dir", str(results), "--db", str(path), "--commit-time", TIME])
+        == 2
+    )
     assert "git_commit" in tidy(capsys)[1]
     assert not (folder / RunDir.PARQUET).exists() and not path.exists()
 
 
-@pytest.mark.parametrize("extra, field", [(["--repo", "nosuch"], "--repo"), (["--commit-time", "now"], "--commit-time"),
-                                          (["--commit-time", "5/6/2026"], "--commit-time")])
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        (["--repo", "nosuch"], "--repo"),
+        (["--commit-time", "now"], "--commit-time"),
+        (["--commit-time", "5/6/2026"], "--commit-time"),
+    ],
+)
 def test_add_names_a_bad_repository_or_time(tmp_path, capsys, extra, field):
     results = tmp_path / "results"
     run_folder(results, "r1", commit_of(1))
-    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(tmp_path / "h.duckdb"),
-                     *extra]) == 2
+    assert (
+        cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(tmp_path / "h.duckdb"), *extra])
+        == 2
+    )
     assert field in tidy(capsys)[1] and not (tmp_path / "h.duckdb").exists()
 
 
@@ -178,8 +193,10 @@ def with_status(folder: Path, status: str, n: int = 1) -> Path:
     """The run in `folder` with its first `n` cases ended as `status` (journal and table), as a run stopped
     from outside holds them."""
     run = RunDir(folder)
-    rows = [dataclasses.replace(row, status=status, reason=f"worker {status}") if i < n else row
-            for i, row in enumerate(run.journal.read().rows)]
+    rows = [
+        dataclasses.replace(row, status=status, reason=f"worker {status}") if i < n else row
+        for i, row in enumerate(run.journal.read().rows)
+    ]
     run.file(RunDir.JOURNAL).write_text("")
     for row in rows:
         run.journal.append(row)
@@ -193,8 +210,9 @@ def test_add_refuses_a_run_with_a_case_to_measure_again(tmp_path, capsys, status
     killed case would fail the check as a regression."""
     results, path = tmp_path / "results", tmp_path / "h.duckdb"
     with_status(run_folder(results, "r1", commit_of(1)), status, n=2)
-    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path),
-                     "--commit-time", TIME]) == 2
+    assert (
+        cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path), "--commit-time", TIME]) == 2
+    )
     err = tidy(capsys)[1]
     assert f"the run is not finished: 2 of 8 cases {status}" in err and "python -m suite run --resume r1" in err
     assert "allowed: every case one of ok, skipped, invalid, oom, timeout, error" in err and not path.exists()
@@ -204,13 +222,15 @@ def test_add_refuses_a_run_with_a_case_to_measure_again(tmp_path, capsys, status
 def test_add_takes_a_run_whose_cases_all_ended(tmp_path):
     results, path = tmp_path / "results", tmp_path / "h.duckdb"
     with_status(run_folder(results, "r1", commit_of(1)), "oom", n=2)
-    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path),
-                     "--commit-time", TIME]) == 0
+    assert (
+        cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path), "--commit-time", TIME]) == 0
+    )
     assert backfill._finished(results / "r1")
 
 
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e300, 10**400, -5, 4102444800,
-                                   "2026-01-01", True, [1.8e9]])
+@pytest.mark.parametrize(
+    "value", [float("nan"), float("inf"), -float("inf"), 1e300, 10**400, -5, 4102444800, "2026-01-01", True, [1.8e9]]
+)
 def test_add_names_a_journal_time_that_is_no_time(tmp_path, capsys, value):
     """finished_at, as the journal's JSON can hold it: a finite number of seconds since 1970 before 2100."""
     results, path = tmp_path / "results", tmp_path / "h.duckdb"
@@ -219,8 +239,9 @@ def test_add_names_a_journal_time_that_is_no_time(tmp_path, capsys, value):
     lines[2] = json.dumps({**json.loads(lines[2]), "finished_at": value})
     run.file(RunDir.JOURNAL).write_text("\n".join(lines) + "\n")
     run.write_table(run.read_table())  # the table holds the journal as it is now: not rebuilt from it
-    assert cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path),
-                     "--commit-time", TIME]) == 2
+    assert (
+        cli.main(["history", "add", "r1", "--results-dir", str(results), "--db", str(path), "--commit-time", TIME]) == 2
+    )
     err = tidy(capsys)[1]
     assert f"{run.file(RunDir.JOURNAL)} line 3 finished_at = {str(value)[:40]}" in err.replace("'", "")
     assert "allowed: a finite time in seconds since 1970, before 2100" in err and not path.exists()
@@ -233,14 +254,26 @@ def args_for(tmp_path: Path, **kw) -> list[str]:
     repo = tmp_path / "repo"
     if not repo.exists():
         git_repo(repo, 3)
-    given = {"--grid": "smoke", "--repo": str(repo), "--db": str(tmp_path / "h.duckdb"),
-             "--results-dir": str(tmp_path / "results"), **kw}
+    given = {
+        "--grid": "smoke",
+        "--repo": str(repo),
+        "--db": str(tmp_path / "h.duckdb"),
+        "--results-dir": str(tmp_path / "results"),
+        **kw,
+    }
     return ["history", "backfill", "HEAD~2..HEAD", *[x for pair in given.items() for x in pair]]
 
 
-@pytest.mark.parametrize("kw, field", [({"--grid": "nosuch"}, "--grid"), ({"--repo": "nosuch"}, "--repo"),
-                                       ({"--db": "{tmp}/text"}, "cannot be used"), ({"--db": "{tmp}/file/h.duckdb"}, "--db"),
-                                       ({"--paths": "/etc"}, "--paths")])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"--grid": "nosuch"}, "--grid"),
+        ({"--repo": "nosuch"}, "--repo"),
+        ({"--db": "{tmp}/text"}, "cannot be used"),
+        ({"--db": "{tmp}/file/h.duckdb"}, "--db"),
+        ({"--paths": "/etc"}, "--paths"),
+    ],
+)
 def test_backfill_refuses_bad_arguments_before_measuring_anything(tmp_path, capsys, monkeypatch, kw, field):
     (tmp_path / "text").write_text("not a database")
     (tmp_path / "file").write_text("x")
@@ -305,9 +338,13 @@ def test_a_view_in_place_of_a_table_reads_no_file(db, tmp_path, capsys):
     secret.write_text("reason\nSECRET-LINE\n")
     newest = "c.run_key = (SELECT max(run_key) FROM kept)"
     planted(db, "ALTER TABLE cases RENAME TO kept", drop=None)
-    planted(db, f"CREATE VIEW cases AS SELECT c.* REPLACE (CASE WHEN {newest} THEN 'error' ELSE c.status END "
-                f"AS status, CASE WHEN {newest} THEN s.reason ELSE c.reason END AS reason) "
-                f"FROM kept c, read_csv('{secret}') s", drop=None)
+    planted(
+        db,
+        f"CREATE VIEW cases AS SELECT c.* REPLACE (CASE WHEN {newest} THEN 'error' ELSE c.status END "
+        f"AS status, CASE WHEN {newest} THEN s.reason ELSE c.reason END AS reason) "
+        f"FROM kept c, read_csv('{secret}') s",
+        drop=None,
+    )
     for argv in (["check"], ["report", "-o", str(tmp_path / "page.html")]):
         assert cli.main(["history", *argv, "--db", str(db)]) == 2
         out, err = tidy(capsys)
@@ -317,17 +354,26 @@ def test_a_view_in_place_of_a_table_reads_no_file(db, tmp_path, capsys):
         store.read(db)
 
 
-@pytest.mark.parametrize("statement, said", [
-    ("CREATE VIEW leak AS SELECT 1", "view leak (allowed: none"),
-    ("CREATE SCHEMA other; CREATE VIEW other.leak AS SELECT 1", "view other.leak (allowed: none"),
-    ("CREATE MACRO leak(x) AS x", "macro leak (allowed: none"),
-    ("DROP TABLE meta; CREATE VIEW meta AS SELECT 'schema' AS key, '1' AS value", "table meta is a VIEW"),
-    ("DROP TABLE exponents", "no table exponents (allowed: a BASE TABLE of schema 1's columns: run_key VARCHAR NOT"),
-    ("ALTER TABLE cases ALTER time_s TYPE VARCHAR", "table cases column time_s is VARCHAR (allowed: DOUBLE, schema"),
-    ("ALTER TABLE cases ALTER status SET NOT NULL", "column status is VARCHAR NOT NULL (allowed: VARCHAR,"),
-    ("ALTER TABLE cases ALTER time_s SET DEFAULT 1", "column time_s is DOUBLE DEFAULT "),
-    ("ALTER TABLE runs ADD COLUMN extra INTEGER", "table runs has column extra INTEGER (allowed: only schema 1's"),
-])
+@pytest.mark.parametrize(
+    "statement, said",
+    [
+        ("CREATE VIEW leak AS SELECT 1", "view leak (allowed: none"),
+        ("CREATE SCHEMA other; CREATE VIEW other.leak AS SELECT 1", "view other.leak (allowed: none"),
+        ("CREATE MACRO leak(x) AS x", "macro leak (allowed: none"),
+        ("DROP TABLE meta; CREATE VIEW meta AS SELECT 'schema' AS key, '1' AS value", "table meta is a VIEW"),
+        (
+            "DROP TABLE exponents",
+            "no table exponents (allowed: a BASE TABLE of schema 1's columns: run_key VARCHAR NOT",
+        ),
+        (
+            "ALTER TABLE cases ALTER time_s TYPE VARCHAR",
+            "table cases column time_s is VARCHAR (allowed: DOUBLE, schema",
+        ),
+        ("ALTER TABLE cases ALTER status SET NOT NULL", "column status is VARCHAR NOT NULL (allowed: VARCHAR,"),
+        ("ALTER TABLE cases ALTER time_s SET DEFAULT 1", "column time_s is DOUBLE DEFAULT "),
+        ("ALTER TABLE runs ADD COLUMN extra INTEGER", "table runs has column extra INTEGER (allowed: only schema 1's"),
+    ],
+)
 def test_a_database_whose_catalog_differs_is_named_before_any_read(db, statement, said):
     planted(db, statement, drop=None)
     with pytest.raises(UsageError, match="history database .*") as err:
@@ -335,11 +381,17 @@ def test_a_database_whose_catalog_differs_is_named_before_any_read(db, statement
     assert said in str(err.value) and str(db) in str(err.value)
 
 
-@pytest.mark.parametrize("table, column, value, allowed", [
-    ("cases", "time_min_s", "'inf'::DOUBLE", "a time over 0 s"), ("cases", "time_min_s", "0", "a time over 0 s"),
-    ("cases", "time_s", "-1", "a time over 0 s"), ("cases", "time_iqr_s", "1e300", "a spread from 0 s"),
-    ("exponents", "slope", "'-inf'::DOUBLE", "a finite number"), ("exponents", "slope", "1e308", "a finite number"),
-])
+@pytest.mark.parametrize(
+    "table, column, value, allowed",
+    [
+        ("cases", "time_min_s", "'inf'::DOUBLE", "a time over 0 s"),
+        ("cases", "time_min_s", "0", "a time over 0 s"),
+        ("cases", "time_s", "-1", "a time over 0 s"),
+        ("cases", "time_iqr_s", "1e300", "a spread from 0 s"),
+        ("exponents", "slope", "'-inf'::DOUBLE", "a finite number"),
+        ("exponents", "slope", "1e308", "a finite number"),
+    ],
+)
 def test_a_number_out_of_range_is_named_not_judged(db, capsys, table, column, value, allowed):
     """An infinite or huge time or exponent kept the change-point search looping until memory ran out."""
     planted(db, f"UPDATE {table} SET {column} = {value} WHERE run_key = 'run00003'", drop=None)

@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("duckdb", reason="the `history` extra: pip install -e \".[history]\"")
-pytest.importorskip("asv", reason="the `history` extra: pip install -e \".[history]\"")
+pytest.importorskip("duckdb", reason='the `history` extra: pip install -e ".[history]"')
+pytest.importorskip("asv", reason='the `history` extra: pip install -e ".[history]"')
 
 from history_runs import LENGTHS, commit_of, synthetic_run  # noqa: E402  (after the importorskips)
+
 from suite import cli  # noqa: E402
 from suite.analyse import paired  # noqa: E402
 from suite.history import changes, store  # noqa: E402
@@ -47,8 +48,15 @@ def level_then(tail: list[float], sd: float = 0.015, count: int = 30, seed: int 
 
 
 # ------------------------------------------------------------------ the screen
-@pytest.mark.parametrize("tail,screened", [([1.04, 1.05, 1.035], True), ([1.10, 0.98, 1.06], True),
-                                           ([1.02, 1.025, 1.01], False), ([0.95, 0.96, 0.94], False)])
+@pytest.mark.parametrize(
+    "tail,screened",
+    [
+        ([1.04, 1.05, 1.035], True),
+        ([1.10, 0.98, 1.06], True),
+        ([1.02, 1.025, 1.01], False),
+        ([0.95, 0.96, 0.94], False),
+    ],
+)
 def test_the_screen_takes_the_newest_points_median_against_the_level(tail, screened):
     """3% and more above the level's median, by the tail's median (one fast night of three does not hide
     a step); inside the tail's band (5% here), so the tail's rule calls none of them; no speedup."""
@@ -59,7 +67,9 @@ def test_the_screen_takes_the_newest_points_median_against_the_level(tail, scree
     assert (found is not None) == screened
     if screened:
         assert found.rule == "screen" and found.slower and (found.before, found.after) == (29, 30)
-        assert math.isclose(found.size, float(np.median(y[30:]) / np.median(y[:30]) - 1), rel_tol=1e-6)  # a median of logs
+        assert math.isclose(
+            found.size, float(np.median(y[30:]) / np.median(y[:30]) - 1), rel_tol=1e-6
+        )  # a median of logs
     found, status = changes.judged(y, "time", tail=False, screen=True)
     assert status == "no change" and (bool(found) and found[-1].rule == "screen") == screened  # no class of its own
     assert changes.judged(y, "time", tail=False) == ([], "no change")
@@ -82,13 +92,24 @@ class PlantedAB:
                 offset = {side: rng.normal(0, 0.03) for side in "ab"}
                 for position, side in enumerate("abba" * rounds):
                     ratio = self.ratios.get(case.variant, 1.0) if side == "b" else 1.0
-                    lines.append({**case.key, "case_id": case.case_id, "side": side, "pair": pair,
-                                  "position": position, "status": "ok", "reason": "",
-                                  "time_s": 1e-3 * ratio * math.exp(offset[side] + rng.normal(0, 0.01))})
+                    lines.append(
+                        {
+                            **case.key,
+                            "case_id": case.case_id,
+                            "side": side,
+                            "pair": pair,
+                            "position": position,
+                            "status": "ok",
+                            "reason": "",
+                            "time_s": 1e-3 * ratio * math.exp(offset[side] + rng.normal(0, 0.01)),
+                        }
+                    )
         return paired.blocks(lines)
 
 
-def confirm_check(db: Path, tmp_path: Path, planted: PlantedAB, monkeypatch, *extra: str, resolvable: bool = True) -> int:
+def confirm_check(
+    db: Path, tmp_path: Path, planted: PlantedAB, monkeypatch, *extra: str, resolvable: bool = True
+) -> int:
     """`check --confirm` with `planted` for the A/Bs; `resolvable`: every commit resolves (the synthetic
     histories' commits are names, in no repository)."""
     grid = tmp_path / "g.toml"
@@ -96,12 +117,25 @@ def confirm_check(db: Path, tmp_path: Path, planted: PlantedAB, monkeypatch, *ex
     monkeypatch.setattr(session, "measure", planted)
     if resolvable:
         monkeypatch.setattr(checkouts, "resolve", lambda field, given, repo, hint="": given)
-    return cli.main(["history", "check", "--db", str(db), "--confirm", "--grid", str(grid),
-                     "--results-dir", str(tmp_path / "results"), *extra])
+    return cli.main(
+        [
+            "history",
+            "check",
+            "--db",
+            str(db),
+            "--confirm",
+            "--grid",
+            str(grid),
+            "--results-dir",
+            str(tmp_path / "results"),
+            *extra,
+        ]
+    )
 
 
-def test_a_slowdown_the_ab_calls_again_fails_the_check_and_one_it_does_not_only_warns(history, tmp_path, capsys,
-                                                                                       monkeypatch):
+def test_a_slowdown_the_ab_calls_again_fails_the_check_and_one_it_does_not_only_warns(
+    history, tmp_path, capsys, monkeypatch
+):
     """full/sdpa's +20% is re-measured and called (exit 1); linear's slower times (its steeper exponent)
     are re-measured and not called by this A/B, so they only warn; the exponent is not re-measured. Each
     A/B is the commit before the slowdown against the newest run's."""
@@ -109,12 +143,15 @@ def test_a_slowdown_the_ab_calls_again_fails_the_check_and_one_it_does_not_only_
     assert confirm_check(history, tmp_path, planted, monkeypatch, "--pairs", "6") == 1
     out = capsys.readouterr().out
     assert {(b, a) for b, a, *_ in planted.asked} == {(commit_of(13), commit_of(16))}
-    assert len(planted.asked) == 2 and all(len(ids) == len(LENGTHS) and pairs == 6 and rounds == 2
-                                           for _, _, ids, pairs, rounds in planted.asked)  # every length, ab's rounds
+    assert len(planted.asked) == 2 and all(
+        len(ids) == len(LENGTHS) and pairs == 6 and rounds == 2 for _, _, ids, pairs, rounds in planted.asked
+    )  # every length, ab's rounds
     regressions = [line for line in out.splitlines() if line.startswith("REGRESSION")]
     assert regressions and all("full/sdpa" in line or "exponent in n" in line for line in regressions), regressions
-    assert any(line.startswith("A/B of full/sdpa") and ": confirmed; A/B " in line and "slower" in line
-               for line in out.splitlines())
+    assert any(
+        line.startswith("A/B of full/sdpa") and ": confirmed; A/B " in line and "slower" in line
+        for line in out.splitlines()
+    )
     warned = [line for line in out.splitlines() if line.startswith("not confirmed")]
     assert len(warned) == len(LENGTHS) + 1 and all("linear/native" in line for line in warned), warned
 
@@ -153,8 +190,22 @@ def test_confirm_refuses_bad_input_before_any_ab(history, tmp_path, capsys, monk
     assert "--confirm needs --grid" in capsys.readouterr().err
     other = tmp_path / "other.toml"
     other.write_text(GRID.format(lengths="64, 128"))  # another grid's cases
-    assert cli.main(["history", "check", "--db", str(history), "--confirm", "--grid", str(other),
-                     "--results-dir", str(tmp_path / "results")]) == 2
+    assert (
+        cli.main(
+            [
+                "history",
+                "check",
+                "--db",
+                str(history),
+                "--confirm",
+                "--grid",
+                str(other),
+                "--results-dir",
+                str(tmp_path / "results"),
+            ]
+        )
+        == 2
+    )
     assert "none of full/sdpa" in capsys.readouterr().err
     assert confirm_check(history, tmp_path, planted, monkeypatch, "--pairs", "1") == 2
     assert "--pairs 1" in capsys.readouterr().err
@@ -173,8 +224,9 @@ def test_an_adaptive_series_is_measured_at_the_lengths_its_runs_climbed(tmp_path
     path.write_text(GRID.format(lengths="256").replace("seq_len = [256]", "seq_len = { min = 256, max = 65536 }"))
     grid = grids.resolve(str(path))
     climbed = [case for case in grid.ladders[0].start()] + [grid.ladders[0].case(16384)]
-    ask = confirm.Asked(grid.ladders[0].key, "full/sdpa", "a", "b", tuple(c.case_id for c in climbed),
-                        tuple(c.seq_len for c in climbed))
+    ask = confirm.Asked(
+        grid.ladders[0].key, "full/sdpa", "a", "b", tuple(c.case_id for c in climbed), tuple(c.seq_len for c in climbed)
+    )
     assert 16384 not in {c.seq_len for c in grid.cases if c.variant == "full"}
     narrowed = confirm.narrowed(grid, ask)
     assert sorted(c.seq_len for c in narrowed.cases) == sorted(ask.lengths) and narrowed.ladders == ()
@@ -204,8 +256,15 @@ def two_commits(tmp_path: Path, factor: float, lengths) -> tuple[Path, str, str,
     made_of = (cases(series, lengths, heads=1, head_dim=8), series)
     db = tmp_path / "h.duckdb"
     for i in range(17):
-        store.add(db, synthetic_run(i, commit=after if i >= 14 else before, made_of=made_of,
-                                    **({"slower": {"paced": 1.5}} if i >= 14 else {})))
+        store.add(
+            db,
+            synthetic_run(
+                i,
+                commit=after if i >= 14 else before,
+                made_of=made_of,
+                **({"slower": {"paced": 1.5}} if i >= 14 else {}),
+            ),
+        )
     return repo, before, after, db
 
 
@@ -222,9 +281,26 @@ def test_a_real_ab_confirms_a_commit_that_slowed_the_path_and_not_one_that_did_n
     repo, before, after, db = two_commits(tmp_path, factor, lengths)
     grid = tmp_path / "g.toml"
     grid.write_text(paced_grid(lengths, "paced"))
-    res = suite("history", "check", "--db", str(db), "--confirm", "--grid", str(grid), "--plugin", "fault_variants",
-                "--pairs", "3", "--rounds", "1", "--repo", str(repo), "--results-dir", str(tmp_path / "results"),
-                cwd=tmp_path)
+    res = suite(
+        "history",
+        "check",
+        "--db",
+        str(db),
+        "--confirm",
+        "--grid",
+        str(grid),
+        "--plugin",
+        "fault_variants",
+        "--pairs",
+        "3",
+        "--rounds",
+        "1",
+        "--repo",
+        str(repo),
+        "--results-dir",
+        str(tmp_path / "results"),
+        cwd=tmp_path,
+    )
     assert res.returncode == code, res.stdout + res.stderr
     said = "confirmed" if code else "not confirmed"
     assert f"A/B of paced/native cpu float32 B=1 H=1 d=8 {before[:10]}..{after[:10]}: {said}" in res.stdout, res.stdout
@@ -270,8 +346,12 @@ def test_a_history_commit_that_names_a_folder_exits_2_and_chooses_no_code(tmp_pa
     grid = grids.resolve(str(path))
     case = grid.cases[0]
     planted = PlantedAB({})
-    for before, after in (("before", "payload"), (commit_of(1), "payload"), (commit_of(1), commit_of(2)[:12]),
-                          (commit_of(1).upper(), commit_of(2))):
+    for before, after in (
+        ("before", "payload"),
+        (commit_of(1), "payload"),
+        (commit_of(1), commit_of(2)[:12]),
+        (commit_of(1).upper(), commit_of(2)),
+    ):
         ask = confirm.Asked("k", "full/sdpa", before, after, (case.case_id,), (case.seq_len,))
         with pytest.raises(UsageError, match="git_commit .*allowed: a full commit hash, 40 or 64 hex digits"):
             confirm.confirm([ask], grid, Path("."), tmp_path / "results", 2, 1, [], Rule(), measure=planted)

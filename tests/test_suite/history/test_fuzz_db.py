@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("duckdb", reason="the `history` extra: pip install -e \".[history]\"")
-pytest.importorskip("asv", reason="the `history` extra: pip install -e \".[history]\"")
+pytest.importorskip("duckdb", reason='the `history` extra: pip install -e ".[history]"')
+pytest.importorskip("asv", reason='the `history` extra: pip install -e ".[history]"')
 
 import duckdb  # noqa: E402
+from history_runs import synthetic_run  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from history_runs import synthetic_run  # noqa: E402
 from suite import cli  # noqa: E402
 from suite.errors import UsageError  # noqa: E402
 from suite.history import store  # noqa: E402
@@ -25,9 +25,29 @@ SECRET = "SECRET-LINE-OUTSIDE-THE-DATABASE"
 TABLES = ["meta", *store.TABLES]
 COLUMNS = {"meta": ["key", "value"], **store.TABLES}
 TYPES = ["VARCHAR", "DOUBLE", "INTEGER", "BIGINT", "BOOLEAN", "TIMESTAMPTZ", "DATE", "BLOB"]
-VALUES = ["NULL", "'nan'::DOUBLE", "'inf'::DOUBLE", "'-inf'::DOUBLE", "-1", "0", "1e308", "2147483647", "''",
-          "'x'", "repeat('é', 500)", "'1'", "'2'", "'NaN'", "'ok'", "'killed'", "'infinity'::TIMESTAMPTZ",
-          "'-infinity'::TIMESTAMPTZ", "'1677-09-21'::TIMESTAMPTZ", "'9999-12-31'::TIMESTAMPTZ", "true"]
+VALUES = [
+    "NULL",
+    "'nan'::DOUBLE",
+    "'inf'::DOUBLE",
+    "'-inf'::DOUBLE",
+    "-1",
+    "0",
+    "1e308",
+    "2147483647",
+    "''",
+    "'x'",
+    "repeat('é', 500)",
+    "'1'",
+    "'2'",
+    "'NaN'",
+    "'ok'",
+    "'killed'",
+    "'infinity'::TIMESTAMPTZ",
+    "'-infinity'::TIMESTAMPTZ",
+    "'1677-09-21'::TIMESTAMPTZ",
+    "'9999-12-31'::TIMESTAMPTZ",
+    "true",
+]
 
 
 def _quoted(name: str) -> str:

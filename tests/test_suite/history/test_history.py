@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest.importorskip("duckdb", reason="the `history` extra: pip install -e \".[history]\"")
-pytest.importorskip("asv", reason="the `history` extra: pip install -e \".[history]\"")
+pytest.importorskip("duckdb", reason='the `history` extra: pip install -e ".[history]"')
+pytest.importorskip("asv", reason='the `history` extra: pip install -e ".[history]"')
 
 from helpers import TESTS  # noqa: E402  (after the importorskips)
 from history_runs import commit_of, run_folder, synthetic_run  # noqa: E402
+
 from suite import cli  # noqa: E402
 from suite.history import changes, store  # noqa: E402
 from suite.store import lock  # noqa: E402
@@ -26,8 +27,9 @@ TIME = "2026-11-27T04:00:00+00:00"
 
 
 def add(results: Path, name: str, db: Path, *extra: str) -> int:
-    return cli.main(["history", "add", name, "--results-dir", str(results), "--db", str(db), "--commit-time", TIME,
-                     *extra])
+    return cli.main(
+        ["history", "add", name, "--results-dir", str(results), "--db", str(db), "--commit-time", TIME, *extra]
+    )
 
 
 def contents(db: Path) -> list[str]:
@@ -159,8 +161,10 @@ def planted(kind: str, shape: str, count: int = 40, seed: int = 0) -> np.ndarray
 
 
 @pytest.mark.parametrize("kind", ["time", "exponent"])
-@pytest.mark.parametrize("shape, expected", [("regression", "regression"), ("improvement", "improvement"),
-                                             ("old", "suspicious"), ("flat", "no change")])
+@pytest.mark.parametrize(
+    "shape, expected",
+    [("regression", "regression"), ("improvement", "improvement"), ("old", "suspicious"), ("flat", "no change")],
+)
 def test_planted_series_are_classed_as_hud_names_them(kind, shape, expected):
     y = planted(kind, shape)
     found = changes.change_points(y, kind)
@@ -180,12 +184,13 @@ def test_planted_series_are_classed_as_hud_names_them(kind, shape, expected):
 def test_an_old_speedup_is_no_change_and_a_slowdown_is_new_for_the_recent_points(kind):
     """Suspicious is an old slowdown only; a slowdown is the newest change (a regression) while it lies
     within the newest changes.RECENT points, and suspicious from one point further back."""
+
     def stepped(back: int, slower: bool) -> np.ndarray:
         y = planted(kind, "flat")
         if kind == "time":
-            y[len(y) - back:] *= 1.10 if slower else 1 / 1.10
+            y[len(y) - back :] *= 1.10 if slower else 1 / 1.10
         else:
-            y[len(y) - back:] += 0.3 if slower else -0.3
+            y[len(y) - back :] += 0.3 if slower else -0.3
         return y
 
     faster = stepped(20, slower=False)
@@ -229,15 +234,26 @@ def test_the_tails_rule_judges_a_series_not_one_case():
     from suite.history.series import _one
 
     y = shared_host([1.10] * 3)
-    rows = pd.DataFrame({"series_key": "s", "series": "s", "label": "s", "seq_len": 512.0, "claimed": np.nan,
-                         "git_commit": [commit_of(i) for i in range(len(y))], "run": range(len(y)), "value": y})
+    rows = pd.DataFrame(
+        {
+            "series_key": "s",
+            "series": "s",
+            "label": "s",
+            "seq_len": 512.0,
+            "claimed": np.nan,
+            "git_commit": [commit_of(i) for i in range(len(y))],
+            "run": range(len(y)),
+            "value": y,
+        }
+    )
     assert _one("time", "s n=512", rows, "value")[0]["class"] == "no change"
     verdict, found = _one("lengths", "s", rows, "value")
     assert verdict["class"] == "regression" and found[-1]["before_run"] == 56 and found[-1]["after_run"] == 57
 
 
-@pytest.mark.parametrize("tail", [[1.10, 1.10, 1.0], [1.0, 1.10, 1.10], [1.13, 1.13, 1.0], [1.13, 0.98, 1.13],
-                                  [1.04, 1.04, 1.04]])
+@pytest.mark.parametrize(
+    "tail", [[1.10, 1.10, 1.0], [1.0, 1.10, 1.10], [1.13, 1.13, 1.0], [1.13, 0.98, 1.13], [1.04, 1.04, 1.04]]
+)
 def test_two_nights_past_the_band_or_three_inside_it_are_no_change(tail):
     y = shared_host(tail)
     assert changes.classify(len(y), changes.change_points(y)) == "no change"
@@ -264,9 +280,11 @@ def test_the_tail_is_judged_only_against_a_level_of_min_points():
     """A level that began six points before the tail (a change point there) is too short to give a band:
     the tail is not judged against it, however far beyond it lies."""
     y = np.concatenate([_alternating(0.01, 14), 0.3 + _alternating(0.01, 6), [0.6] * changes.TAIL])
-    assert [c.after for c in changes.level_changes(y[:-changes.TAIL], "time", changes.THRESHOLD["time"])] == [14]
+    assert [c.after for c in changes.level_changes(y[: -changes.TAIL], "time", changes.THRESHOLD["time"])] == [14]
     assert changes.tail_change(y, "time", changes.THRESHOLD["time"]) is None
-    longer = np.concatenate([_alternating(0.01, 14), 0.3 + _alternating(0.01, changes.MIN_POINTS), [0.6] * changes.TAIL])
+    longer = np.concatenate(
+        [_alternating(0.01, 14), 0.3 + _alternating(0.01, changes.MIN_POINTS), [0.6] * changes.TAIL]
+    )
     assert changes.tail_change(longer, "time", changes.THRESHOLD["time"]) is not None
 
 
@@ -285,7 +303,9 @@ def test_check_exits_1_naming_the_slowdowns_their_size_and_commits(history, caps
     full = [float(m.group(1)) for line in lines if (m := re.search(r"full/sdpa.* time n=\d+ \+([\d.]+)%", line))]
     assert len(full) == 4 and all(10 < size < 30 for size in full), full  # planted: +20%
     assert any("linear/native" in line and "exponent in n +0.3" in line for line in lines)
-    together = [float(m.group(1)) for line in lines if (m := re.search(r"full/sdpa.* its lengths together \+([\d.]+)%", line))]
+    together = [
+        float(m.group(1)) for line in lines if (m := re.search(r"full/sdpa.* its lengths together \+([\d.]+)%", line))
+    ]
     assert len(together) == 1 and 15 < together[0] < 25, together  # planted: +20% at every length
 
 
@@ -336,10 +356,10 @@ def test_report_shows_every_series_its_change_points_and_figures(history, tmp_pa
     page = tmp_path / "page" / "index.html"
     assert cli.main(["history", "report", "--db", str(history), "-o", str(page)]) == 0
     html = page.read_text()
-    summary = html[html.index('id="summary"'):html.index('id="series"')]
+    summary = html[html.index('id="summary"') : html.index('id="series"')]
     assert summary.count('class="regression">regression') == 3  # both series, and linear's exponent
     assert f"{commit_of(13)[:10]}..{commit_of(14)[:10]}" in html
-    labels = re.findall(r"<tr><td>([^<]+)</td>", html[html.index('id="series"'):])
+    labels = re.findall(r"<tr><td>([^<]+)</td>", html[html.index('id="series"') :])
     assert labels.count("time, its lengths together") == 2 and labels.count("exponent in n") == 1, labels
     images = re.findall(r'<img[^>]*src="([^"]+)"', html)
     assert len(images) == 2 and all(base64.b64decode(s.split(",", 1)[1])[:4] == b"\x89PNG" for s in images)
@@ -352,7 +372,9 @@ def test_report_renders_in_headless_chromium(history, tmp_path):
 
     page_path = tmp_path / "index.html"
     assert cli.main(["history", "report", "--db", str(history), "-o", str(page_path)]) == 0
-    errors, (widths, rows) = in_browser(page_path, IMAGE_WIDTHS, "document.querySelectorAll('#summary ~ table tr').length")
+    errors, (widths, rows) = in_browser(
+        page_path, IMAGE_WIDTHS, "document.querySelectorAll('#summary ~ table tr').length"
+    )
     assert errors == [] and len(widths) == 2 and all(w > 500 for w in widths) and rows >= 3
 
 
@@ -377,8 +399,12 @@ def test_backfill_reads_its_range_as_git_does_and_refuses_a_bad_one(tmp_path, ca
     assert commits("HEAD~2..HEAD", repo) == made[2:]
     assert commits("HEAD~2^..HEAD", repo) == made[1:]
     for bad in ("HEAD", "HEAD..", "nosuch..HEAD", "HEAD..HEAD~2", "HEAD~1..HEAD:x"):
-        assert cli.main(["history", "backfill", bad, "--grid", "smoke", "--repo", str(repo),
-                         "--db", str(tmp_path / "h.duckdb")]) == 2
+        assert (
+            cli.main(
+                ["history", "backfill", bad, "--grid", "smoke", "--repo", str(repo), "--db", str(tmp_path / "h.duckdb")]
+            )
+            == 2
+        )
     assert "A..B" in capsys.readouterr().err and not (tmp_path / "h.duckdb").exists()
 
 
@@ -399,8 +425,25 @@ def test_backfill_measures_in_a_seeded_shuffled_order_by_default_and_records_it(
 
     def run(*extra: str) -> list[str]:
         measured.clear()
-        assert cli.main(["history", "backfill", "HEAD~8..HEAD", "--grid", "smoke", "--repo", str(repo),
-                         "--results-dir", str(results), "--db", str(tmp_path / "h.duckdb"), *extra]) == 0
+        assert (
+            cli.main(
+                [
+                    "history",
+                    "backfill",
+                    "HEAD~8..HEAD",
+                    "--grid",
+                    "smoke",
+                    "--repo",
+                    str(repo),
+                    "--results-dir",
+                    str(results),
+                    "--db",
+                    str(tmp_path / "h.duckdb"),
+                    *extra,
+                ]
+            )
+            == 0
+        )
         return list(measured)
 
     shuffled = run()
@@ -410,5 +453,8 @@ def test_backfill_measures_in_a_seeded_shuffled_order_by_default_and_records_it(
     assert run("--order", "sequential") == made
     lines = [json.loads(line) for line in (results / backfill.ORDERS).read_text().splitlines()]
     assert [(line["order"], line["seed"], line["commits"]) for line in lines] == [
-        ("shuffled", 0, shuffled), ("shuffled", 0, shuffled), ("shuffled", 1, lines[2]["commits"]),
-        ("sequential", None, made)]
+        ("shuffled", 0, shuffled),
+        ("shuffled", 0, shuffled),
+        ("shuffled", 1, lines[2]["commits"]),
+        ("sequential", None, made),
+    ]

@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest.importorskip("duckdb", reason="the `history` extra: pip install -e \".[history]\"")
-pytest.importorskip("asv", reason="the `history` extra: pip install -e \".[history]\"")
+pytest.importorskip("duckdb", reason='the `history` extra: pip install -e ".[history]"')
+pytest.importorskip("asv", reason='the `history` extra: pip install -e ".[history]"')
 
 from history_runs import commit_of  # noqa: E402  (after the importorskips)
+
 from suite import cli  # noqa: E402
 from suite.history import level, points, store  # noqa: E402
 from suite.history.store import Run  # noqa: E402
@@ -32,25 +33,37 @@ def _run(i: int, host: float, slower: dict, series=SERIES, noise: float = 0.01, 
     """Run i: every case × `host` (the host's level in that run), the cases of `slower` {(variant, impl, n)
     or (variant, impl): factor} slower, each case's own noise `noise` (log sd)."""
     rng = np.random.default_rng(i)
-    cases = [Case(variant, impl, "cpu", "float32", "fwd", 1, n, 2, 2, 16, False) for variant, impl in series
-             for n in LENGTHS]
+    cases = [
+        Case(variant, impl, "cpu", "float32", "fwd", 1, n, 2, 2, 16, False) for variant, impl in series for n in LENGTHS
+    ]
     rows = []
     for case in cases:
         factor = slower.get((case.variant, case.impl, case.seq_len), slower.get((case.variant, case.impl), 1.0))
-        t = 1e-6 * case.seq_len ** 1.5 * host * factor * float(np.exp(rng.normal(0, noise)))
+        t = 1e-6 * case.seq_len**1.5 * host * factor * float(np.exp(rng.normal(0, noise)))
         # NB: the calls' own jitter small beside `noise`: the fastest call (what is judged) moves as t does
-        rows.append(Row(case, finished_at=1.8e9 + 86400 * i, replicates=1, claimed_exponent_n=1.5)
-                    .with_samples(list(t * np.exp(rng.normal(0, 0.001, 8)))))
+        rows.append(
+            Row(case, finished_at=1.8e9 + 86400 * i, replicates=1, claimed_exponent_n=1.5).with_samples(
+                list(t * np.exp(rng.normal(0, 0.001, 8)))
+            )
+        )
     frame = table.table(cases, rows)
-    return Run(run_key=f"run{i:05d}", fingerprint_id="fp0000000001", git_commit=commit or commit_of(i),
-               commit_time=pd.Timestamp(1.8e9 + 86400 * i - 3600, unit="s", tz="UTC"),
-               run_time=pd.Timestamp(1.8e9 + 86400 * i, unit="s", tz="UTC"), run_name=f"nightly-{i}",
-               grid="synthetic", env=json.dumps({"fingerprint_id": "fp0000000001"}),
-               cases=points.case_points(frame), exponents=points.exponent_points(frame))
+    return Run(
+        run_key=f"run{i:05d}",
+        fingerprint_id="fp0000000001",
+        git_commit=commit or commit_of(i),
+        commit_time=pd.Timestamp(1.8e9 + 86400 * i - 3600, unit="s", tz="UTC"),
+        run_time=pd.Timestamp(1.8e9 + 86400 * i, unit="s", tz="UTC"),
+        run_name=f"nightly-{i}",
+        grid="synthetic",
+        env=json.dumps({"fingerprint_id": "fp0000000001"}),
+        cases=points.case_points(frame),
+        exponents=points.exponent_points(frame),
+    )
 
 
-def history(db: Path, hosts, slower_from_step: dict | None = None, series=SERIES, small=(),
-            rerun: bool = False) -> Path:
+def history(
+    db: Path, hosts, slower_from_step: dict | None = None, series=SERIES, small=(), rerun: bool = False
+) -> Path:
     """A history of len(hosts) runs: run i at host level hosts[i]; `slower_from_step` from STEP_AT on;
     the runs in `small` measure only the first two series (too few for a level); `rerun`: the runs from
     STEP_AT on measure the commit of the run before (the same code again)."""
@@ -73,11 +86,17 @@ def busy_host(seed: int = 7) -> np.ndarray:
 
 # ------------------------------------------------------------------ the rule on a matrix
 def test_a_case_is_judged_against_the_other_series_of_its_run():
-    logs = np.log(np.array([[1.0, 1.2, 1.0, 1.5],    # a: series x
-                            [2.0, 2.4, 2.0, 2.0],    # b: series x (its own series: not a's control)
-                            [3.0, 3.6, 3.0, 3.0],    # c: series y
-                            [4.0, 4.8, 4.0, 4.0],    # d: series z
-                            [5.0, 6.0, 5.0, 5.0]]))  # e: series w
+    logs = np.log(
+        np.array(
+            [
+                [1.0, 1.2, 1.0, 1.5],  # a: series x
+                [2.0, 2.4, 2.0, 2.0],  # b: series x (its own series: not a's control)
+                [3.0, 3.6, 3.0, 3.0],  # c: series y
+                [4.0, 4.8, 4.0, 4.0],  # d: series z
+                [5.0, 6.0, 5.0, 5.0],
+            ]
+        )
+    )  # e: series w
     own, host = level.levels(logs, ["x", "x", "y", "z", "w"])
     assert np.allclose(own[:, 1], np.log(1.2))  # the second run: every case 20% slower, each one's level says so
     assert np.allclose(own[0, 3], 0) and np.allclose(own[2, 3], 0)  # the fourth run: a alone slower: no level moves
@@ -130,7 +149,7 @@ def test_every_case_slower_at_one_commit_is_reported_not_lost(tmp_path, capsys):
     page = tmp_path / "index.html"
     assert cli.main(["history", "report", "--db", str(db), "-o", str(page)]) == 0
     html = page.read_text()
-    section = html[html.index('id="host"'):html.index('id="series"')]
+    section = html[html.index('id="host"') : html.index('id="series"')]
     assert "<img" in section and f"{commit_of(STEP_AT - 1)[:10]}..{commit_of(STEP_AT)[:10]}" in section
     assert 'class="regression">regression' in section
 
@@ -183,11 +202,27 @@ def test_a_series_lengths_together_move_with_the_series_not_with_one_case():
         for n, base in ((256, 1.0), (512, 2.0), (1024, 4.0)):
             slow = 1.5 if (n == 512 and run >= 8) else 1.0
             step = 1.2 if run >= 5 else 1.0
-            rows.append({"case_id": f"a{n}", "series_key": "a", "series": "a", "run": run, "git_commit": f"c{run}",
-                         "value": base * slow * step})
+            rows.append(
+                {
+                    "case_id": f"a{n}",
+                    "series_key": "a",
+                    "series": "a",
+                    "run": run,
+                    "git_commit": f"c{run}",
+                    "value": base * slow * step,
+                }
+            )
         for n in (256, 512):
-            rows.append({"case_id": f"b{n}", "series_key": "b", "series": "b", "run": run, "git_commit": f"c{run}",
-                         "value": 1.0 + 0.5 * (run >= 8)})
+            rows.append(
+                {
+                    "case_id": f"b{n}",
+                    "series_key": "b",
+                    "series": "b",
+                    "run": run,
+                    "git_commit": f"c{run}",
+                    "value": 1.0 + 0.5 * (run >= 8),
+                }
+            )
     out = together(pd.DataFrame(rows)).sort_values("run")
     assert set(out["series_key"]) == {"a"}
     assert np.allclose(out["value"].to_numpy() / out["value"].iloc[0], [1.0] * 5 + [1.2] * 5)
@@ -204,8 +239,9 @@ def test_a_series_lengths_together_are_its_newest_lengths_in_the_runs_that_hold_
             if run == 25 and case == "d512":
                 continue  # a failed case: that run is left out
             value = (0.8 if 10 <= run < 20 else 1.0) * (1.3 if run == 25 else 1.0)
-            rows.append({"case_id": case, "series_key": "a", "series": "a", "run": run, "git_commit": f"c{run}",
-                         "value": value})
+            rows.append(
+                {"case_id": case, "series_key": "a", "series": "a", "run": run, "git_commit": f"c{run}", "value": value}
+            )
     out = together(pd.DataFrame(rows))
     assert list(out["run"]) == [20, 21, 22, 23, 24, 26, 27, 28, 29] and np.allclose(out["value"], 1.0)
     assert together(pd.DataFrame(rows).query("run < 3 and case_id != 'a512'")).empty  # two lengths: not judged

@@ -9,11 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("duckdb", reason="the `history` extra: pip install -e \".[history]\"")
-pytest.importorskip("asv", reason="the `history` extra: pip install -e \".[history]\"")
+pytest.importorskip("duckdb", reason='the `history` extra: pip install -e ".[history]"')
+pytest.importorskip("asv", reason='the `history` extra: pip install -e ".[history]"')
 
 from helpers import ROOT  # noqa: E402
 from history_runs import commit_of, synthetic_run  # noqa: E402
+
 from suite import cli  # noqa: E402
 from suite.history import changes, steps, store  # noqa: E402
 
@@ -74,8 +75,13 @@ def test_check_names_each_slowed_case_its_series_lengths_and_commits(issue, caps
     assert code == 1, out
     assert {line.split(" time n=")[1].split()[0] for line in flagged} == {"256", "512"}, out
     commits = f"{commit_of(7)[:10]}..{commit_of(8)[:10]}"
-    assert all(line.startswith("REGRESSION full/sdpa") and commits in line and "lengths 256, 512, 1024, 2048" in line
-               and line.endswith("suspected, not confirmed") for line in flagged), out
+    assert all(
+        line.startswith("REGRESSION full/sdpa")
+        and commits in line
+        and "lengths 256, 512, 1024, 2048" in line
+        and line.endswith("suspected, not confirmed")
+        for line in flagged
+    ), out
     assert out.rstrip().splitlines()[-1].startswith("2 slowdowns suspected, not confirmed")
 
 
@@ -87,10 +93,30 @@ def test_report_draws_the_step(issue, tmp_path, capsys):
 
 def test_the_study_runs_on_a_tiny_grid(tmp_path):
     out = tmp_path / "steps.csv"
-    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "history_steps.py"), "--trials", "3",
-                          "--null-trials", "3", "--lengths", "11", "--sizes", "0.3", "--positions", "3",
-                          "--methods", "step,levels", "--out", str(out)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "history_steps.py"),
+            "--trials",
+            "3",
+            "--null-trials",
+            "3",
+            "--lengths",
+            "11",
+            "--sizes",
+            "0.3",
+            "--positions",
+            "3",
+            "--methods",
+            "step,levels",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     lines = out.read_text().splitlines()
     assert lines[0].startswith("method,nights,step,position,trials,flagged,named") and len(lines) == 1 + 2 * 2 * 2

@@ -10,9 +10,9 @@ from unittest import mock
 
 import pandas as pd
 import pytest
+from helpers import TESTS, suite, suite_in_process, write_grid
 
 from suite.machine import allocator
-from helpers import TESTS, suite, suite_in_process, write_grid
 
 PROBE = '[[block]]\nvariant = ["env_probe"]\nimpl = ["native"]\n'  # tests/env_variant.py
 SDPA = '[[block]]\nvariant = ["full"]\nimpl = ["sdpa"]\n'
@@ -32,7 +32,11 @@ def test_auto_is_jemalloc_where_the_system_has_it_and_workers_are_local_else_ret
     monkeypatch.setattr(allocator, "jemalloc_library", lambda: "/lib/x/libjemalloc.so.2")
     assert allocator.resolve("auto") == allocator.resolve("auto", "local") == "jemalloc"
     assert allocator.resolve("auto", "ray") == "retain"  # Ray starts its actors' processes itself
-    assert [allocator.resolve(mode, "ray") for mode in ("retain", "default", "jemalloc")] == ["retain", "default", "jemalloc"]
+    assert [allocator.resolve(mode, "ray") for mode in ("retain", "default", "jemalloc")] == [
+        "retain",
+        "default",
+        "jemalloc",
+    ]
     assert executors.resolved(Settings(), "local").allocator == "jemalloc"
     assert allocator.environment("auto")["LD_PRELOAD"].startswith("/lib/x/libjemalloc.so.2")
     monkeypatch.setattr(allocator, "jemalloc_library", lambda: None)
@@ -83,11 +87,13 @@ def test_jemalloc_asked_for_where_the_system_has_none_or_on_ray_is_refused_befor
         res = suite_in_process("run", "--grid", str(grid), "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
         assert res.returncode == 2, res.stderr
         assert "field 'allocator' = 'jemalloc'" in res.stderr and "apt install libjemalloc2" in res.stderr
-        res = suite_in_process("ab", "HEAD", "HEAD", "--grid", str(grid), "--results-dir", str(tmp_path / "results"),
-                               cwd=tmp_path)
+        res = suite_in_process(
+            "ab", "HEAD", "HEAD", "--grid", str(grid), "--results-dir", str(tmp_path / "results"), cwd=tmp_path
+        )
         assert res.returncode == 2 and "libjemalloc.so.2 not found" in res.stderr, res.stderr
-    res = suite_in_process("run", "--grid", str(grid), "--executor", "ray", "--results-dir", str(tmp_path / "results"),
-                           cwd=tmp_path)
+    res = suite_in_process(
+        "run", "--grid", str(grid), "--executor", "ray", "--results-dir", str(tmp_path / "results"), cwd=tmp_path
+    )
     assert res.returncode == 2 and "allowed with local workers only" in res.stderr, res.stderr
     assert not (tmp_path / "results").exists()
 
@@ -101,8 +107,16 @@ def test_a_process_not_started_on_jemalloc_refuses_to_measure_as_if_it_were():
 
 def _seen(tmp_path, mode: str, run_id: str) -> tuple[str, str, str]:
     """(what the worker saw, the allocator env.json records, the one plan.json records) of a run on `mode`."""
-    res = suite("run", "--grid", str(_jemalloc_grid(tmp_path, PROBE, mode)), "--plugin", "env_variant", "--run-id",
-                run_id, cwd=tmp_path)
+    res = suite(
+        "run",
+        "--grid",
+        str(_jemalloc_grid(tmp_path, PROBE, mode)),
+        "--plugin",
+        "env_variant",
+        "--run-id",
+        run_id,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     folder = tmp_path / "results" / run_id
     reason = pd.read_parquet(folder / "results.parquet")["reason"].iloc[0]
@@ -126,7 +140,9 @@ def test_auto_runs_on_jemalloc_and_records_it_and_retain_is_spawned_on_glibc(tmp
     assert "'malloc': 'jemalloc'" in reason and "'started': 'forked'" in reason, reason
     assert env == plan == "jemalloc"
     reason, env, plan = _seen(tmp_path, "retain", "retain")  # the server runs on jemalloc: this worker is spawned
-    assert "'malloc': 'glibc'" in reason and "'started': 'spawned'" in reason and "'MALLOC_CONF': None" in reason, reason
+    assert "'malloc': 'glibc'" in reason and "'started': 'spawned'" in reason and "'MALLOC_CONF': None" in reason, (
+        reason
+    )
     assert env == plan == "retain"
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import ROOT, suite, suite_in_process, write_grid
 
 from suite.errors import UsageError
 from suite.machine import compile_cache
-from helpers import ROOT, suite, suite_in_process, write_grid
 
 SCRIPT = ROOT / "benchmarks" / "gpu_session.sh"
 
@@ -49,8 +49,9 @@ def test_the_option_is_seen_on_a_command_line_however_it_is_spelled():
 @pytest.mark.slow  # a run's worker started
 def test_the_workers_of_a_run_see_the_compile_cache(tmp_path):
     grid = write_grid(tmp_path, '[[block]]\nvariant = ["env_probe"]\nimpl = ["native"]\n')
-    res = suite("run", "--grid", str(grid), "--plugin", "env_variant", "--run-id", "e", "--compile-cache", "cc",
-                cwd=tmp_path)
+    res = suite(
+        "run", "--grid", str(grid), "--plugin", "env_variant", "--run-id", "e", "--compile-cache", "cc", cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     reason = pd.read_parquet(tmp_path / "results" / "e" / "results.parquet")["reason"].iloc[0]
     assert str(tmp_path / "cc" / "inductor") in reason and str(tmp_path / "cc" / "triton") in reason, reason
@@ -59,8 +60,14 @@ def test_the_workers_of_a_run_see_the_compile_cache(tmp_path):
 # ------------------------------------------------------------------------------ gpu_session.sh
 def _session(cwd: Path, *steps: str, **env) -> subprocess.CompletedProcess:
     out = cwd / "out"
-    return subprocess.run(["bash", str(SCRIPT), *steps], cwd=cwd, capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "OUT": str(out), **env})
+    return subprocess.run(
+        ["bash", str(SCRIPT), *steps],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "OUT": str(out), **env},
+    )
 
 
 def _entry(path: Path, size: int, age_s: float = 0.0) -> None:
@@ -82,11 +89,20 @@ def test_pack_returns_the_caches_and_unpack_puts_them_back_where_the_variables_p
     (second / ".compile-cache" / "compile-cache.tgz").write_bytes((first / "out" / "compile-cache.tgz").read_bytes())
     res = _session(second, "unpack")
     assert res.returncode == 0 and "carried in" in res.stdout, res.stdout + res.stderr
-    assert (second / ".compile-cache" / "triton" / "k1" / "kernel.bin").read_bytes() == \
-        (first / ".compile-cache" / "triton" / "k1" / "kernel.bin").read_bytes()
-    shown = subprocess.run(["bash", "-c", f"source {SCRIPT}; echo $TORCHINDUCTOR_CACHE_DIR $TRITON_CACHE_DIR"],
-                           cwd=second, capture_output=True, text=True, env={**os.environ, "OUT": str(second / "out")})
-    assert shown.stdout.split() == [str(second / ".compile-cache" / "inductor"), str(second / ".compile-cache" / "triton")]
+    assert (second / ".compile-cache" / "triton" / "k1" / "kernel.bin").read_bytes() == (
+        first / ".compile-cache" / "triton" / "k1" / "kernel.bin"
+    ).read_bytes()
+    shown = subprocess.run(
+        ["bash", "-c", f"source {SCRIPT}; echo $TORCHINDUCTOR_CACHE_DIR $TRITON_CACHE_DIR"],
+        cwd=second,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OUT": str(second / "out")},
+    )
+    assert shown.stdout.split() == [
+        str(second / ".compile-cache" / "inductor"),
+        str(second / ".compile-cache" / "triton"),
+    ]
 
 
 def test_pack_prunes_the_oldest_entries_to_fit_and_returns_nothing_that_cannot(tmp_path):
@@ -112,8 +128,14 @@ def test_a_cache_larger_than_a_returned_file_travels_in_parts_and_the_other_file
     res = _session(first, "pack", COMPILE_CACHE_PART_BYTES="120000")
     assert res.returncode == 0, res.stdout + res.stderr
     back = sorted(p.name for p in (first / "out").iterdir())
-    assert back == ["compile-cache.tgz.0", "compile-cache.tgz.1", "compile-cache.tgz.2", "logs.tgz", "results.tgz",
-                    "steps.txt"], back
+    assert back == [
+        "compile-cache.tgz.0",
+        "compile-cache.tgz.1",
+        "compile-cache.tgz.2",
+        "logs.tgz",
+        "results.tgz",
+        "steps.txt",
+    ], back
     assert all((first / "out" / f"compile-cache.tgz.{i}").stat().st_size <= 120_000 for i in range(3))
     with tarfile.open(first / "out" / "logs.tgz") as tgz:
         assert {"./checks.txt", "./ab-aa.log", "./profile/triton.json"} == set(tgz.getnames()) - {"."}
@@ -124,8 +146,9 @@ def test_a_cache_larger_than_a_returned_file_travels_in_parts_and_the_other_file
     res = _session(second, "unpack")
     assert "carried in (3 parts)" in res.stdout, res.stdout + res.stderr
     for name in ("k1", "k2", "k3"):
-        assert (second / ".compile-cache" / "triton" / name / "kernel.bin").read_bytes() == \
-            (first / ".compile-cache" / "triton" / name / "kernel.bin").read_bytes()
+        assert (second / ".compile-cache" / "triton" / name / "kernel.bin").read_bytes() == (
+            first / ".compile-cache" / "triton" / name / "kernel.bin"
+        ).read_bytes()
 
 
 def test_unpack_without_a_carried_cache_says_it_starts_cold(tmp_path):
@@ -149,7 +172,9 @@ def _key(step: dict, tmp_path: Path) -> str:
     output.write_text("")
     script = step["run"].replace(". .venv/bin/activate", "")  # this interpreter stands for the job's venv
     path = f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    subprocess.run(["bash", "-e", "-c", script], check=True, env={**os.environ, "PATH": path, "GITHUB_OUTPUT": str(output)})
+    subprocess.run(
+        ["bash", "-e", "-c", script], check=True, env={**os.environ, "PATH": path, "GITHUB_OUTPUT": str(output)}
+    )
     return output.read_text().strip().removeprefix("key=")
 
 
@@ -169,8 +194,12 @@ def test_each_gpu_job_restores_and_keeps_the_compile_caches_keyed_by_torch_gpu_a
         assert step["with"]["key"] == "${{ steps.compile-key.outputs.key }}-${{ github.run_id }}"
     assert steps[restore]["with"]["restore-keys"] == "${{ steps.compile-key.outputs.key }}-"
     runs = [step.get("run", "") for step in steps[restore:save]]
-    suite_calls = [line for run in runs for line in run.replace("\\\n", " ").splitlines()
-                   if "python -m suite run" in line or "python -m suite ab" in line]
+    suite_calls = [
+        line
+        for run in runs
+        for line in run.replace("\\\n", " ").splitlines()
+        if "python -m suite run" in line or "python -m suite ab" in line
+    ]
     assert suite_calls and all("--compile-cache .compile-cache" in line for line in suite_calls)
     torch = importlib.metadata.version("torch")
     assert _key(key_step, tmp_path) == f"suite-compile-{torch}-NVIDIA-H100-80GB-HBM3-{grid}"

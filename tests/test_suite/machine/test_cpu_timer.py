@@ -39,8 +39,7 @@ def test_a_fast_call_made_slow_by_the_profiler_s_first_use_is_still_timed_in_blo
     """A peak-memory call slowed by the profiler's start, thousands of times the call itself: three single calls
     were its samples, and the load window too short to see a busy core."""
     calls = []
-    samples = timing.time_cpu(lambda: calls.append(1), min_run_time=0.02, max_samples=50, min_samples=3,
-                              warmed=0.3)
+    samples = timing.time_cpu(lambda: calls.append(1), min_run_time=0.02, max_samples=50, min_samples=3, warmed=0.3)
     assert 3 <= len(samples) <= 50 and max(samples) < 0.01
     assert len(calls) > 1000, "blocks of many calls (0.02 s of them), not three single calls"
 
@@ -76,8 +75,10 @@ def test_a_profile_names_its_largest_operators_and_sums_the_rest():
     from types import SimpleNamespace as Avg
 
     averages = [Avg(key=f"aten::op{i}", self_cpu_time_total=float(i)) for i in range(1, 6)]
-    averages += [Avg(key="aten::empty", self_cpu_time_total=0.0),
-                 Avg(key="autograd::engine::evaluate_function: MmBackward0", self_cpu_time_total=10.0)]
+    averages += [
+        Avg(key="aten::empty", self_cpu_time_total=0.0),
+        Avg(key="autograd::engine::evaluate_function: MmBackward0", self_cpu_time_total=10.0),
+    ]
     spent = timing.op_seconds(averages, top=3)
     assert list(spent) == ["autograd MmBackward0", "op5", "op4", "other"]
     assert abs(spent["other"] - (1 + 2 + 3) / 1e6) < 1e-15 and spent["op5"] == 5 / 1e6

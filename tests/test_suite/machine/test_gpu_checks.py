@@ -20,6 +20,7 @@ def _timers(times):
         def read(fn):
             calls.append(name)
             return [next(times)] * 5
+
         return read
 
     return timer("ours"), timer("theirs"), calls

@@ -17,8 +17,24 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _profile(out: Path, *extra: str) -> list[dict]:
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_profile.py"), str(out), "--device", "cpu", "--dtype",
-           "float32", "--only", "sliding_window", "--modes", "fwd", "--rep", "1", "--heads", "2", *extra]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "gpu_profile.py"),
+        str(out),
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--only",
+        "sliding_window",
+        "--modes",
+        "fwd",
+        "--rep",
+        "1",
+        "--heads",
+        "2",
+        *extra,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(out.read_text())

@@ -6,9 +6,10 @@ from __future__ import annotations
 import sys
 import time
 
+from fake_nvml import FakeNvml
+
 from suite.machine import gpu_state
 from suite.machine.gpu_state import Reading, Sampler, open_gpu, summarise
-from fake_nvml import FakeNvml
 
 
 def _window(nvml, seconds=0.0, interval_s=60.0):

@@ -25,8 +25,10 @@ class Clock:
 def test_every_shape_is_timed_in_every_round_interleaved_and_the_peak_is_the_best_median():
     shapes = (probe.square(32), *probe.attention_shapes(2, 32, 8, 32))
     outs = [(1, 32, 32), (2, 32, 32), (2, 32, 8)]
-    clock = Clock(dict(zip(outs, ([10e9, 12e9, 11e9], [4e9, 5e9, 6e9], [9e9, 9e9, 9e9]))),
-                  {out: shape.flops for out, shape in zip(outs, shapes)})
+    clock = Clock(
+        dict(zip(outs, ([10e9, 12e9, 11e9], [4e9, 5e9, 6e9], [9e9, 9e9, 9e9]))),
+        {out: shape.flops for out, shape in zip(outs, shapes)},
+    )
     result = probe.measure(clock, shapes, "cpu", torch.float32, threads=1, min_run_time=0.0, min_samples=3)
     assert clock.calls == outs * probe.ROUNDS  # interleaved: a busy spell lands on every shape
     square = result["by_shape"]["1×32×32×32"]
@@ -68,6 +70,6 @@ def test_a_kernel_oneDNN_cannot_run_is_left_out_and_a_wrong_one_is_refused(monke
     shapes = (probe.square(32), probe.square(32, "onednn"))
     result = probe.measure(devices.get("cpu").time, shapes, "cpu", torch.float64, 1, 0.01, 3)
     assert set(result["by_shape"]) == {"1×32×32×32"}, "no float64 in oneDNN's matmul: bmm alone"
-    monkeypatch.setitem(probe.KERNELS, "onednn", lambda a, b: (lambda: 2 * torch.bmm(a, b)[0]))
+    monkeypatch.setitem(probe.KERNELS, "onednn", lambda a, b: lambda: 2 * torch.bmm(a, b)[0])
     with pytest.raises(RuntimeError, match="onednn kernel is off by"):
         probe.measure(devices.get("cpu").time, shapes, "cpu", torch.float32, 1, 0.01, 3)

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite.machine import caches
-from suite.machine import stream
+from suite.machine import caches, stream
 from suite.machine import device as devices
 from suite.machine.probe import ROUNDS
 
@@ -42,9 +41,17 @@ class Clock:
 def test_every_kernel_is_timed_in_every_round_and_the_ceiling_is_the_best_memory_median():
     streams = stream.kernels({"memory": 4096, "cache": 1024})
     assert [(s.kernel, s.level, s.moved) for s in streams] == [
-        ("copy", "memory", 2 * 4096), ("triad", "memory", 3 * 4096), ("copy", "cache", 2 * 1024), ("triad", "cache", 3 * 1024)]
-    rates = {(1024, "copy"): [10e9, 12e9, 11e9], (1024, "triad"): [13e9, 9e9, 12e9],
-             (256, "copy"): [50e9, 50e9, 50e9], (256, "triad"): [40e9, 60e9, 45e9]}
+        ("copy", "memory", 2 * 4096),
+        ("triad", "memory", 3 * 4096),
+        ("copy", "cache", 2 * 1024),
+        ("triad", "cache", 3 * 1024),
+    ]
+    rates = {
+        (1024, "copy"): [10e9, 12e9, 11e9],
+        (1024, "triad"): [13e9, 9e9, 12e9],
+        (256, "copy"): [50e9, 50e9, 50e9],
+        (256, "triad"): [40e9, 60e9, 45e9],
+    }
     clock = Clock(rates, streams)
     result = stream.measure(clock, streams, "cpu", threads=1, min_run_time=0.0, min_samples=3)
     assert clock.calls == [(1024, "copy"), (1024, "triad"), (256, "copy"), (256, "triad")] * ROUNDS
@@ -71,15 +78,24 @@ def test_the_kernels_compute_what_stream_defines():
 
 
 def test_the_buffers_pass_the_last_level_cache_and_fit_in_l2(tmp_path, monkeypatch):
-    for index, (level, kind, size, shared) in enumerate([(1, "Data", "48K", "0"), (1, "Instruction", "32K", "0"),
-                                                         (2, "Unified", "2048K", "0"), (3, "Unified", "96M", "0-7,16-23")]):
+    for index, (level, kind, size, shared) in enumerate(
+        [
+            (1, "Data", "48K", "0"),
+            (1, "Instruction", "32K", "0"),
+            (2, "Unified", "2048K", "0"),
+            (3, "Unified", "96M", "0-7,16-23"),
+        ]
+    ):
         folder = tmp_path / f"index{index}"
         folder.mkdir()
         for name, value in (("level", level), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
             (folder / name).write_text(f"{value}\n")
     found = caches.caches(tmp_path)
-    assert found == {"L1d": {"bytes": 48 << 10, "shared_by": 1}, "L2": {"bytes": 2 << 20, "shared_by": 1},
-                     "L3": {"bytes": 96 << 20, "shared_by": 16}}
+    assert found == {
+        "L1d": {"bytes": 48 << 10, "shared_by": 1},
+        "L2": {"bytes": 2 << 20, "shared_by": 1},
+        "L3": {"bytes": 96 << 20, "shared_by": 16},
+    }
     monkeypatch.setattr(caches, "SYSFS", tmp_path)
     sizes = stream.cpu_sizes()
     assert sizes == {"memory": 4 * (96 << 20), "cache": (2 << 20) // 8}
@@ -119,8 +135,10 @@ def test_the_memory_buffers_fit_the_runs_memory_budget_or_say_it_is_too_small():
     memory = {k["buffer_bytes"] for k in found["by_kernel"].values() if k["level"] == "memory"}
     assert memory == {min(stream.cpu_sizes()["memory"], 64 << 20)} and found["bytes_per_s"] > 1e8
     small = bandwidth("cpu", 1, 0.001, 0.01)  # 2 MiB
-    assert small == {"error": "the memory level's buffers would be 2 MiB (a quarter of the memory budget or of the "
-                              "address space the worker has left): too small to stream from memory"}
+    assert small == {
+        "error": "the memory level's buffers would be 2 MiB (a quarter of the memory budget or of the "
+        "address space the worker has left): too small to stream from memory"
+    }
 
 
 @pytest.mark.slow  # a limited process that probes
@@ -175,14 +193,16 @@ def test_the_sweep_times_every_size_in_every_round_interleaved_and_reads_the_rea
         size = a.numel() * a.element_size()
         calls.append(size)
         fn()  # triad writes its own size's view: b + 3c = 4 there, the larger sizes' elements not yet written
-        assert bool((a == 4.0).all()) and (calls.count(size) > 1 or bool((a._base[a.numel():] == 1.0).all()))
+        assert bool((a == 4.0).all()) and (calls.count(size) > 1 or bool((a._base[a.numel() :] == 1.0).all()))
         return [3 * size / (gb[size] * 1e9 * noisy[calls.count(size) - 1])] * min_samples
 
     found = stream.sweep(clock, sizes, "cpu", 1, 0.0, 3)
     assert calls == octaves * ROUNDS and found["buffer_bytes"] == octaves
     assert found["bytes_per_s"] == pytest.approx([r * 1e9 for r in gb.values()])  # the burst's round is outvoted
     assert [len(r) for r in found["rounds"]] == [ROUNDS] * 5 and found["rounds"][0][1] == pytest.approx(15e9)
-    assert found["reach_bytes"] == stream.reach(octaves, found["bytes_per_s"]) and 3 * (16 << 10) < found["reach_bytes"] < 3 * (32 << 10)
+    assert found["reach_bytes"] == stream.reach(octaves, found["bytes_per_s"]) and 3 * (16 << 10) < found[
+        "reach_bytes"
+    ] < 3 * (32 << 10)
     assert stream.sweep(clock, {"cache": None, "memory": 1 << 30}, "cpu", 1, 0.0, 3) is None
 
 
@@ -191,8 +211,12 @@ def test_a_measured_reach_below_sysfs_replaces_the_last_level_and_no_other():
 
     env = {"cpu_caches": {"L2": {"bytes": 2 << 20}, "L3": {"bytes": 480 << 20}}}
     probe = {"cpu": {"bytes_per_s": 15e9, "cache_bytes_per_s": 99e9, "sweep": {"reach_bytes": 132 << 20}}}
-    assert machines(env, probe)["cpu"]["caches"] == {"L2": {"bytes": 2 << 20},
-                                                     "L3": {"bytes": 132 << 20, "sysfs_bytes": 480 << 20}}
+    assert machines(env, probe)["cpu"]["caches"] == {
+        "L2": {"bytes": 2 << 20},
+        "L3": {"bytes": 132 << 20, "sysfs_bytes": 480 << 20},
+    }
     probe["cpu"]["sweep"]["reach_bytes"] = 600 << 20  # past what sysfs says: sysfs's stands
     assert machines(env, probe)["cpu"]["caches"] == env["cpu_caches"]
-    assert machines(env, {"cpu": {"bytes_per_s": 15e9, "cache_bytes_per_s": 99e9}})["cpu"]["caches"] == env["cpu_caches"]
+    assert (
+        machines(env, {"cpu": {"bytes_per_s": 15e9, "cache_bytes_per_s": 99e9}})["cpu"]["caches"] == env["cpu_caches"]
+    )

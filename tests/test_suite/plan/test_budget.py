@@ -22,15 +22,25 @@ NOISE = np.exp([0.0, 0.3, -0.3, 0.2, 0.0])  # fixed per length: an interval too 
 
 
 def _ladder(low=256, high=65536):
-    grid = grids.parse({"block": [{"variant": ["linear"], "impl": ["native"],
-                                   "seq_len": {"min": low, "max": high}}]}, "t")
+    grid = grids.parse(
+        {"block": [{"variant": ["linear"], "impl": ["native"], "seq_len": {"min": low, "max": high}}]}, "t"
+    )
     return grid.ladders[0]
 
 
 def _rows(n, t, claimed=1.0) -> pd.DataFrame:
     n = np.asarray(n)
-    return pd.DataFrame({"seq_len": n, "time_s": t, "claimed_exponent_n": claimed, "reason": "",
-                         "peak_bytes": 1e3 * n, "status": ["ok"] * len(n), "setup_s": 0.0})
+    return pd.DataFrame(
+        {
+            "seq_len": n,
+            "time_s": t,
+            "claimed_exponent_n": claimed,
+            "reason": "",
+            "peak_bytes": 1e3 * n,
+            "status": ["ok"] * len(n),
+            "setup_s": 0.0,
+        }
+    )
 
 
 def test_the_next_call_is_predicted_with_the_fits_own_slope_not_one_clamped_to_3():
@@ -48,7 +58,7 @@ def test_a_rise_at_the_top_is_predicted_with_the_top_intervals_slope_and_tried_i
     t[-1] *= 3.0  # a cache's step or a path change at the top
     step = advance(_ladder(), _rows(n, t, claimed=1.0), **LIMITS)
     assert step.next == 8192 and step.probe and step.limit_s == 10.0
-    assert step.call_s > t[-1] * 2 ** 1.5  # steeper than the fit's slope: the top interval's
+    assert step.call_s > t[-1] * 2**1.5  # steeper than the fit's slope: the top interval's
 
 
 def test_a_steady_series_runs_every_process_at_once():
@@ -58,8 +68,9 @@ def test_a_steady_series_runs_every_process_at_once():
     assert step.next is None or not step.probe
 
 
-@pytest.mark.parametrize("text, minutes", [("20m", 20.0), ("90s", 1.5), ("1.5h", 90.0), ("45", 45.0), ("0", 0.0),
-                                           ("10 min", 10.0)])
+@pytest.mark.parametrize(
+    "text, minutes", [("20m", 20.0), ("90s", 1.5), ("1.5h", 90.0), ("45", 45.0), ("0", 0.0), ("10 min", 10.0)]
+)
 def test_a_budget_is_read_in_minutes(text, minutes):
     assert budget.parse(text) == pytest.approx(minutes)
 

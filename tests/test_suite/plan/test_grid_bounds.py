@@ -8,6 +8,7 @@ import signal
 import subprocess
 
 import pytest
+from helpers import suite, suite_in_process
 
 import variants
 from suite.plan import bounds
@@ -15,7 +16,6 @@ from suite.plan import grid as grids
 from suite.plan.case import theory_of
 from suite.store import table
 from suite.store.row import Row
-from helpers import suite, suite_in_process
 
 AXES = ("batch", "num_heads", "head_dim", "seq_len", "causal", "dtype")
 REPEATED = {"batch": "1", "num_heads": "1", "head_dim": "8", "seq_len": "16", "causal": "false", "dtype": '"float32"'}
@@ -30,12 +30,17 @@ def _toml(repeats: int = 60) -> str:
 def _yaml() -> str:
     """One anchor of 100 repeated values reused on four axes: 10^8 combinations of one case."""
     anchor = "[" + ", ".join(["1"] * 100) + "]"
-    return ("name: bomb\nblock:\n  - variant: [full]\n    impl: [sdpa]\n    batch: &r " + anchor + "\n"
-            + "".join(f"    {axis}: *r\n" for axis in ("num_heads", "seq_len", "head_dim")))
+    return (
+        "name: bomb\nblock:\n  - variant: [full]\n    impl: [sdpa]\n    batch: &r "
+        + anchor
+        + "\n"
+        + "".join(f"    {axis}: *r\n" for axis in ("num_heads", "seq_len", "head_dim"))
+    )
 
 
 def _in_seconds(seconds: int, fn, *args):
     """fn(*args), or TimeoutError after `seconds` (an unbounded expansion fails here instead of hanging)."""
+
     def stop(*_):
         raise TimeoutError(f"still planning after {seconds} s")
 
@@ -60,8 +65,10 @@ def test_repeated_values_are_refused_before_expanding_naming_the_field_and_the_b
 def test_the_presets_are_well_inside_the_bound():
     for preset in grids.PRESETS:
         data = grids.load(preset)
-        made = sum(grids._check_expansion({**data.get("defaults", {}), **block}, preset, 0)
-                   for block in data.get("block", [{}]))
+        made = sum(
+            grids._check_expansion({**data.get("defaults", {}), **block}, preset, 0)
+            for block in data.get("block", [{}])
+        )
         assert made * 100 < bounds.MAX_EXPANSION, preset
 
 
@@ -88,9 +95,14 @@ def test_sizes_past_a_column_are_refused_at_planning_naming_the_field(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [grid.name]
 
 
-@pytest.mark.parametrize("sizes", [{"batch": 2**16, "num_heads": 2**16, "seq_len": 16},
-                                   {"seq_len": 2**31 - 1, "kv_len": 2**31 - 1},
-                                   {"seq_len": {"min": 256, "max": 2**31 - 1}}])
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        {"batch": 2**16, "num_heads": 2**16, "seq_len": 16},
+        {"seq_len": 2**31 - 1, "kv_len": 2**31 - 1},
+        {"seq_len": {"min": 256, "max": 2**31 - 1}},
+    ],
+)
 def test_a_product_of_sizes_past_a_column_is_refused_naming_the_product(sizes):
     block = {"variant": ["full"], "impl": ["sdpa"], **{k: v if isinstance(v, dict) else [v] for k, v in sizes.items()}}
     with pytest.raises(grids.ConfigError, match=r"field 'batch·seq_len·.*\(allowed: at most 2\^52"):
@@ -103,8 +115,15 @@ def _at_the_bound(name: str, rng: random.Random) -> dict:
     while heads * dim > 2**20:
         heads, dim = max(1, heads // 2), max(1, dim // 2)
     batch = min(bounds.SIZE_LIMITS["batch"], bounds.MAX_WORK // (n * max(n, heads * dim) * heads * dim))
-    return {"variant": [name], "mode": [rng.choice(["fwd", "fwd_bwd"])], "dtype": ["float64"], "seq_len": [n],
-            "batch": [max(1, batch)], "num_heads": [heads], "head_dim": [dim]}
+    return {
+        "variant": [name],
+        "mode": [rng.choice(["fwd", "fwd_bwd"])],
+        "dtype": ["float64"],
+        "seq_len": [n],
+        "batch": [max(1, batch)],
+        "num_heads": [heads],
+        "head_dim": [dim],
+    }
 
 
 @pytest.mark.slow
@@ -119,9 +138,18 @@ def test_the_largest_sizes_planning_accepts_give_figures_that_fit_the_table(tmp_
         figures = theory_of(case)
         ints = [v for v in (*figures.values(), *figures["extra_flops"].values()) if isinstance(v, int)]
         assert max(ints) < 2**63, case.label()
-        rows.append(Row(case, flops=figures["flops"], pairs=figures["pairs"], kv_bytes=figures["kv_bytes"],
-                        compulsory_bytes=figures["compulsory_bytes"], traffic_bytes=figures["traffic_bytes"],
-                        extra_flops=figures["extra_flops"], valid_tokens=figures["valid_tokens"]))
+        rows.append(
+            Row(
+                case,
+                flops=figures["flops"],
+                pairs=figures["pairs"],
+                kv_bytes=figures["kv_bytes"],
+                compulsory_bytes=figures["compulsory_bytes"],
+                traffic_bytes=figures["traffic_bytes"],
+                extra_flops=figures["extra_flops"],
+                valid_tokens=figures["valid_tokens"],
+            )
+        )
     written = table.table(cases, rows)
     table.write(written, tmp_path / "results.parquet", tmp_path / "results.csv")
     back = table.read(tmp_path / "results.parquet")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,42 +11,60 @@ from suite.plan import grid as grids
 from suite.plan import shard
 from suite.plan.case import series_key
 from suite.plan.ladder import Ladder
-from suite.run.settle import advance
 from suite.plan.settings import Settings
+from suite.run.settle import advance
 
 BUDGET = dict(width=0.2, max_call_s=10.0, memory_gib=16.0)
 
 
 def _ladder(low=256, high=65536, step=2) -> Ladder:
-    grid = grids.parse({"block": [{"variant": ["linear"], "impl": ["native"],
-                                   "seq_len": {"min": low, "max": high, "step": step}}]}, "t")
+    grid = grids.parse(
+        {"block": [{"variant": ["linear"], "impl": ["native"], "seq_len": {"min": low, "max": high, "step": step}}]},
+        "t",
+    )
     return grid.ladders[0]
 
 
 def _rows(n, t, claimed=1.0, peak=None, status=None) -> pd.DataFrame:
     n = np.asarray(n)
-    return pd.DataFrame({"seq_len": n, "time_s": t, "claimed_exponent_n": claimed, "reason": "",
-                         "peak_bytes": peak if peak is not None else 1e3 * n,
-                         "status": status if status is not None else ["ok"] * len(n)})
+    return pd.DataFrame(
+        {
+            "seq_len": n,
+            "time_s": t,
+            "claimed_exponent_n": claimed,
+            "reason": "",
+            "peak_bytes": peak if peak is not None else 1e3 * n,
+            "status": status if status is not None else ["ok"] * len(n),
+        }
+    )
 
 
 def test_a_range_starts_with_a_16x_span_and_the_same_series_once():
-    grid = grids.parse({"block": [{"variant": ["linear", "performer"], "impl": ["native"],
-                                   "seq_len": {"min": 256, "max": 65536}},
-                                  {"variant": ["linear"], "impl": ["native"], "seq_len": "auto"}]}, "t")
+    grid = grids.parse(
+        {
+            "block": [
+                {"variant": ["linear", "performer"], "impl": ["native"], "seq_len": {"min": 256, "max": 65536}},
+                {"variant": ["linear"], "impl": ["native"], "seq_len": "auto"},
+            ]
+        },
+        "t",
+    )
     assert len(grid.ladders) == 2, "the second block's linear series is the first's"
     lengths = sorted(c.seq_len for c in grid.cases if c.variant == "linear")
     assert lengths == [256, 512, 1024, 2048, 4096]
     assert _ladder(step=4).start()[-1].seq_len == 4096 and len(_ladder(step=4).start()) == 3
 
 
-@pytest.mark.parametrize("value,message", [
-    ({"min": 256, "max": 1024}, "seq_len.max' = 1024 (allowed: at least 16x seq_len.min = 4096"),
-    ({"min": 256, "max": 65536, "step": 3}, "seq_len.step' = 3 (allowed: 2, 4)"),
-    ({"min": 0, "max": 65536}, "seq_len.min' = 0"),
-    ({"low": 256, "max": 65536}, "seq_len.low' = 256 (allowed: min, max, step)"),
-    ("all", "seq_len' = 'all'"),
-])
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ({"min": 256, "max": 1024}, "seq_len.max' = 1024 (allowed: at least 16x seq_len.min = 4096"),
+        ({"min": 256, "max": 65536, "step": 3}, "seq_len.step' = 3 (allowed: 2, 4)"),
+        ({"min": 0, "max": 65536}, "seq_len.min' = 0"),
+        ({"low": 256, "max": 65536}, "seq_len.low' = 256 (allowed: min, max, step)"),
+        ("all", "seq_len' = 'all'"),
+    ],
+)
 def test_a_bad_range_names_the_field(value, message):
     with pytest.raises(grids.ConfigError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
         grids.parse({"block": [{"variant": ["linear"], "seq_len": value}]}, "t")
@@ -55,14 +72,23 @@ def test_a_bad_range_names_the_field(value, message):
 
 def test_a_series_is_known_by_its_fields_whatever_their_dtypes():
     ladder = _ladder()
-    row = pd.Series({**ladder.template.key, "params": "{}", "num_heads": 8.0, "head_dim": np.int64(64),
-                     "causal": np.bool_(False), "seq_len": 4096.0})
+    row = pd.Series(
+        {
+            **ladder.template.key,
+            "params": "{}",
+            "num_heads": 8.0,
+            "head_dim": np.int64(64),
+            "causal": np.bool_(False),
+            "seq_len": 4096.0,
+        }
+    )
     assert series_key(row) == ladder.key
 
 
 def test_a_clean_series_over_16x_with_a_narrow_interval_is_settled_once_its_midpoints_agree():
     def t(lengths):
         return 1e-6 * lengths * np.exp(np.random.default_rng(0).normal(0, 0.01, len(lengths)))
+
     n = 256 * 2.0 ** np.arange(5)
     first = advance(_ladder(), _rows(n, t(n)), **BUDGET)
     assert first.next is None and first.stop == "fill" and "degrees of freedom" in first.why
@@ -117,9 +143,15 @@ def test_memory_predicted_past_the_budget_stops_the_ladder():
 
 def test_a_stop_short_of_settled_first_adds_the_midpoints_below_the_top_interval():
     """5 points leave a wide interval (t with 3 degrees of freedom); 3 cheap midpoints narrow it."""
+
     def t(lengths):  # half a second at 4096, so 8192 (4x) is past max_call_s; 8% noise, fixed per length
-        return np.array([0.5 * (x / 4096) ** 2 * np.exp(0.08 * np.random.default_rng(int(x) + 1).standard_normal())
-                         for x in lengths])
+        return np.array(
+            [
+                0.5 * (x / 4096) ** 2 * np.exp(0.08 * np.random.default_rng(int(x) + 1).standard_normal())
+                for x in lengths
+            ]
+        )
+
     budget = {**BUDGET, "max_call_s": 1.0}
     n = 256 * 2.0 ** np.arange(5)
     first = advance(_ladder(), _rows(n, t(n), claimed=2.0), **budget)
@@ -142,8 +174,18 @@ def test_a_failed_length_stops_the_ladder_with_its_reason():
 
 
 def test_a_ladder_goes_whole_to_one_shard():
-    grid = grids.parse({"block": [{"variant": ["linear", "performer", "sliding_window", "global"],
-                                   "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]}, "t")
+    grid = grids.parse(
+        {
+            "block": [
+                {
+                    "variant": ["linear", "performer", "sliding_window", "global"],
+                    "impl": ["native"],
+                    "seq_len": {"min": 256, "max": 65536},
+                }
+            ]
+        },
+        "t",
+    )
     parts = shard.split(list(grid.cases), Settings(), 3, grid.ladders)
     for ladder in grid.ladders:
         holders = [i for i, part in enumerate(parts) if any(c.case_id == ladder.template.case_id for c in part)]
@@ -157,8 +199,18 @@ def test_midpoints_an_implementation_cannot_run_move_to_lengths_it_runs_not_fail
     the same neighbours."""
     from suite.run import climb
 
-    grid = grids.parse({"block": [{"variant": ["reformer", "linear"], "impl": ["reformer-pytorch", "native"],
-                                   "seq_len": {"min": 256, "max": 65536}}]}, "t")
+    grid = grids.parse(
+        {
+            "block": [
+                {
+                    "variant": ["reformer", "linear"],
+                    "impl": ["reformer-pytorch", "native"],
+                    "seq_len": {"min": 256, "max": 65536},
+                }
+            ]
+        },
+        "t",
+    )
     n = 256 * 2.0 ** np.arange(5)
     rows = _rows(n, 0.5 * (n / 4096) * np.exp([0.0, 0.3, -0.3, 0.2, 0.0]), claimed=1.0)
     by_impl = {ladder.template.impl: ladder for ladder in grid.ladders}
@@ -193,8 +245,15 @@ def _stored_series(variant: str, impl: str, run: str):
 
     run = RunDir(Path(__file__).resolve().parents[3] / run)
     df = run.read_table()
-    rows = df[(df["variant"] == variant) & (df["impl"] == impl) & (df["mode"] == "fwd") & ~df["causal"].astype(bool)
-              & (df["num_heads"] == 8) & (df["head_dim"] == 64) & (df["params"] == "{}")]
+    rows = df[
+        (df["variant"] == variant)
+        & (df["impl"] == impl)
+        & (df["mode"] == "fwd")
+        & ~df["causal"].astype(bool)
+        & (df["num_heads"] == 8)
+        & (df["head_dim"] == 64)
+        & (df["params"] == "{}")
+    ]
     return rows, machines(run.env(), run.bandwidth())
 
 
@@ -202,15 +261,17 @@ def test_a_series_stopped_by_time_one_length_short_of_a_verdict_gets_its_top_int
     """A full run's full/sdpa rows (SDPA_ROWS), stopped at 4096 with 8192 predicted past max_call_s and its
     midpoints measured: 8 lengths leave the cost model too few degrees of freedom for a verdict. The top
     interval's midpoint costs half the top call and gives it the one it lacks."""
-    ladder = grids.parse({"block": [{"variant": ["full"], "impl": ["sdpa"],
-                                     "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
+    ladder = grids.parse(
+        {"block": [{"variant": ["full"], "impl": ["sdpa"], "seq_len": {"min": 256, "max": 65536}}]}, "t"
+    ).ladders[0]
     rows, hosts = _stored_series("full", "sdpa", SDPA_ROWS)
     assert sorted(rows["seq_len"]) == [256, 360, 512, 728, 1024, 1448, 2048, 4096]
     step = advance(ladder, rows, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
     assert step.stop == "time" and "degrees of freedom" in step.why and step.fill == (2896,)
     top = rows[rows["seq_len"] == 4096]
-    assert advance(ladder, rows, width=0.2, max_call_s=0.1, memory_gib=16.0, hosts=hosts).fill == (), \
+    assert advance(ladder, rows, width=0.2, max_call_s=0.1, memory_gib=16.0, hosts=hosts).fill == (), (
         "a midpoint predicted past max_call_s is not timed"
+    )
     at = {2048: float(rows.loc[rows["seq_len"] == 2048, "time_min_s"].iloc[0]), 4096: float(top["time_min_s"].iloc[0])}
     more = pd.concat([rows, top.assign(seq_len=2896, time_min_s=(at[2048] * at[4096]) ** 0.5)])  # on the curve
     again = advance(ladder, more, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
@@ -221,8 +282,9 @@ def test_a_series_whose_overheads_still_hide_its_claim_climbs_to_stretch_call_s_
     """A full run's mha_fused/native rows (MHA_ROWS), stopped on time at 8192 with "the overheads still hide
     n^2": stretch_call_s lets that series take one more length (and a series whose rise may be a step at the
     span's top edge: the test below), not one that lacks lengths in its span (full/sdpa)."""
-    ladder = grids.parse({"block": [{"variant": ["mha_fused"], "impl": ["native"],
-                                     "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
+    ladder = grids.parse(
+        {"block": [{"variant": ["mha_fused"], "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]}, "t"
+    ).ladders[0]
     rows, hosts = _stored_series("mha_fused", "native", MHA_ROWS)
     budget = dict(width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
     held = advance(ladder, rows, **budget)
@@ -230,8 +292,9 @@ def test_a_series_whose_overheads_still_hide_its_claim_climbs_to_stretch_call_s_
     assert advance(ladder, rows, **budget, stretch_call_s=8.0).next == 16384
     short = advance(ladder, rows, **budget, stretch_call_s=3.0)
     assert short.stop == "time" and "stretch_call_s = 3" in short.why
-    ladder = grids.parse({"block": [{"variant": ["full"], "impl": ["sdpa"],
-                                     "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
+    ladder = grids.parse(
+        {"block": [{"variant": ["full"], "impl": ["sdpa"], "seq_len": {"min": 256, "max": 65536}}]}, "t"
+    ).ladders[0]
     rows, hosts = _stored_series("full", "sdpa", SDPA_ROWS)
     step = advance(ladder, rows, **{**budget, "hosts": hosts}, stretch_call_s=8.0)
     assert step.stop == "time" and "degrees of freedom" in step.why and "stretch_call_s" not in step.why
@@ -246,16 +309,19 @@ def test_fixed_natives_tile_path_is_judged_alone_and_asks_for_its_top_midpoint()
     rows, hosts = _stored_series("fixed", "native", ROWS)
     rows = rows[rows["status"] == "ok"]
     before = rows[rows["seq_len"] != 185360]  # the ladder's rows when it stopped at the range's max
-    result = terms.judge_series(before.groupby("seq_len")["time_min_s"].min(), before, "seq_len", 1.5, hosts,
-                                bootstrap=0)
+    result = terms.judge_series(
+        before.groupby("seq_len")["time_min_s"].min(), before, "seq_len", 1.5, hosts, bootstrap=0
+    )
     assert result.alone == 16384 and result.need_p < 0.05, result.why
     assert result.verdict == "inconclusive" and "more lengths would tell" in result.why
-    ladder = grids.parse({"block": [{"variant": ["fixed"], "impl": ["native"], "seq_len": {"min": 256, "max": 262144}}]},
-                         "t").ladders[0]
+    ladder = grids.parse(
+        {"block": [{"variant": ["fixed"], "impl": ["native"], "seq_len": {"min": 256, "max": 262144}}]}, "t"
+    ).ladders[0]
     step = advance(ladder, before, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts, stretch_call_s=8.0)
     assert step.stop == "max" and step.fill == (185360,), step
-    assert advance(ladder, before, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts).fill == (), \
+    assert advance(ladder, before, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts).fill == (), (
         "without a stretch, a midpoint past max_call_s is not timed"
+    )
     after = terms.judge_series(rows.groupby("seq_len")["time_min_s"].min(), rows, "seq_len", 1.5, hosts, bootstrap=0)
     assert after.verdict == "confirmed" and after.alone == 16384, after.why
 
@@ -265,8 +331,9 @@ def test_a_rise_that_may_be_a_step_at_the_spans_edge_climbs_on_within_stretch_ca
     L3 is a step, and 65536 predicted past max_call_s. Longer lengths are what tell the two apart, so the ladder
     climbs on within stretch_call_s, as for a leading term the overheads still hide; without a stretch it stops."""
     rows, hosts = _stored_series("reformer", "native", ROWS)
-    ladder = grids.parse({"block": [{"variant": ["reformer"], "impl": ["native"],
-                                     "seq_len": {"min": 256, "max": 262144}}]}, "t").ladders[0]
+    ladder = grids.parse(
+        {"block": [{"variant": ["reformer"], "impl": ["native"], "seq_len": {"min": 256, "max": 262144}}]}, "t"
+    ).ladders[0]
     kept = advance(ladder, rows, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
     assert kept.stop == "time" and "unless the working set's nearing L3" in kept.why, kept
     step = advance(ladder, rows, width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts, stretch_call_s=8.0)
@@ -286,15 +353,17 @@ def test_a_verdict_whose_higher_term_test_is_at_its_level_climbs_on_within_stret
     rows, hosts = _stored_series("reformer", "native", ROWS_2)
     result = terms.judge_series(rows.groupby("seq_len")["time_min_s"].min(), rows, "seq_len", 1.0, hosts, bootstrap=0)
     assert result.verdict == "confirmed" and 0.01 <= result.higher_p < 0.05 and result.higher_share > 0.05, result
-    ladder = grids.parse({"block": [{"variant": ["reformer"], "impl": ["native"],
-                                     "seq_len": {"min": 256, "max": 262144}}]}, "t").ladders[0]
+    ladder = grids.parse(
+        {"block": [{"variant": ["reformer"], "impl": ["native"], "seq_len": {"min": 256, "max": 262144}}]}, "t"
+    ).ladders[0]
     budget = dict(width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
     held = advance(ladder, rows, **budget)
     assert held.stop == "time" and "n = 65536 would take" in held.why, held
     assert advance(ladder, rows, **budget, stretch_call_s=8.0).next == 65536
     rows, hosts = _stored_series("mha_fused", "native", ROWS_2)
-    ladder = grids.parse({"block": [{"variant": ["mha_fused"], "impl": ["native"],
-                                     "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
+    ladder = grids.parse(
+        {"block": [{"variant": ["mha_fused"], "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]}, "t"
+    ).ladders[0]
     step = advance(ladder, rows, **{**budget, "hosts": hosts}, stretch_call_s=8.0)
     assert step.stop == "time" and "stretch_call_s" not in step.why, step
 
@@ -309,13 +378,18 @@ def test_a_verdict_at_its_tests_level_does_not_settle_however_narrow_its_power_l
     rows = rows[rows["status"] == "ok"]
     result = terms.judge_series(rows.groupby("seq_len")["time_min_s"].min(), rows, "seq_len", 1.0, hosts, bootstrap=0)
     assert result.verdict == "confirmed" and 0.002 <= result.higher_p < 0.05 and result.higher_share >= 0.05, result
-    ladder = grids.parse({"block": [{"variant": ["conv"], "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]},
-                         "t").ladders[0]
+    ladder = grids.parse(
+        {"block": [{"variant": ["conv"], "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]}, "t"
+    ).ladders[0]
     budget = dict(width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
     assert advance(ladder, rows, **budget).next == 16384
     held = advance(ladder, rows, **{**budget, "max_call_s": 0.05})
-    assert held.stop == "time" and "higher term's test at its level (n^1.5: p = 0.027, 12% of the time)" in held.why \
-        and "longer lengths" in held.why and "~0.13 s a call" in held.why, held
+    assert (
+        held.stop == "time"
+        and "higher term's test at its level (n^1.5: p = 0.027, 12% of the time)" in held.why
+        and "longer lengths" in held.why
+        and "~0.13 s a call" in held.why
+    ), held
 
 
 def test_a_refutation_its_power_law_contests_climbs_on():
@@ -324,14 +398,20 @@ def test_a_refutation_its_power_law_contests_climbs_on():
     readings; a refutation its power law shares (sliding_window/sdpa, n^2) settles."""
     rows, hosts = _stored_series("conv", "native", INTEL_ROWS)
     rows = rows[(rows["status"] == "ok") & (rows["seq_len"] <= 4096)]
-    ladder = grids.parse({"block": [{"variant": ["conv"], "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]},
-                         "t").ladders[0]
+    ladder = grids.parse(
+        {"block": [{"variant": ["conv"], "impl": ["native"], "seq_len": {"min": 256, "max": 65536}}]}, "t"
+    ).ladders[0]
     budget = dict(width=0.2, max_call_s=1.5, memory_gib=16.0, hosts=hosts)
     assert advance(ladder, rows, **budget).next == 8192
     held = advance(ladder, rows, **{**budget, "max_call_s": 0.05})
-    assert held.stop == "time" and "refuted by its higher term's test (n^1.5: p = 0.0048, 55% of the time)" in held.why \
-        and "reaches the claim's 1 ± 0.15" in held.why and "longer lengths would tell" in held.why, held
+    assert (
+        held.stop == "time"
+        and "refuted by its higher term's test (n^1.5: p = 0.0048, 55% of the time)" in held.why
+        and "reaches the claim's 1 ± 0.15" in held.why
+        and "longer lengths would tell" in held.why
+    ), held
     rows, hosts = _stored_series("sliding_window", "sdpa", INTEL_ROWS)
-    dense = grids.parse({"block": [{"variant": ["sliding_window"], "impl": ["sdpa"],
-                                    "seq_len": {"min": 256, "max": 65536}}]}, "t").ladders[0]
+    dense = grids.parse(
+        {"block": [{"variant": ["sliding_window"], "impl": ["sdpa"], "seq_len": {"min": 256, "max": 65536}}]}, "t"
+    ).ladders[0]
     assert advance(dense, rows[rows["status"] == "ok"], **{**budget, "hosts": hosts}).stop == "settled"

@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from helpers import ROOT, suite
 
 from suite.plan import grid as grids
 from suite.plan import shard
 from suite.plan.case import theory_of
-from helpers import ROOT, suite
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 400])
@@ -73,16 +73,23 @@ print(len(costs), min(costs) > 0, resource.getrusage(resource.RUSAGE_SELF).ru_ma
 @pytest.mark.slow
 def test_pricing_a_grid_of_long_sequences_allocates_nothing_its_lengths_size(tmp_path):
     """n = 2^24 (planning accepts it at B = H = 1, d = 16): a theory's row counts alone were 128 MiB an array."""
-    res = subprocess.run([sys.executable, "-c", PRICING], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    res = subprocess.run(
+        [sys.executable, "-c", PRICING],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     count, positive, grown_kib = res.stdout.split()
     assert res.returncode == 0 and int(count) >= 3 and positive == "True", res.stderr
     assert int(grown_kib) < 32 * 1024, f"pricing grew the process by {int(grown_kib) // 1024} MiB"
 
 
 def test_pricing_past_the_counted_length_follows_the_claim():
-    grid = grids.parse({"block": [{"variant": ["full", "sliding_window"], "impl": ["native"], "seq_len": [2**15]}]},
-                       "t")
+    grid = grids.parse(
+        {"block": [{"variant": ["full", "sliding_window"], "impl": ["native"], "seq_len": [2**15]}]}, "t"
+    )
     for case in grid.cases:
         exact = theory_of(case)["flops"]
         assert abs(shard._flops(case) / exact - 1) < 0.02, case.label()

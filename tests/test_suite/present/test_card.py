@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import ROOT, suite_in_process
+from helpers import suite as run_suite
 
 import suite
 from suite.present import card
 from suite.present.report import fmt_fitted
 from suite.store.rundir import RunDir
-from helpers import ROOT, suite as run_suite, suite_in_process
 
 RUNS = ROOT / "docs" / "runs"
 FOLDERS = sorted(p.parent for p in RUNS.glob("*/results.parquet"))
@@ -68,13 +69,22 @@ def test_a_card_says_its_host_software_commit_noise_and_verdicts():
     folder = next(f for f in FOLDERS if (f / card.FINISHED).is_file())
     text = card.card(RunDir(folder), files=folder.name)
     env = RunDir(folder).env()
-    for fact in (env["cpu_model"], f"torch {env['torch']}", env["git_commit"], "min from the first case's start",
-                 "machine load:", "## Verdicts", "## Efficiency"):
+    for fact in (
+        env["cpu_model"],
+        f"torch {env['torch']}",
+        env["git_commit"],
+        "min from the first case's start",
+        "machine load:",
+        "## Verdicts",
+        "## Efficiency",
+    ):
         assert fact in text, fact
 
 
-@pytest.mark.parametrize("alone, shown", [(16384.0, "256–262144 (verdict: 16384–262144)"),
-                                           (float("nan"), "256–262144"), (256.0, "256–262144")])
+@pytest.mark.parametrize(
+    "alone, shown",
+    [(16384.0, "256–262144 (verdict: 16384–262144)"), (float("nan"), "256–262144"), (256.0, "256–262144")],
+)
 def test_fitted_over_shows_the_verdicts_own_lengths_where_it_was_fitted_alone(alone, shown):
     row = pd.Series({"used_min": 256.0, "used_max": 262144.0, "verdict_from": alone})
     assert fmt_fitted(row) == shown
@@ -82,8 +92,11 @@ def test_fitted_over_shows_the_verdicts_own_lengths_where_it_was_fitted_alone(al
 
 
 def test_the_cpu_cards_fixed_native_says_its_verdict_was_fitted_on_the_tile_alone():
-    line = next(line for line in (RUNS / "cpu-full.md").read_text().splitlines()
-                if line.startswith("| fixed | native | cpu/float32 | n |"))  # the verdict table's, not the glance's
+    line = next(
+        line
+        for line in (RUNS / "cpu-full.md").read_text().splitlines()
+        if line.startswith("| fixed | native | cpu/float32 | n |")
+    )  # the verdict table's, not the glance's
     assert "tile (from n = 16384, fitted alone)" in line and "(verdict: 16384–262144)" in line
 
 
@@ -91,8 +104,9 @@ def test_the_cpu_cards_fixed_native_says_its_verdict_was_fitted_on_the_tile_alon
 def test_card_into_copies_the_files_and_writes_the_page(tmp_path):
     source = tmp_path / "results" / "mine"
     shutil.copytree(FOLDERS[0], source)
-    res = suite_in_process("card", "mine", "--results-dir", str(tmp_path / "results"), "--into", str(tmp_path / "docs"),
-                           cwd=tmp_path)
+    res = suite_in_process(
+        "card", "mine", "--results-dir", str(tmp_path / "results"), "--into", str(tmp_path / "docs"), cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     page = (tmp_path / "docs" / "mine.md").read_text()
     assert page == card.card(RunDir(tmp_path / "docs" / "mine"), files="mine")
@@ -102,18 +116,30 @@ def test_card_into_copies_the_files_and_writes_the_page(tmp_path):
 @pytest.mark.slow
 def test_card_figure_is_a_png_of_the_variants_asked(tmp_path):
     folder = FOLDERS[0]
-    res = suite_in_process("card", str(folder), "--figure", str(tmp_path / "f.png"), "--variant", "full,linear",
-                           "-o", str(tmp_path / "c.md"), cwd=tmp_path)
+    res = suite_in_process(
+        "card",
+        str(folder),
+        "--figure",
+        str(tmp_path / "f.png"),
+        "--variant",
+        "full,linear",
+        "-o",
+        str(tmp_path / "c.md"),
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "c.md").read_text().startswith(f"# Run `{folder.name}`")
 
 
-@pytest.mark.parametrize("args, says", [
-    (("card", "no-such-run"), "run 'no-such-run'"),
-    (("card", "FOLDER", "--figure", "f.png", "--variant", "rnn"), "--variant rnn: not in run"),
-    (("docs", "--root", "."), "no mkdocs.yml there"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("card", "no-such-run"), "run 'no-such-run'"),
+        (("card", "FOLDER", "--figure", "f.png", "--variant", "rnn"), "--variant rnn: not in run"),
+        (("docs", "--root", "."), "no mkdocs.yml there"),
+    ],
+)
 def test_bad_card_and_docs_input_exits_2_naming_it(tmp_path, args, says):
     folder = next(f for f in FOLDERS if "rnn" not in set(pd.read_parquet(f / "results.parquet")["variant"]))
     res = suite_in_process(*[str(folder) if a == "FOLDER" else a for a in args], cwd=tmp_path)
@@ -158,7 +184,7 @@ def test_a_plans_description_and_grid_name_are_shown_as_text_never_as_markup(tmp
     folder = tmp_path / "cpu-smoke"
     shutil.copytree(RUNS / "cpu-smoke", folder)
     plan = json.loads((folder / "plan.json").read_text())
-    plan["description"] = "<script>alert(1)</script> [x](javascript:alert(1)) !!! note --8<-- \"/etc/passwd\""
+    plan["description"] = '<script>alert(1)</script> [x](javascript:alert(1)) !!! note --8<-- "/etc/passwd"'
     plan["grid"] = "g`<img src=x onerror=alert(1)>"
     (folder / "plan.json").write_text(json.dumps(plan))
     text = card.card(RunDir(folder))

@@ -14,18 +14,31 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import ROOT, suite
 
 import variants
 from suite.cli import COMMANDS
 from suite.parser import build_parser
 from suite.present import cli_page, site
-from helpers import ROOT, suite
 
 pytestmark = pytest.mark.slow  # the MkDocs build and `suite docs` in subprocesses (the fast lane: pytest -m "not slow")
 
 DOCS = ROOT / "docs"
-HAND_WRITTEN_TOPICS = ("index", "install", "running", "shapes", "report", "regression", "gpu", "scale", "api",
-                       "native", "layout", "CLAIMS", "TRITON")  # history.md is a study: its tables name their script
+HAND_WRITTEN_TOPICS = (
+    "index",
+    "install",
+    "running",
+    "shapes",
+    "report",
+    "regression",
+    "gpu",
+    "scale",
+    "api",
+    "native",
+    "layout",
+    "CLAIMS",
+    "TRITON",
+)  # history.md is a study: its tables name their script
 
 
 def _nav_pages(nav) -> list[str]:
@@ -41,10 +54,16 @@ def test_mkdocs_build_strict_passes(tmp_path):
     which --strict makes an error). Needs the docs extra, as the README's test command installs it."""
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
     if mkdocs is None:
-        pytest.fail("mkdocs is missing: pip install -c constraints.txt -e \".[docs]\"")
+        pytest.fail('mkdocs is missing: pip install -c constraints.txt -e ".[docs]"')
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    res = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT,
-                         capture_output=True, text=True, env=env, timeout=300)
+    res = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert (tmp_path / "site" / "runs" / "index.html").is_file()
 
@@ -63,14 +82,17 @@ def test_generated_pages_match_the_code_and_the_run_folders():
 
 def test_every_registered_variant_implementation_and_option_is_on_the_pages():
     code = "import json, variants; print(json.dumps({n: list(variants.get(n).impls) for n in variants.names()}))"
-    registry = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                         check=True, cwd=ROOT).stdout)
+    registry = json.loads(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    )
     readme, index = (ROOT / "README.md").read_text(), (DOCS / "variants/index.md").read_text()
     missing = []
     for name, impls in registry.items():
         page = DOCS / "variants" / f"{name}.md"
         text = page.read_text() if page.is_file() else ""
-        missing += [f"{name}: its page"] * (not text) + [f"{name}/{impl}" for impl in impls if f"| `{impl}` |" not in text]
+        missing += [f"{name}: its page"] * (not text) + [
+            f"{name}/{impl}" for impl in impls if f"| `{impl}` |" not in text
+        ]
         missing += [f"{name}: README"] * (f"(docs/variants/{name}.md)" not in readme)
         missing += [f"{name}: index"] * (f"({name}.md)" not in index)
     cli = (DOCS / "cli.md").read_text()
@@ -97,8 +119,14 @@ def test_the_check_sees_a_new_variant_option_or_card(tmp_path):
         stale = {str(p.relative_to(tmp_path)) for p in site.stale(tmp_path, parser)}
     finally:
         variants.rules.registry._REGISTRY.pop("zz_throwaway")
-    assert {"docs/variants/zz_throwaway.md", "docs/variants/index.md", "README.md", "mkdocs.yml", "docs/cli.md",
-            "docs/runs/cpu-smoke.md"} <= stale
+    assert {
+        "docs/variants/zz_throwaway.md",
+        "docs/variants/index.md",
+        "README.md",
+        "mkdocs.yml",
+        "docs/cli.md",
+        "docs/runs/cpu-smoke.md",
+    } <= stale
     assert site.write(tmp_path, build_parser(COMMANDS)) and site.stale(tmp_path, build_parser(COMMANDS)) == []
 
 
@@ -135,6 +163,8 @@ def test_the_front_picture_is_drawn_from_a_card_and_checked(monkeypatch):
     """The README's figure comes from a card's run by `suite docs` (its variants in that run); a missing one is stale."""
     run = site.cards(ROOT)[site.FIGURE_CARD]
     assert set(site.FIGURE_VARIANTS) <= set(run.read_table()["variant"])
-    assert site.FIGURE in (ROOT / "README.md").read_text() and "python -m suite docs" in (ROOT / "README.md").read_text()
+    assert (
+        site.FIGURE in (ROOT / "README.md").read_text() and "python -m suite docs" in (ROOT / "README.md").read_text()
+    )
     monkeypatch.setattr(site, "FIGURE", "docs/img/no-such-figure.png")
     assert ROOT / "docs/img/no-such-figure.png" in site.stale(ROOT, build_parser(COMMANDS))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from helpers import ROOT
 
 from suite.cli import COMMANDS
 from suite.errors import UsageError
 from suite.parser import build_parser
 from suite.present import site
-from helpers import ROOT
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import stored_table, table
 
 from suite.analyse.tables import efficiency
 from suite.present import card, report
 from suite.store.row import COLUMNS
 from suite.store.rundir import RunDir
-from helpers import stored_table, table
 
 
 def _run(root: Path, energy: bool) -> RunDir:
@@ -34,12 +34,16 @@ def test_energy_per_token_is_per_call_over_the_tokens_of_a_call():
     frame.loc[0, "mode"] = "decode"
     eff = efficiency(frame, None).set_index(["mode", "seq_len", "variant", "impl"])
     assert eff.loc[("fwd", 1024, "full", "sdpa"), "energy_per_token_j"] == pytest.approx(1e-3 / (2 * 1024))
-    assert eff.loc[("decode", 256, "full", "sdpa"), "energy_per_token_j"] == pytest.approx(1e-3 / 2)  # a token a sequence
+    assert eff.loc[("decode", 256, "full", "sdpa"), "energy_per_token_j"] == pytest.approx(
+        1e-3 / 2
+    )  # a token a sequence
 
 
 def test_the_card_shows_energy_only_where_it_was_measured(tmp_path):
     measured, cpu = card.card(_run(tmp_path, True)), card.card(_run(tmp_path, False))
-    header = next(line for line in measured.splitlines() if line.startswith("| variant | implementation | device | mode"))
+    header = next(
+        line for line in measured.splitlines() if line.startswith("| variant | implementation | device | mode")
+    )
     assert header.rstrip(" |").endswith("energy / call | energy / token")
     assert "| 2 mJ | 122 nJ |" in measured  # 2 mJ over B·n = 16384 tokens at the largest n
     assert "energy" not in cpu
@@ -54,5 +58,11 @@ def test_the_report_shows_energy_only_where_it_was_measured(tmp_path):
 
 
 def test_joules_read_in_their_unit():
-    assert [report.fmt_joules(x) for x in (2.5e3, 1.5, 2e-3, 2.44e-7, 3e-10, None)] == \
-        ["2.5 kJ", "1.5 J", "2 mJ", "244 nJ", "0.3 nJ", ""]
+    assert [report.fmt_joules(x) for x in (2.5e3, 1.5, 2e-3, 2.44e-7, 3e-10, None)] == [
+        "2.5 kJ",
+        "1.5 J",
+        "2 mJ",
+        "244 nJ",
+        "0.3 nJ",
+        "",
+    ]

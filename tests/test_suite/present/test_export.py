@@ -11,8 +11,7 @@ from suite.store.row import Row
 
 
 def _frame(cases):
-    rows = [Row(case, time_s=1e-3, time_iqr_s=1e-5, time_min_s=1e-3, samples=[1e-3, 1.1e-3], flops=1)
-            for case in cases]
+    rows = [Row(case, time_s=1e-3, time_iqr_s=1e-5, time_min_s=1e-3, samples=[1e-3, 1.1e-3], flops=1) for case in cases]
     return table.table(cases, rows)
 
 

@@ -21,8 +21,11 @@ def _readers():
 
 
 def test_every_path_named_in_pages_and_scripts_exists():
-    missing = [f"{page.relative_to(ROOT)}: {path}"
-               for page in _readers() if page.name not in HISTORY
-               for path in sorted(set(PATH.findall(page.read_text())))
-               if not (ROOT / path).exists()]
+    missing = [
+        f"{page.relative_to(ROOT)}: {path}"
+        for page in _readers()
+        if page.name not in HISTORY
+        for path in sorted(set(PATH.findall(page.read_text())))
+        if not (ROOT / path).exists()
+    ]
     assert missing == []

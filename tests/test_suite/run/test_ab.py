@@ -10,16 +10,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from suite.analyse import paired
-from suite.run.ab import checkouts as sides
-from suite.errors import UsageError
 from helpers import ROOT, suite_in_process
 
+from suite.analyse import paired
+from suite.errors import UsageError
+from suite.run.ab import checkouts as sides
 
 
-def _blocks(times: dict[str, tuple[float, float]], pairs: int = 8, seed: int = 0, status: dict | None = None,
-            process_sd: float = 0.03) -> list[dict]:
+def _blocks(
+    times: dict[str, tuple[float, float]],
+    pairs: int = 8,
+    seed: int = 0,
+    status: dict | None = None,
+    process_sd: float = 0.03,
+) -> list[dict]:
     """Journal lines of a sweep: case -> (A's time, B's time), with per-process offsets and 1% per block."""
     rng = np.random.default_rng(seed)
     lines = []
@@ -29,11 +33,29 @@ def _blocks(times: dict[str, tuple[float, float]], pairs: int = 8, seed: int = 0
             for position, side in enumerate("abba"):
                 t = (ta if side == "a" else tb) * np.exp(offset[side] + rng.normal(0, 0.01))
                 st = (status or {}).get((name, side), "ok")
-                lines.append({"case_id": name, "variant": name, "impl": "native", "device": "cpu", "dtype": "float32",
-                              "mode": "fwd", "batch": 1, "seq_len": 64, "num_heads": 2, "num_kv_heads": 2,
-                              "head_dim": 16, "causal": False, "params": {}, "side": side, "pair": pair,
-                              "position": position, "status": st, "reason": "" if st == "ok" else f"{st} here",
-                              "time_s": t if st == "ok" else None})
+                lines.append(
+                    {
+                        "case_id": name,
+                        "variant": name,
+                        "impl": "native",
+                        "device": "cpu",
+                        "dtype": "float32",
+                        "mode": "fwd",
+                        "batch": 1,
+                        "seq_len": 64,
+                        "num_heads": 2,
+                        "num_kv_heads": 2,
+                        "head_dim": 16,
+                        "causal": False,
+                        "params": {},
+                        "side": side,
+                        "pair": pair,
+                        "position": position,
+                        "status": st,
+                        "reason": "" if st == "ok" else f"{st} here",
+                        "time_s": t if st == "ok" else None,
+                    }
+                )
     return lines
 
 
@@ -52,8 +74,7 @@ def test_every_slowed_case_is_called_whatever_share_of_the_grid_it_is(share, slo
     (1% process noise, as wait-paced cases have; the power on real kernels is benchmarks/ab_power.py's.)"""
     names = [f"c{i}" for i in range(100)]
     slow = set(names[: max(1, round(share * len(names)))])
-    verdict = _verdict({n: (1e-3, 1e-3 * (1 + slowdown if n in slow else 1)) for n in names}, pairs=8,
-                       process_sd=0.01)
+    verdict = _verdict({n: (1e-3, 1e-3 * (1 + slowdown if n in slow else 1)) for n in names}, pairs=8, process_sd=0.01)
     flagged = set(verdict.cases.loc[verdict.cases["status"] == "slower", "case_id"])
     assert verdict.code == 1 and flagged == slow
 
@@ -85,13 +106,25 @@ def test_one_pair_cannot_be_tested():
 
 
 def test_sides_that_differ_in_status_say_how():
-    status = {("gone", "b"): "absent", ("added", "a"): "absent", ("broke", "b"): "error", ("healed", "a"): "oom",
-              ("xf", "a"): "skipped", ("xf", "b"): "skipped"}
+    status = {
+        ("gone", "b"): "absent",
+        ("added", "a"): "absent",
+        ("broke", "b"): "error",
+        ("healed", "a"): "oom",
+        ("xf", "a"): "skipped",
+        ("xf", "b"): "skipped",
+    }
     names = ["gone", "added", "broke", "healed", "xf", "fine"]
     table = paired.cases(paired.blocks(_blocks({n: (1e-3, 1e-3) for n in names}, status=status)))
     got = dict(zip(table["case_id"], table["status"]))
-    assert got == {"gone": "missing", "added": "new", "broke": "failed", "healed": "fixed", "xf": "skipped",
-                   "fine": "unchanged"}
+    assert got == {
+        "gone": "missing",
+        "added": "new",
+        "broke": "failed",
+        "healed": "fixed",
+        "xf": "skipped",
+        "fine": "unchanged",
+    }
 
 
 def test_a_ref_that_is_not_a_commit_or_could_be_an_option_is_refused(tmp_path):
@@ -103,8 +136,10 @@ def test_a_ref_that_is_not_a_commit_or_could_be_an_option_is_refused(tmp_path):
 def _repo(folder: Path) -> tuple[Path, str]:
     """A throwaway repository of one empty commit on branch `feature`: (its folder, the commit)."""
     folder.mkdir()
-    for args in (("init", "-q", "-b", "feature"),
-                 ("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x")):
+    for args in (
+        ("init", "-q", "-b", "feature"),
+        ("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x"),
+    ):
         subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True)
     return folder, head.stdout.strip()
@@ -126,9 +161,11 @@ def test_a_folder_is_a_side_only_where_an_option_names_it(tmp_path, monkeypatch)
     assert sides.chosen("feature", None, None, "plugins", repo) == ("feature", plugins)
     assert sides.chosen("HEAD", None, "plugins", None, repo) == (plugins, "HEAD")
     assert sides.chosen(None, None, "plugins", "plugins", repo) == (plugins, plugins)
-    for given, message in (((None, None, "plugins", None), "two sides in all"),
-                           (("HEAD", "HEAD", "plugins", None), "two sides in all"),
-                           (("HEAD", None, None, "nowhere"), "--new-dir 'nowhere': no such folder")):
+    for given, message in (
+        ((None, None, "plugins", None), "two sides in all"),
+        (("HEAD", "HEAD", "plugins", None), "two sides in all"),
+        (("HEAD", None, None, "nowhere"), "--new-dir 'nowhere': no such folder"),
+    ):
         with pytest.raises(UsageError, match=message):
             sides.chosen(*given, repo)
     with sides.checked_out(head, plugins, repo) as (a, b):
@@ -146,8 +183,9 @@ with checkouts.checked_out(sys.argv[1], sys.argv[1], Path(sys.argv[2])) as (a, b
 
 def _worktrees(repo: Path) -> list[Path]:
     listed = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=repo, capture_output=True, text=True)
-    return [Path(line[len("worktree "):]).resolve() for line in listed.stdout.splitlines()
-            if line.startswith("worktree ")]
+    return [
+        Path(line[len("worktree ") :]).resolve() for line in listed.stdout.splitlines() if line.startswith("worktree ")
+    ]
 
 
 def test_worktrees_of_a_killed_ab_are_removed_by_the_next_command_that_makes_one(tmp_path):
@@ -173,14 +211,19 @@ def test_worktrees_of_a_killed_ab_are_removed_by_the_next_command_that_makes_one
 
 def test_bad_input_is_refused_before_any_work(tmp_path):
     (tmp_path / "tests").mkdir()
-    for args, field in ((("no-such-ref-xyz", "HEAD"), "field 'base'"), (("HEAD", "HEAD..x"), "field 'new'"),
-                        (("tests", "HEAD"), "field 'base' = 'tests'"), (("HEAD",), "two sides in all"),
-                        (("HEAD", "HEAD", "--new-dir", "tests"), "two sides in all"),
-                        (("--base-dir", "nowhere", "HEAD"), "--base-dir 'nowhere'"),
-                        (("HEAD", "HEAD", "--pairs", "1"), "--pairs 1"),
-                        (("HEAD", "HEAD", "--rounds", "0"), "--rounds 0"),
-                        (("HEAD", "HEAD", "--run-id", "../out"), "--run-id")):
-        res = suite_in_process("ab", *args, "--repo", str(ROOT), "--grid", "smoke",
-                               "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
+    for args, field in (
+        (("no-such-ref-xyz", "HEAD"), "field 'base'"),
+        (("HEAD", "HEAD..x"), "field 'new'"),
+        (("tests", "HEAD"), "field 'base' = 'tests'"),
+        (("HEAD",), "two sides in all"),
+        (("HEAD", "HEAD", "--new-dir", "tests"), "two sides in all"),
+        (("--base-dir", "nowhere", "HEAD"), "--base-dir 'nowhere'"),
+        (("HEAD", "HEAD", "--pairs", "1"), "--pairs 1"),
+        (("HEAD", "HEAD", "--rounds", "0"), "--rounds 0"),
+        (("HEAD", "HEAD", "--run-id", "../out"), "--run-id"),
+    ):
+        res = suite_in_process(
+            "ab", *args, "--repo", str(ROOT), "--grid", "smoke", "--results-dir", str(tmp_path / "r"), cwd=tmp_path
+        )
         assert res.returncode == 2 and field in res.stderr, res.stderr
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())

@@ -7,10 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from suite.run.ab import checkouts as sides
 from helpers import ROOT, paced_grid, suite
-
 
 pytestmark = pytest.mark.slow  # subprocess sweeps (the fast lane: pytest -m "not slow")
 
@@ -30,9 +27,26 @@ def test_a_real_sweep_flags_exactly_the_slowed_cases_of_side_b(tmp_path):
     lengths = list(range(16, 28))
     (tmp_path / "g.toml").write_text(paced_grid(lengths))
     a, b = _side(tmp_path, "a"), _side(tmp_path, "b", 1.50, slow=lengths[:3])
-    res = suite("ab", "--base-dir", str(a), "--new-dir", str(b), "--grid", str(tmp_path / "g.toml"),
-                "--plugin", "fault_variants", "--pairs", "5", "--rounds", "1",
-                "--results-dir", str(tmp_path / "results"), "--run-id", "r", cwd=tmp_path)
+    res = suite(
+        "ab",
+        "--base-dir",
+        str(a),
+        "--new-dir",
+        str(b),
+        "--grid",
+        str(tmp_path / "g.toml"),
+        "--plugin",
+        "fault_variants",
+        "--pairs",
+        "5",
+        "--rounds",
+        "1",
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--run-id",
+        "r",
+        cwd=tmp_path,
+    )
     assert res.returncode == 1, res.stdout + res.stderr
     payload = json.loads((tmp_path / "results" / "r" / "compare.json").read_text())
     slower = sorted(c["seq_len"] for c in payload["cases"] if c["status"] == "slower")
@@ -53,9 +67,26 @@ def _worktree_folders(repo: Path) -> list[str]:
 def test_two_commits_are_checked_out_into_worktrees_and_removed_after(tmp_path):
     (tmp_path / "g.toml").write_text(paced_grid([16, 17], replicates=2))
     before = _worktree_folders(ROOT)
-    res = suite("ab", "HEAD", "HEAD", "--repo", str(ROOT), "--pairs", "2", "--rounds", "1",
-                "--grid", str(tmp_path / "g.toml"),
-                "--plugin", "fault_variants", "--results-dir", str(tmp_path / "results"), "--run-id", "c", cwd=tmp_path)
+    res = suite(
+        "ab",
+        "HEAD",
+        "HEAD",
+        "--repo",
+        str(ROOT),
+        "--pairs",
+        "2",
+        "--rounds",
+        "1",
+        "--grid",
+        str(tmp_path / "g.toml"),
+        "--plugin",
+        "fault_variants",
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--run-id",
+        "c",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     plan = json.loads((tmp_path / "results" / "c" / "plan.json").read_text())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()

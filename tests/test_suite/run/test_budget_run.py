@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import suite
 
 pytestmark = pytest.mark.slow  # subprocess sweeps (the fast lane: pytest -m "not slow")

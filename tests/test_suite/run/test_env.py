@@ -8,8 +8,9 @@ from suite.run import env
 
 
 def _git(root, *args):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True, capture_output=True
+    )
 
 
 def _repo(tmp_path):

@@ -10,6 +10,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from fake_nvml import FakeNvml
+from helpers import LEGACY
 
 from suite.analyse.noise import noise
 from suite.machine import gpu_state
@@ -19,8 +21,6 @@ from suite.plan.settings import Settings
 from suite.run.measurement import gpu_load, measure
 from suite.store.journal import Journal
 from suite.store.row import Row, aggregate
-from fake_nvml import FakeNvml
-from helpers import LEGACY
 
 STEADY = [2000, 2000]
 DIPPED = [2000, 1500]  # a window's two end readings: median 1750, 1500 under 90% of it
@@ -69,8 +69,9 @@ def test_a_slowdown_is_timed_once_more_only_and_stays_flagged():
     assert fields["gpu_unsteady"] == 1 and fields["gpu_retimed"] == 1 and fields["gpu_throttle"] == "hw_thermal"
 
 
-@pytest.mark.parametrize("sampler", [None, _sampler(fail={"clock", "power", "temp", "energy", "reasons"})],
-                         ids=["no NVML", "NVML failing"])
+@pytest.mark.parametrize(
+    "sampler", [None, _sampler(fail={"clock", "power", "temp", "energy", "reasons"})], ids=["no NVML", "NVML failing"]
+)
 def test_without_nvml_a_cuda_case_is_still_timed_once_without_gpu_fields(monkeypatch, sampler):
     monkeypatch.setattr(gpu_state, "this_gpu", lambda: sampler)
     timer = Timer()
@@ -99,7 +100,9 @@ def test_a_cpu_case_never_asks_nvml(monkeypatch):
     monkeypatch.setattr(gpu_state, "this_gpu", refuse)
     settings = Settings(min_run_time_s=0.001, max_samples=3)
     row = measure._timed(Row(_case("cpu")), lambda: None, settings)
-    assert row.samples and all(getattr(row, f.name) is None for f in dataclasses.fields(Row) if f.name.startswith("gpu_"))
+    assert row.samples and all(
+        getattr(row, f.name) is None for f in dataclasses.fields(Row) if f.name.startswith("gpu_")
+    )
 
 
 def test_rows_with_and_without_gpu_fields_read_back_from_a_journal(tmp_path):
@@ -119,18 +122,45 @@ def test_rows_with_and_without_gpu_fields_read_back_from_a_journal(tmp_path):
 
 def test_processes_gpu_fields_join_into_the_case_row():
     base = Row(_case("cuda"), pid=1).with_samples([1e-3])
-    one = dataclasses.replace(base, gpu_sm_clock_min_mhz=1900.0, gpu_throttle="", gpu_unsteady=0, gpu_retimed=0,
-                              gpu_energy_per_call_j=1.0)
-    two = dataclasses.replace(base, pid=2, replicate=1, gpu_sm_clock_min_mhz=1500.0, gpu_throttle="hw_thermal",
-                              gpu_unsteady=1, gpu_retimed=1, gpu_energy_per_call_j=3.0)
+    one = dataclasses.replace(
+        base, gpu_sm_clock_min_mhz=1900.0, gpu_throttle="", gpu_unsteady=0, gpu_retimed=0, gpu_energy_per_call_j=1.0
+    )
+    two = dataclasses.replace(
+        base,
+        pid=2,
+        replicate=1,
+        gpu_sm_clock_min_mhz=1500.0,
+        gpu_throttle="hw_thermal",
+        gpu_unsteady=1,
+        gpu_retimed=1,
+        gpu_energy_per_call_j=3.0,
+    )
     row = aggregate([one, two])
-    assert (row.gpu_sm_clock_min_mhz, row.gpu_throttle, row.gpu_unsteady, row.gpu_retimed) == (1500.0, "hw_thermal", 1, 1)
+    assert (row.gpu_sm_clock_min_mhz, row.gpu_throttle, row.gpu_unsteady, row.gpu_retimed) == (
+        1500.0,
+        "hw_thermal",
+        1,
+        1,
+    )
     assert row.gpu_energy_per_call_j == 2.0 and aggregate([Row(_case("cpu")).with_samples([1e-3])]).gpu_unsteady is None
 
 
 def _noise_frame(unsteady: list[int | None]) -> pd.DataFrame:
-    return pd.DataFrame([{"variant": "full", "series": f"s{i}", "status": "ok", "busy_cores": 0.0, "steal_cores": 0.0,
-                          "retimed": 0, "gpu_unsteady": u, "gpu_retimed": u} for i, u in enumerate(unsteady)])
+    return pd.DataFrame(
+        [
+            {
+                "variant": "full",
+                "series": f"s{i}",
+                "status": "ok",
+                "busy_cores": 0.0,
+                "steal_cores": 0.0,
+                "retimed": 0,
+                "gpu_unsteady": u,
+                "gpu_retimed": u,
+            }
+            for i, u in enumerate(unsteady)
+        ]
+    )
 
 
 def test_a_gpu_unsteady_case_is_flagged_like_a_busy_one():

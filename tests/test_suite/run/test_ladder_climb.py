@@ -7,9 +7,9 @@ import re
 
 import pandas as pd
 import pytest
+from helpers import suite
 
 from suite.analyse import exponents
-from helpers import suite
 
 BUDGET = dict(width=0.2, max_call_s=10.0, memory_gib=16.0)
 
@@ -62,8 +62,11 @@ def test_a_run_climbs_its_ladder_and_every_decision_is_read_back(tmp_path):
 
 def test_the_report_and_terminal_say_where_a_ladder_stopped(tmp_path):
     """paced/sdpa waits on the clock every call: all overhead floor, so the ladder never settles and stops at its max."""
-    body = GRID.format(high=1024).replace('variant = ["linear"]', 'variant = ["paced"]').replace(
-        'impl = ["native"]', 'impl = ["sdpa"]')
+    body = (
+        GRID.format(high=1024)
+        .replace('variant = ["linear"]', 'variant = ["paced"]')
+        .replace('impl = ["native"]', 'impl = ["sdpa"]')
+    )
     (grid := tmp_path / "m.toml").write_text(body)
     res = suite("run", "--grid", str(grid), "--run-id", "m", "--plugin", "fault_variants", cwd=tmp_path, report=True)
     assert res.returncode == 0, res.stderr

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
-
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pandas as pd
+import pytest
+from helpers import suite
 
 from suite.analyse.exponents import prepare
 from suite.analyse.noise import noise
 from suite.run.measurement import host_load as load
 from suite.store.rundir import RunDir
-from helpers import suite
 
 pytestmark = pytest.mark.slow  # subprocess sweeps beside a CPU hog (the fast lane: pytest -m "not slow")
 
@@ -45,9 +44,20 @@ def _frame(busy: list[float], cv: float = 0.01) -> pd.DataFrame:
     rows = []
     for i, b in enumerate(busy):
         reps = list(1e-3 * (1 + cv * np.array([-1.0, 0.0, 1.0])))
-        rows.append({"variant": "full", "impl": "sdpa" if i % 2 else "native", "params": "{}", "causal": False,
-                     "mode": "fwd", "status": "ok", "busy_cores": b, "steal_cores": 0.0, "retimed": int(b > 0.5),
-                     "replicate_times_s": reps})
+        rows.append(
+            {
+                "variant": "full",
+                "impl": "sdpa" if i % 2 else "native",
+                "params": "{}",
+                "causal": False,
+                "mode": "fwd",
+                "status": "ok",
+                "busy_cores": b,
+                "steal_cores": 0.0,
+                "retimed": int(b > 0.5),
+                "replicate_times_s": reps,
+            }
+        )
     return prepare(pd.DataFrame(rows))
 
 
@@ -92,8 +102,19 @@ def test_a_run_beside_a_cpu_hog_records_it_retimes_and_says_it_was_too_noisy(tmp
     (tmp_path / "hog.toml").write_text(GRID)
     hog = _hog(120)
     try:
-        res = suite("run", "--grid", str(tmp_path / "hog.toml"), "--run-id", "h", "--results-dir",
-                    str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path, report=True)
+        res = suite(
+            "run",
+            "--grid",
+            str(tmp_path / "hog.toml"),
+            "--run-id",
+            "h",
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--reports-dir",
+            str(tmp_path / "reports"),
+            cwd=tmp_path,
+            report=True,
+        )
     finally:
         hog.kill()
         hog.wait()
@@ -137,8 +158,14 @@ def _verdicts(stdout: str) -> dict[str, str]:
 def test_the_same_grid_twice_gives_the_same_verdicts_or_says_the_second_run_was_too_noisy(tmp_path):
     """One run on the machine as it is, one beside a process keeping a core busy."""
     (tmp_path / "stable.toml").write_text(STABLE)
-    common = ("--grid", str(tmp_path / "stable.toml"), "--results-dir", str(tmp_path / "results"),
-              "--reports-dir", str(tmp_path / "reports"))
+    common = (
+        "--grid",
+        str(tmp_path / "stable.toml"),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--reports-dir",
+        str(tmp_path / "reports"),
+    )
     first = suite("run", *common, "--run-id", "one", cwd=tmp_path, report=True)
     hog = _hog(300)
     try:

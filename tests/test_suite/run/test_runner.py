@@ -17,19 +17,55 @@ from helpers import TESTS, suite, suite_in_process, write_grid
 
 pytestmark = pytest.mark.slow  # subprocess sweeps (the fast lane: pytest -m "not slow")
 
-REQUIRED_COLUMNS = ["variant", "impl", "device", "dtype", "mode", "batch", "seq_len", "num_heads",
-                    "num_kv_heads", "head_dim", "causal", "params", "status", "reason", "time_s",
-                    "time_iqr_s", "samples", "flops", "flops_counted", "peak_bytes", "setup_s"]
+REQUIRED_COLUMNS = [
+    "variant",
+    "impl",
+    "device",
+    "dtype",
+    "mode",
+    "batch",
+    "seq_len",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "causal",
+    "params",
+    "status",
+    "reason",
+    "time_s",
+    "time_iqr_s",
+    "samples",
+    "flops",
+    "flops_counted",
+    "peak_bytes",
+    "setup_s",
+]
 
 
 def test_faults_become_rows_and_the_sweep_goes_on(tmp_path):
     blocks = "".join(
         f'\n[[block]]\nvariant = ["{v}"]\nimpl = ["native"]\n[[block]]\nvariant = ["full"]\nimpl = ["sdpa"]\nseq_len = [{n}]\n'
-        for v, n in [("fault_raise", 17), ("fault_exit", 18), ("fault_hang", 19), ("fault_oom", 20), ("fault_wrong", 21)]
+        for v, n in [
+            ("fault_raise", 17),
+            ("fault_exit", 18),
+            ("fault_hang", 19),
+            ("fault_oom", 20),
+            ("fault_wrong", 21),
+        ]
     )
     grid = write_grid(tmp_path, blocks, timeout=8)  # the hang costs the whole budget
-    res = suite("run", "--grid", str(grid), "--plugin", "fault_variants", "--run-id", "faults",
-                "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
+    res = suite(
+        "run",
+        "--grid",
+        str(grid),
+        "--plugin",
+        "fault_variants",
+        "--run-id",
+        "faults",
+        "--results-dir",
+        str(tmp_path / "results"),
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     table = pd.read_parquet(tmp_path / "results" / "faults" / "results.parquet")
     status = {(r.variant, r.seq_len): (r.status, r.reason) for r in table.itertuples()}
@@ -43,7 +79,9 @@ def test_faults_become_rows_and_the_sweep_goes_on(tmp_path):
         assert status[("full", n)][0] == "ok", status[("full", n)]
     assert table.loc[table.status == "invalid", "time_s"].isna().all(), "an invalid case is not timed"
     unprobed = "not asked for: the grid's settings have probe = false"  # write_grid's: no probes
-    assert json.loads((tmp_path / "results" / "faults" / "probe.json").read_text()) == {"cpu": {"float32": {"error": unprobed}}}
+    assert json.loads((tmp_path / "results" / "faults" / "probe.json").read_text()) == {
+        "cpu": {"float32": {"error": unprobed}}
+    }
     assert json.loads((tmp_path / "results" / "faults" / "bandwidth.json").read_text()) == {"cpu": {"error": unprobed}}
     assert f"matmul peak and memory bandwidth: {unprobed}" in res.stdout + res.stderr
 
@@ -71,9 +109,14 @@ def test_killed_runner_resumes_to_the_same_case_set(tmp_path, whole):
     results = tmp_path / "results"
     expected = case_set(reference)
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.Popen([sys.executable, "-m", "suite", "run", "--grid", str(grid), "--run-id", "cut",
-                             "--results-dir", str(results)], cwd=tmp_path, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "suite", "run", "--grid", str(grid), "--run-id", "cut", "--results-dir", str(results)],
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     journal = results / "cut" / "journal.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and (not journal.exists() or journal.read_text().count("\n") < 5):
@@ -108,25 +151,42 @@ def test_truncated_and_corrupt_journal_lines_are_reported_and_rerun(tmp_path, wh
 
 BAD_CONFIGS = [
     ('[[block]]\nvariant = ["nope"]\n', "field 'variant' = 'nope' (allowed: full, sliding_window"),
-    ('[[block]]\nvariant = ["linear"]\nimpl = ["sdpa"]\n', "field 'impl' = 'sdpa' (allowed: implementations of the chosen variants: dense, fla-core, native, triton)"),
+    (
+        '[[block]]\nvariant = ["linear"]\nimpl = ["sdpa"]\n',
+        "field 'impl' = 'sdpa' (allowed: implementations of the chosen variants: dense, fla-core, native, triton)",
+    ),
     ('[[block]]\nvariant = ["full"]\nseq_len = [0]\n', "field 'seq_len' = 0 (allowed: integers from 1 to 2147483647)"),
-    ('[[block]]\nvariant = ["gqa"]\nnum_heads = [8]\nnum_kv_heads = [3]\n', "field 'num_kv_heads' = 3 (allowed: a divisor of num_heads=8)"),
+    (
+        '[[block]]\nvariant = ["gqa"]\nnum_heads = [8]\nnum_kv_heads = [3]\n',
+        "field 'num_kv_heads' = 3 (allowed: a divisor of num_heads=8)",
+    ),
     ('[[block]]\nvariant = ["sliding_window"]\nparams = { window = [-1] }\n', "window=-1 out of range (allowed: >= 0)"),
     ('[[block]]\nvariant = ["sliding_window"]\nparams = { widnow = [3] }\n', "field 'params.widnow'"),
     ('[[block]]\nvariant = ["full"]\nheads = [8]\n', "field 'heads'"),
     ('colour = "blue"\n', "field 'colour'"),
     ('[[block]]\nvariant = ["full"]\ndtype = ["float8"]\n', "field 'dtype' = 'float8'"),
     ('[[block]]\nvariant = ["full"]\nmode = ["train"]\n', "field 'mode' = 'train'"),
-    ('[[block]]\nvariant = ["reformer"]\nmode = ["decode"]\n', "field 'mode' = 'decode' (allowed: fwd, fwd_bwd for reformer"),
-    ('[[block]]\nparams = { widnow = [3] }\n', "field 'params.widnow' = [3] (allowed: parameters of the chosen variants"),
+    (
+        '[[block]]\nvariant = ["reformer"]\nmode = ["decode"]\n',
+        "field 'mode' = 'decode' (allowed: fwd, fwd_bwd for reformer",
+    ),
+    (
+        "[[block]]\nparams = { widnow = [3] }\n",
+        "field 'params.widnow' = [3] (allowed: parameters of the chosen variants",
+    ),
     ('[[block]]\nvariant = ["full"]\ncausal = [0]\n', "field 'causal' = 0 (allowed: true, false)"),
     ('[[block]]\nvariant = ["full"]\nnum_kv_heads = [2]\n', "field 'num_kv_heads' = [2] (allowed: only with"),
     ('[[block]]\nvariant = ["full"]\nkv_len = [0]\n', "field 'kv_len' = 0 (allowed: integers from 1 to 2147483647)"),
-    ('[[block]]\nvariant = ["full"]\nmode = ["decode"]\nkv_len = [32]\n', "field 'mode' = 'decode' (allowed: fwd, fwd_bwd with kv_len"),
+    (
+        '[[block]]\nvariant = ["full"]\nmode = ["decode"]\nkv_len = [32]\n',
+        "field 'mode' = 'decode' (allowed: fwd, fwd_bwd with kv_len",
+    ),
 ]
 
 
-@pytest.mark.parametrize("body,message", BAD_CONFIGS, ids=[m.split("'")[1] if "'" in m else m[:12] for _, m in BAD_CONFIGS])
+@pytest.mark.parametrize(
+    "body,message", BAD_CONFIGS, ids=[m.split("'")[1] if "'" in m else m[:12] for _, m in BAD_CONFIGS]
+)
 def test_bad_config_exits_2_naming_the_field_and_writes_nothing(tmp_path, body, message):
     grid = write_grid(tmp_path, body)
     res = suite_in_process("run", "--grid", str(grid), "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
@@ -135,22 +195,29 @@ def test_bad_config_exits_2_naming_the_field_and_writes_nothing(tmp_path, body, 
     assert not (tmp_path / "results").exists()
 
 
-@pytest.mark.parametrize("name,text,message", [
-    ("bad.toml", "[[block]\nvariant = 1", "malformed TOML"),
-    ("bad.yaml", "block: [variant: {", "malformed YAML"),
-    ("bad2.toml", "[settings]\nthreads = 'two'\n", "field 'threads' = 'two'"),
-    ("bad3.toml", "[settings]\nwarp = 2\n", "field 'warp'"),
-    ("bad4.toml", "[settings]\nprobe = 'no'\n", "field 'probe' = 'no' (allowed: true, false)"),
-])
+@pytest.mark.parametrize(
+    "name,text,message",
+    [
+        ("bad.toml", "[[block]\nvariant = 1", "malformed TOML"),
+        ("bad.yaml", "block: [variant: {", "malformed YAML"),
+        ("bad2.toml", "[settings]\nthreads = 'two'\n", "field 'threads' = 'two'"),
+        ("bad3.toml", "[settings]\nwarp = 2\n", "field 'warp'"),
+        ("bad4.toml", "[settings]\nprobe = 'no'\n", "field 'probe' = 'no' (allowed: true, false)"),
+    ],
+)
 def test_malformed_files_and_settings_exit_2(tmp_path, name, text, message):
     (tmp_path / name).write_text(text)
-    res = suite_in_process("run", "--grid", str(tmp_path / name), "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
+    res = suite_in_process(
+        "run", "--grid", str(tmp_path / name), "--results-dir", str(tmp_path / "results"), cwd=tmp_path
+    )
     assert res.returncode == 2 and message in res.stderr, res.stderr
     assert not (tmp_path / "results").exists()
 
 
 def test_yaml_grid_with_the_same_schema(tmp_path):
-    (tmp_path / "g.yaml").write_text("name: y\nblock:\n  - variant: [linear]\n    seq_len: [64, 128]\n    head_dim: [8, 16]\n")
+    (tmp_path / "g.yaml").write_text(
+        "name: y\nblock:\n  - variant: [linear]\n    seq_len: [64, 128]\n    head_dim: [8, 16]\n"
+    )
     res = suite("run", "--grid", str(tmp_path / "g.yaml"), "--dry-run", cwd=tmp_path)
     assert res.returncode == 0 and "16 cases planned" in res.stdout  # 4 impls × 2 n × 2 d, res.stdout + res.stderr
 
@@ -163,11 +230,26 @@ def test_dry_run_lists_cases_and_writes_nothing(tmp_path):
 
 
 def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
-    grid = write_grid(tmp_path, '\n[[block]]\nvariant = ["sliding_window"]\nimpl = ["*"]\nseq_len = [16, 32]\n', name="cols",
-                      probe=True)
+    grid = write_grid(
+        tmp_path,
+        '\n[[block]]\nvariant = ["sliding_window"]\nimpl = ["*"]\nseq_len = [16, 32]\n',
+        name="cols",
+        probe=True,
+    )
     results = tmp_path / "results"
-    res = suite("run", "--grid", str(grid), "--run-id", "c", "--results-dir", str(results),
-                "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path, report=True)
+    res = suite(
+        "run",
+        "--grid",
+        str(grid),
+        "--run-id",
+        "c",
+        "--results-dir",
+        str(results),
+        "--reports-dir",
+        str(tmp_path / "reports"),
+        cwd=tmp_path,
+        report=True,
+    )
     assert res.returncode == 0, res.stderr
     table = pd.read_parquet(results / "c" / "results.parquet")
     plan = json.loads((results / "c" / "plan.json").read_text())
@@ -200,7 +282,8 @@ def test_every_planned_case_has_a_status_and_the_table_its_columns(tmp_path):
     assert [len(r) for r in swept["rounds"]] == [stream.ROUNDS] * len(swept["bytes_per_s"])  # each size every round
     assert 'id="sweep-cpu"' in (tmp_path / "reports" / "c" / "index.html").read_text()
     assert {(k["kernel"], k["level"]) for k in memory["by_kernel"].values()} == {
-        (kernel, level) for kernel in ("copy", "triad") for level in ("memory", "cache")}
+        (kernel, level) for kernel in ("copy", "triad") for level in ("memory", "cache")
+    }
     assert set(env["cpu_caches"]) >= {"L1d", "L2"}  # the host's caches, the probe's sizes
     assert (tmp_path / "reports" / "c" / "index.html").is_file() and "report:" in res.stdout
 
@@ -210,8 +293,18 @@ def test_workers_compile_in_their_own_process_with_the_threads_asked(tmp_path):
     CPU timing): inductor reads its compile threads once, at its import, which must come after the
     worker's setup (a fork server that preloaded it gave 2 here); and torch runs on the grid's threads."""
     grid = write_grid(tmp_path, '\n[[block]]\nvariant = ["inside"]\nimpl = ["native"]\n', name="inside")
-    res = suite("run", "--grid", str(grid), "--plugin", "fault_variants", "--run-id", "i",
-                "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
+    res = suite(
+        "run",
+        "--grid",
+        str(grid),
+        "--plugin",
+        "fault_variants",
+        "--run-id",
+        "i",
+        "--results-dir",
+        str(tmp_path / "results"),
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     row = json.loads((tmp_path / "results" / "i" / "journal.jsonl").read_text().splitlines()[0])
     assert row["status"] == "ok", row["reason"]

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
+from helpers import TESTS, legacy_run, suite, suite_in_process
 
 from suite.store.rundir import RunDir, baseline_path
-from helpers import TESTS, legacy_run, suite, suite_in_process
 
 
 def fingerprint_and_grid(path: Path) -> Path:
@@ -71,7 +71,10 @@ def test_baseline_save_replaces_only_with_force_and_keeps_the_old_one_until_the_
     assert json.loads((target / "baseline.json").read_text())["run"] == "r"
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name], "no half-made baseline is left"
     monkeypatch.setattr(atomic, "write_bytes", real)
-    assert suite_in_process("baseline", "save", "s", "--force", "--results-dir", str(tmp_path), cwd=tmp_path).returncode == 0
+    assert (
+        suite_in_process("baseline", "save", "s", "--force", "--results-dir", str(tmp_path), cwd=tmp_path).returncode
+        == 0
+    )
     assert json.loads((target / "baseline.json").read_text())["run"] == "s"
     assert (target / "results.parquet").is_file() and (target / "plan.json").is_file()
 
@@ -129,8 +132,9 @@ def test_a_plugin_under_the_results_folder_is_refused_before_it_is_imported(tmp_
     marker = _planted(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # as `python -m suite` run there has its working directory
     for module in ("results.evil.payload", "results.evil", "results"):
-        res = suite_in_process("run", "--grid", "smoke", "--plugin", module, "--results-dir", "results",
-                               "--dry-run", cwd=tmp_path)
+        res = suite_in_process(
+            "run", "--grid", "smoke", "--plugin", module, "--results-dir", "results", "--dry-run", cwd=tmp_path
+        )
         assert res.returncode == 2 and "under the results folder" in res.stderr, res.stderr
     assert not marker.exists()
 
@@ -138,18 +142,31 @@ def test_a_plugin_under_the_results_folder_is_refused_before_it_is_imported(tmp_
 @pytest.mark.slow
 def test_a_resumed_run_takes_its_plugins_from_the_command_line(tmp_path):
     grid = tmp_path / "g.toml"
-    grid.write_text('name = "p"\n[settings]\nmin_run_time_s = 0.01\nmax_samples = 3\ncheck_seq_len = 16\nprobe = false\n'
-                    '[defaults]\nseq_len = [16]\nbatch = [1]\nnum_heads = [1]\nhead_dim = [8]\n'
-                    '[[block]]\nvariant = ["fault_raise"]\nimpl = ["native"]\n')
-    res = suite("run", "--grid", str(grid), "--plugin", "fault_variants", "--run-id", "p",
-                "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
+    grid.write_text(
+        'name = "p"\n[settings]\nmin_run_time_s = 0.01\nmax_samples = 3\ncheck_seq_len = 16\nprobe = false\n'
+        "[defaults]\nseq_len = [16]\nbatch = [1]\nnum_heads = [1]\nhead_dim = [8]\n"
+        '[[block]]\nvariant = ["fault_raise"]\nimpl = ["native"]\n'
+    )
+    res = suite(
+        "run",
+        "--grid",
+        str(grid),
+        "--plugin",
+        "fault_variants",
+        "--run-id",
+        "p",
+        "--results-dir",
+        str(tmp_path / "results"),
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     journal = tmp_path / "results" / "p" / "journal.jsonl"
     journal.write_text("")
     res = suite_in_process("run", "--resume", "p", "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
     assert res.returncode == 2 and "--plugin fault_variants" in res.stderr
-    res = suite("run", "--resume", "p", "--plugin", "fault_variants", "--results-dir", str(tmp_path / "results"),
-                cwd=tmp_path)
+    res = suite(
+        "run", "--resume", "p", "--plugin", "fault_variants", "--results-dir", str(tmp_path / "results"), cwd=tmp_path
+    )
     assert res.returncode == 0 and json.loads(journal.read_text().splitlines()[0])["status"] == "error", res.stderr
 
 
@@ -163,16 +180,27 @@ def test_a_second_resume_of_a_run_in_progress_exits_2_naming_the_holder(tmp_path
     assert res.returncode == 2 and f"pid {os.getpid()}" in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize("extra", [("--grid", "quick"), ("--threads", "1"), ("--shard", "1/2"),
-                                   ("--variant", "full"), ("--device", "cpu"), ("--run-id", "x")])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("--grid", "quick"),
+        ("--threads", "1"),
+        ("--shard", "1/2"),
+        ("--variant", "full"),
+        ("--device", "cpu"),
+        ("--run-id", "x"),
+    ],
+)
 def test_resume_refuses_options_that_would_be_ignored(tmp_path, extra):
     legacy_run(tmp_path)
     res = suite_in_process("run", "--resume", "r", *extra, "--results-dir", str(tmp_path), cwd=tmp_path)
     assert res.returncode == 2 and extra[0] in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize("args, field", [(("--threads", "300"), "--threads 300"), (("--run-id=-x",), "-x"),
-                                         (("--threads", "0"), "--threads 0")])
+@pytest.mark.parametrize(
+    "args, field",
+    [(("--threads", "300"), "--threads 300"), (("--run-id=-x",), "-x"), (("--threads", "0"), "--threads 0")],
+)
 def test_bad_run_options_exit_2_before_any_work(tmp_path, args, field):
     res = suite_in_process("run", "--grid", "smoke", *args, "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
     assert res.returncode == 2 and field in res.stderr, res.stderr
@@ -183,8 +211,15 @@ def test_bad_run_options_exit_2_before_any_work(tmp_path, args, field):
 def test_a_report_of_a_dotted_path_writes_where_the_folder_is_named(tmp_path):
     legacy_run(tmp_path / "results")
     (tmp_path / "results" / "r" / "sub").mkdir()
-    res = suite_in_process("report", str(tmp_path / "results" / "r" / "sub" / ".."), "--results-dir",
-                           str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path)
+    res = suite_in_process(
+        "report",
+        str(tmp_path / "results" / "r" / "sub" / ".."),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--reports-dir",
+        str(tmp_path / "reports"),
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "reports" / "r" / "index.html").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["reports", "results"]
@@ -210,18 +245,38 @@ def test_merge_of_a_damaged_shard_writes_nothing(tmp_path):
 
 
 # ------------------------------------------------------------------ processes
-HANG = ('name = "h"\n[settings]\ncase_timeout_s = 600\nmin_run_time_s = 0.01\ncheck_seq_len = 16\nprobe = false\n'
-        '[defaults]\nseq_len = [16]\nbatch = [1]\nnum_heads = [1]\nhead_dim = [8]\n'
-        '[[block]]\nvariant = ["{variant}"]\nimpl = ["native"]\n')
+HANG = (
+    'name = "h"\n[settings]\ncase_timeout_s = 600\nmin_run_time_s = 0.01\ncheck_seq_len = 16\nprobe = false\n'
+    "[defaults]\nseq_len = [16]\nbatch = [1]\nnum_heads = [1]\nhead_dim = [8]\n"
+    '[[block]]\nvariant = ["{variant}"]\nimpl = ["native"]\n'
+)
 
 
 def _start(tmp_path: Path, variant: str) -> subprocess.Popen:
     (tmp_path / "g.toml").write_text(HANG.format(variant=variant))
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    return subprocess.Popen([sys.executable, "-m", "suite", "run", "--grid", str(tmp_path / "g.toml"), "--plugin",
-                             "fault_variants", "--run-id", "h", "--results-dir", str(tmp_path / "results"),
-                             "--no-report"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "suite",
+            "run",
+            "--grid",
+            str(tmp_path / "g.toml"),
+            "--plugin",
+            "fault_variants",
+            "--run-id",
+            "h",
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--no-report",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(predicate, timeout_s: float = 120.0) -> bool:
@@ -283,8 +338,9 @@ def test_a_worker_killed_from_outside_is_not_called_oom_and_runs_again_on_resume
     journal = tmp_path / "results" / "h" / "journal.jsonl"
     rows = [json.loads(line) for line in journal.read_text().splitlines()]
     assert [r["status"] for r in rows] == ["killed"] and "from outside the suite" in rows[0]["reason"]
-    res = suite("run", "--resume", "h", "--plugin", "fault_variants", "--results-dir", str(tmp_path / "results"),
-                cwd=tmp_path)
+    res = suite(
+        "run", "--resume", "h", "--plugin", "fault_variants", "--results-dir", str(tmp_path / "results"), cwd=tmp_path
+    )
     assert res.returncode == 0 and "0 of 1 cases already in the journal" in res.stderr, res.stderr
     assert len(journal.read_text().splitlines()) == 2
 
@@ -293,17 +349,49 @@ def test_a_worker_killed_from_outside_is_not_called_oom_and_runs_again_on_resume
 def test_ab_removes_its_worktrees_on_sigterm_and_sighup_and_its_servers_die_with_it(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
-    for args in (("init", "-q"), ("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x")):
+    for args in (
+        ("init", "-q"),
+        ("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x"),
+    ):
         subprocess.run(["git", *args], cwd=repo, check=True)
     (tmp_path / "g.toml").write_text(HANG.format(variant="fault_hang"))
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     for n, sig in enumerate((signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)):
-        proc = subprocess.Popen([sys.executable, "-m", "suite", "ab", "HEAD", "HEAD", "--repo", str(repo),
-                                 "--grid", str(tmp_path / "g.toml"), "--plugin", "fault_variants", "--pairs", "2",
-                                 "--rounds", "1", "--run-id", f"ab{n}", "--results-dir", str(tmp_path / "results")],
-                                cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        listed = lambda: subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True,  # noqa: E731
-                                        text=True).stdout.count("\n")
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "suite",
+                "ab",
+                "HEAD",
+                "HEAD",
+                "--repo",
+                str(repo),
+                "--grid",
+                str(tmp_path / "g.toml"),
+                "--plugin",
+                "fault_variants",
+                "--pairs",
+                "2",
+                "--rounds",
+                "1",
+                "--run-id",
+                f"ab{n}",
+                "--results-dir",
+                str(tmp_path / "results"),
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        listed = lambda: subprocess.run(
+            ["git", "worktree", "list"],
+            cwd=repo,
+            capture_output=True,  # noqa: E731
+            text=True,
+        ).stdout.count("\n")
         # NB: both sides' servers started (each a child of the driver), so that their deaths are what is checked
         assert _wait_for(lambda: listed() == 3 and len(psutil.Process(proc.pid).children()) >= 2), "no servers"
         serves = psutil.Process(proc.pid).children(recursive=True)

@@ -3,20 +3,18 @@ machine) loses nothing it measured: its table is written from the journal."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
+import pytest
+from helpers import TESTS, unprobed
 
 from suite.store.rundir import RunDir
-from helpers import TESTS, unprobed
 
 pytestmark = pytest.mark.slow  # subprocess sweeps (the fast lane: pytest -m "not slow")
 
@@ -44,8 +42,21 @@ def test_a_run_killed_before_its_table_gets_one_from_its_journal(tmp_path, capsy
 
 def test_sigterm_stops_a_sweep_and_still_writes_the_table(tmp_path):
     grid = unprobed("smoke", tmp_path / "grid")  # NB: a folder of the results folder no listing takes for a run
-    cmd = [sys.executable, "-m", "suite", "run", "--grid", str(grid), "--variant", "full,linear",
-           "--run-id", "stopped", "--results-dir", str(tmp_path), "--no-report"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "suite",
+        "run",
+        "--grid",
+        str(grid),
+        "--variant",
+        "full,linear",
+        "--run-id",
+        "stopped",
+        "--results-dir",
+        str(tmp_path),
+        "--no-report",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     journal = tmp_path / "stopped" / "journal.jsonl"
     deadline = time.time() + 120

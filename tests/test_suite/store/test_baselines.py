@@ -11,14 +11,20 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import LEGACY, legacy_run, suite_in_process
 
 from suite.store import atomic, rundir
 from suite.store.rundir import RunDir, baselines, save_baseline
-from helpers import LEGACY, legacy_run, suite_in_process
 
 # every call a save makes that can fail or be killed: (module, attribute)
-STEPS = [(atomic, "write_bytes"), (os, "fsync"), (atomic, "exchange"), (os, "replace"), (os, "rename"),
-         (shutil, "rmtree")]
+STEPS = [
+    (atomic, "write_bytes"),
+    (os, "fsync"),
+    (atomic, "exchange"),
+    (os, "replace"),
+    (os, "rename"),
+    (shutil, "rmtree"),
+]
 
 
 @contextlib.contextmanager
@@ -36,12 +42,15 @@ def counting(calls: list):
         def call(*args, **kwargs):
             calls.append(1)
             return real(*args, **kwargs)
+
         return call
+
     return wrap
 
 
 def failing_at(n: int, fault: str):
     """The n-th call raises (Ctrl-C, a full disk) or ends the process there (kill -9)."""
+
     def wrap(real):
         seen = []
 
@@ -52,7 +61,9 @@ def failing_at(n: int, fault: str):
                     os._exit(137)
                 raise KeyboardInterrupt if fault == "interrupt" else OSError(errno.ENOSPC, "No space left on device")
             return real(*args, **kwargs)
+
         return call
+
     return wrap
 
 
@@ -113,11 +124,14 @@ def test_a_baseline_save_stopped_at_any_step_leaves_one_whole_baseline(results, 
             save_baseline(RunDir(results / "r"), results, force=True)
             save_stopped(results, owner, name, n, fault)
             step = f"{name} call {n} of {len(calls)}, {fault}"
-            if fault != "kill" or can_exchange:  # NB: a kill between two renames leaves no baseline until the next listing
+            if (
+                fault != "kill" or can_exchange
+            ):  # NB: a kill between two renames leaves no baseline until the next listing
                 assert whole(target) in ("r", "s"), step
             listed = baselines(results)
             assert [(str(where), info["run"]) for where, info in listed] == [
-                (str(target.relative_to(results / "baselines")), whole(target))] and whole(target), step
+                (str(target.relative_to(results / "baselines")), whole(target))
+            ] and whole(target), step
             save_baseline(RunDir(results / "s"), results, force=True)
             assert whole(target) == "s" and [p.name for p in target.parent.iterdir()] == [target.name], step
 

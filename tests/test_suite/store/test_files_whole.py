@@ -15,11 +15,11 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from helpers import LEGACY, ROOT, legacy_run, suite_in_process
 
 from suite.store.journal import Journal
 from suite.store.row import Row
 from suite.store.rundir import RunDir
-from helpers import LEGACY, ROOT, legacy_run, suite_in_process
 
 
 def first_row() -> Row:
@@ -210,8 +210,10 @@ def test_a_cut_table_is_rebuilt_from_the_journal(tmp_path, cut):
     whole = pd.read_parquet(path / "results.parquet")
     data = (path / "results.parquet").read_bytes()
     (path / "results.parquet").write_bytes(data[:cut])
-    for command in (("report", "r", "--reports-dir", str(tmp_path / "reports")),
-                    ("export", "r", "--format", "github-action-benchmark", "-o", str(tmp_path / "o.json"))):
+    for command in (
+        ("report", "r", "--reports-dir", str(tmp_path / "reports")),
+        ("export", "r", "--format", "github-action-benchmark", "-o", str(tmp_path / "o.json")),
+    ):
         res = suite_in_process(*command, "--results-dir", str(tmp_path), cwd=tmp_path)
         assert res.returncode == 0, res.stderr
     rebuilt = pd.read_parquet(path / "results.parquet")
@@ -225,14 +227,19 @@ def test_a_table_older_than_its_journal_is_rebuilt(tmp_path):
     lines = (path / "journal.jsonl").read_text().splitlines(keepends=True)
     (path / "journal.jsonl").write_text("".join(lines[:3]))
     (path / "results.parquet").unlink()
-    assert suite_in_process("report", "r", "--results-dir", str(tmp_path), "--reports-dir",
-                            str(tmp_path / "reports"), cwd=tmp_path).returncode == 0
+    assert (
+        suite_in_process(
+            "report", "r", "--results-dir", str(tmp_path), "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path
+        ).returncode
+        == 0
+    )
     early = pd.read_parquet(path / "results.parquet")
     with open(path / "journal.jsonl", "a") as fh:  # measured on after the table was written
         fh.write("".join(lines[3:]))
     os.utime(path / "journal.jsonl", ns=(os.stat(path / "results.parquet").st_mtime_ns + 10**6,) * 2)
-    res = suite_in_process("report", "r", "--results-dir", str(tmp_path), "--reports-dir",
-                           str(tmp_path / "reports"), cwd=tmp_path)
+    res = suite_in_process(
+        "report", "r", "--results-dir", str(tmp_path), "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path
+    )
     assert res.returncode == 0 and "measured more after its table was written" in res.stderr
     late = pd.read_parquet(path / "results.parquet")
     assert (late["status"] == "ok").sum() > (early["status"] == "ok").sum()
@@ -244,8 +251,16 @@ def test_a_table_is_rebuilt_when_its_journal_grew_even_with_equal_times(tmp_path
     lines = (path / "journal.jsonl").read_text().splitlines(keepends=True)
     (path / "journal.jsonl").write_text("".join(lines[:3]))
     (path / "results.parquet").unlink()
-    export = ("export", "r", "--format", "github-action-benchmark", "-o", str(tmp_path / "o.json"),
-              "--results-dir", str(tmp_path))
+    export = (
+        "export",
+        "r",
+        "--format",
+        "github-action-benchmark",
+        "-o",
+        str(tmp_path / "o.json"),
+        "--results-dir",
+        str(tmp_path),
+    )
     assert suite_in_process(*export, cwd=tmp_path).returncode == 0
     early = pd.read_parquet(path / "results.parquet")
     with open(path / "journal.jsonl", "a") as fh:
@@ -336,9 +351,11 @@ def test_a_damaged_plan_is_named_and_nothing_is_written(tmp_path, kind):
 
 
 DAMAGED_SIDECARS = {  # what the file holds: text as it is, a list, or fields replacing the run's own
-    "env a list": ("env.json", [1, 2]), "env devices text": ("env.json", {"devices": "cpu"}),
+    "env a list": ("env.json", [1, 2]),
+    "env devices text": ("env.json", {"devices": "cpu"}),
     "env cache size text": ("env.json", {"cpu_caches": {"L2": {"bytes": "1 MiB"}}}),
-    "probe a list": ("probe.json", ["cpu"]), "probe device text": ("probe.json", {"cpu": "fast"}),
+    "probe a list": ("probe.json", ["cpu"]),
+    "probe device text": ("probe.json", {"cpu": "fast"}),
     "probe peak text": ("probe.json", {"cpu": {"float32": {"flops_per_s": "fast"}}}),
     "bandwidth device a list": ("bandwidth.json", {"cpu": ["fast"]}),
     "bandwidth text": ("bandwidth.json", {"cpu": {"bytes_per_s": "fast", "spread": 0.1}}),
@@ -346,7 +363,8 @@ DAMAGED_SIDECARS = {  # what the file holds: text as it is, a list, or fields re
     "sweep reach text": ("bandwidth.json", {"cpu": {"bytes_per_s": 1e9, "sweep": {"reach_bytes": "101 MiB"}}}),
     "ladders text": ("ladders.json", {"ladders": "all"}),
     "ladder why a number": ("ladders.json", {"ladders": [{"series": "x", "stop": "settled", "why": 5}]}),
-    "baseline a list": ("baseline.json", ["r"]), "baseline run a number": ("baseline.json", {"run": 5}),
+    "baseline a list": ("baseline.json", ["r"]),
+    "baseline run a number": ("baseline.json", {"run": 5}),
     "baseline saved_at a number": ("baseline.json", {"saved_at": 2026}),
 }
 
@@ -367,9 +385,19 @@ def test_a_damaged_sidecar_file_is_named_and_nothing_is_written(tmp_path, name, 
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before and not (tmp_path / "reports").exists()
 
 
-@pytest.mark.parametrize("field, value", [("params", "abc"), ("replicate", "0"), ("replicate", -1), ("replicate", 64),
-                                          ("samples", ["x"]),
-                                          ("status", "great"), ("time_s", "fast"), ("op_seconds", [1])])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("params", "abc"),
+        ("replicate", "0"),
+        ("replicate", -1),
+        ("replicate", 64),
+        ("samples", ["x"]),
+        ("status", "great"),
+        ("time_s", "fast"),
+        ("op_seconds", [1]),
+    ],
+)
 @pytest.mark.slow
 def test_a_journal_line_with_a_bad_field_is_named_and_the_rest_kept(tmp_path, field, value):
     path = legacy_run(tmp_path)
@@ -379,8 +407,9 @@ def test_a_journal_line_with_a_bad_field_is_named_and_the_rest_kept(tmp_path, fi
     lines[1] = json.dumps(bad)
     (path / "journal.jsonl").write_text("\n".join(lines) + "\n")
     (path / "results.parquet").unlink()
-    res = suite_in_process("report", "r", "--results-dir", str(tmp_path), "--reports-dir",
-                           str(tmp_path / "reports"), cwd=tmp_path)
+    res = suite_in_process(
+        "report", "r", "--results-dir", str(tmp_path), "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     assert "line 2" in res.stderr and field in res.stderr and "1 line(s)" in res.stderr
 
@@ -390,8 +419,17 @@ def test_a_journal_from_a_newer_version_is_counted_on_every_read(tmp_path):
     lines = [json.loads(line) for line in (path / "journal.jsonl").read_text().splitlines()]
     (path / "journal.jsonl").write_text("".join(json.dumps({**line, "joules": 1.0}) + "\n" for line in lines))
     os.utime(path / "results.parquet")  # the table is current: the journal is read for the count alone
-    res = suite_in_process("export", "r", "--format", "github-action-benchmark", "-o", str(tmp_path / "o.json"),
-                           "--results-dir", str(tmp_path), cwd=tmp_path)
+    res = suite_in_process(
+        "export",
+        "r",
+        "--format",
+        "github-action-benchmark",
+        "-o",
+        str(tmp_path / "o.json"),
+        "--results-dir",
+        str(tmp_path),
+        cwd=tmp_path,
+    )
     assert res.returncode == 0 and f"{len(lines)} line(s)" in res.stderr and "joules" in res.stderr
 
 
@@ -403,12 +441,22 @@ def test_a_run_with_nothing_ok_reports_instead_of_crashing(tmp_path):
         if state == "plan only":
             (path / "journal.jsonl").unlink()
         else:
-            nothing = {"status": state, "reason": "x", "samples": None, "time_s": None, "time_iqr_s": None,
-                       "time_min_s": None, "flops": None, "extra_flops": None, "op_seconds": None}
+            nothing = {
+                "status": state,
+                "reason": "x",
+                "samples": None,
+                "time_s": None,
+                "time_iqr_s": None,
+                "time_min_s": None,
+                "flops": None,
+                "extra_flops": None,
+                "op_seconds": None,
+            }
             (path / "journal.jsonl").write_text("".join(json.dumps({**line, **nothing}) + "\n" for line in lines))
         (path / "results.parquet").unlink(missing_ok=True)
-        res = suite_in_process("report", "r", "--results-dir", str(tmp_path), "--reports-dir",
-                               str(tmp_path / "reports"), cwd=tmp_path)
+        res = suite_in_process(
+            "report", "r", "--results-dir", str(tmp_path), "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path
+        )
         assert res.returncode == 0, (state, res.stderr)
         frame = pd.read_parquet(path / "results.parquet")
         assert (frame["status"] == ("not_run" if state == "plan only" else state)).all()

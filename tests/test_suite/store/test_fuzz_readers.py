@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import LEGACY, suite_in_process
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -17,15 +18,17 @@ from suite.plan.case import Case
 from suite.run import runner
 from suite.store.journal import Journal
 from suite.store.rundir import RunDir
-from helpers import LEGACY, suite_in_process
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                    st.text(max_size=12))
-json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                            st.dictionaries(st.text(max_size=10), inner, max_size=5)),
-                           max_leaves=20)
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=12)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=5)),
+    max_leaves=20,
+)
 REAL_LINE = json.loads((LEGACY / "journal.jsonl").read_text().splitlines()[0])
 REAL_PLAN = json.loads((LEGACY / "plan.json").read_text())
 
@@ -104,8 +107,11 @@ def test_the_grid_reader_takes_any_bytes(tmp_path_factory, content, suffix):
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(["name", "settings", "defaults", "block", "description", "x"]),
-                       json_values, max_size=4))
+@given(
+    st.dictionaries(
+        st.sampled_from(["name", "settings", "defaults", "block", "description", "x"]), json_values, max_size=4
+    )
+)
 def test_the_grid_parser_takes_any_table(data):
     try:
         grids.parse(data, "fuzz")
@@ -171,8 +177,11 @@ def _damage(folder: Path, data) -> None:
     name = data.draw(st.sampled_from(["plan.json", "env.json", "journal.jsonl", "ladders.json", "bandwidth.json"]))
     path, how = folder / name, data.draw(st.sampled_from(["bytes", "json", "fields"]))
     if name == "journal.jsonl":
-        junk = data.draw(st.one_of(st.binary(max_size=120), json_values.map(lambda v: json.dumps(v).encode()))) \
-            if data.draw(st.booleans()) else json.dumps(_mutated(REAL_LINE, data)).encode()
+        junk = (
+            data.draw(st.one_of(st.binary(max_size=120), json_values.map(lambda v: json.dumps(v).encode())))
+            if data.draw(st.booleans())
+            else json.dumps(_mutated(REAL_LINE, data)).encode()
+        )
         path.write_bytes(path.read_bytes() + junk + b"\n")
     elif how == "bytes":
         path.write_bytes(data.draw(st.binary(max_size=200)))
@@ -186,8 +195,9 @@ def _damage(folder: Path, data) -> None:
         path.write_text(json.dumps(base))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
-          phases=[Phase.generate])  # NB: not shrunk: each example is a whole merge, and a failure reads as drawn
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], phases=[Phase.generate]
+)  # NB: not shrunk: each example is a whole merge, and a failure reads as drawn
 @given(st.data())
 def test_merge_of_damaged_shards_works_or_exits_2_and_leaves_no_run(shard_pair, tmp_path_factory, data):
     """Shards whose plan, environment, ladders or bandwidth are random bytes, random JSON or fields changed (odd

@@ -11,10 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from helpers import TESTS, legacy_run, suite_in_process
 
 from suite.store import lock
 from suite.store.rundir import RunDir
-from helpers import TESTS, legacy_run, suite_in_process
 
 HOLD = """
 import fcntl, os, sys
@@ -38,8 +38,13 @@ def locked(folder: Path, how: str = "measure"):
     """Another process holds the run's lock (`measure`: as `run` does; `read`: as a reading command) until
     the block ends; yields its pid."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
-    child = subprocess.Popen([sys.executable, "-c", HOLD, str(folder), how], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(folder), how],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert child.stdout.readline() == "held\n"
         yield child.pid
@@ -90,8 +95,17 @@ def test_a_resume_of_a_run_that_a_command_reads_exits_2_saying_so(results):
 def test_commands_read_each_other_s_runs_at_once_and_a_measuring_process_after_them(results):
     with lock.reading(results / "r", "report"):
         with locked(results / "r", "read"):
-            res = suite_in_process("export", "r", "--format", "github-action-benchmark", "-o", str(results / "o.json"),
-                                   "--results-dir", str(results), cwd=results)
+            res = suite_in_process(
+                "export",
+                "r",
+                "--format",
+                "github-action-benchmark",
+                "-o",
+                str(results / "o.json"),
+                "--results-dir",
+                str(results),
+                cwd=results,
+            )
     assert res.returncode == 0, res.stderr
     with lock.held(results / "r"):
         pass
@@ -101,8 +115,17 @@ def test_a_run_nobody_measures_is_read_from_a_read_only_folder_without_a_lock_fi
     folder = legacy_run(tmp_path, "r")
     os.chmod(folder, 0o555)
     try:
-        res = suite_in_process("export", "r", "--format", "github-action-benchmark", "-o", str(tmp_path / "o.json"),
-                               "--results-dir", str(tmp_path), cwd=tmp_path)
+        res = suite_in_process(
+            "export",
+            "r",
+            "--format",
+            "github-action-benchmark",
+            "-o",
+            str(tmp_path / "o.json"),
+            "--results-dir",
+            str(tmp_path),
+            cwd=tmp_path,
+        )
     finally:
         os.chmod(folder, 0o755)
     assert res.returncode == 0, res.stderr

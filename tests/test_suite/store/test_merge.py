@@ -7,10 +7,7 @@ import shutil
 
 import pandas as pd
 import pytest
-
-from suite.plan import shard
 from helpers import SMALL, suite, suite_in_process, write_grid
-
 
 CLIMB = """
 [[block]]   # adaptive lengths whose choice does not depend on the machine: a 2 ms wait is all floor,
@@ -32,8 +29,9 @@ def test_merged_shards_equal_the_unsharded_run_and_shards_of_other_grids_are_ref
     for k in (1, 2, 3):
         res = suite("run", *common, "--shard", f"{k}/3", "--run-id", f"s{k}", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
-    res = suite_in_process("merge", "s1", "s3", "s2", "--run-id", "merged", "--results-dir", str(results),
-                           "--no-report", cwd=tmp_path)
+    res = suite_in_process(
+        "merge", "s1", "s3", "s2", "--run-id", "merged", "--results-dir", str(results), "--no-report", cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     res = suite("run", *common, "--run-id", "whole", cwd=tmp_path)
     merged, whole = (pd.read_parquet(results / name / "results.parquet") for name in ("merged", "whole"))
@@ -48,8 +46,20 @@ def test_merged_shards_equal_the_unsharded_run_and_shards_of_other_grids_are_ref
     assert len(stops) == 2 and {s["stop"] for s in stops} == {"max"}
 
     other = write_grid(tmp_path, SMALL.replace("seq_len = [16, 32]", "seq_len = [16, 48]"), name="sh")
-    res = suite("run", "--grid", str(other), "--plugin", "fault_variants", "--results-dir", str(results),
-                "--shard", "2/3", "--run-id", "o2", cwd=tmp_path)
+    res = suite(
+        "run",
+        "--grid",
+        str(other),
+        "--plugin",
+        "fault_variants",
+        "--results-dir",
+        str(results),
+        "--shard",
+        "2/3",
+        "--run-id",
+        "o2",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0
     res = suite_in_process("merge", "s1", "o2", "--run-id", "bad", "--results-dir", str(results), cwd=tmp_path)
     assert res.returncode == 2 and "not shards of one grid" in res.stderr

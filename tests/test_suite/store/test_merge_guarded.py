@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import LEGACY, TESTS, suite_in_process
 
 from suite.errors import UsageError
 from suite.plan.case import Case
 from suite.store import journal, merge
 from suite.store.rundir import RunDir
-from helpers import LEGACY, TESTS, suite_in_process
 
 KEYS = json.loads((LEGACY / RunDir.PLAN).read_text())["cases"]
 LINES = (LEGACY / RunDir.JOURNAL).read_text().splitlines()
@@ -36,14 +36,15 @@ def shard_folder(results: Path, name: str, keys: list, spec: dict) -> Path:
 
 
 def halves(results: Path, overlap: int = 0) -> list[str]:
-    shard_folder(results, "a", KEYS[:12 + overlap], {"k": 1, "n": 2})
+    shard_folder(results, "a", KEYS[: 12 + overlap], {"k": 1, "n": 2})
     shard_folder(results, "b", KEYS[12:], {"k": 2, "n": 2})
     return ["a", "b"]
 
 
 def merged(results: Path, *names: str, run_id: str = "m"):
-    return suite_in_process("merge", *names, "--run-id", run_id, "--results-dir", str(results), "--no-report",
-                            cwd=results)
+    return suite_in_process(
+        "merge", *names, "--run-id", run_id, "--results-dir", str(results), "--no-report", cwd=results
+    )
 
 
 def test_shards_that_do_not_overlap_merge_into_every_case_once(tmp_path):
@@ -75,6 +76,7 @@ def _failing_append(real):
         if len(calls) == 5:
             raise OSError(28, "No space left on device")
         return real(path, data)
+
     return append
 
 
@@ -113,8 +115,9 @@ def test_a_merge_killed_half_way_leaves_no_run_and_the_next_one_succeeds(tmp_pat
     for name in ("a", "b"):
         RunDir.resolve(name, tmp_path)  # NB: the tables first, so the child is killed in the merge itself
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, "-c", KILLED, str(tmp_path)], capture_output=True, text=True, env=env,
-                         timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", KILLED, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert res.returncode == -signal.SIGKILL and "writing" in res.stdout, res.stderr
     assert not (tmp_path / "m").exists(), "a killed merge left a run that looks resumable"
     assert len(list(tmp_path.glob(".m.merging.*"))) == 1
@@ -133,6 +136,7 @@ def test_a_target_made_while_merging_is_not_overwritten(tmp_path, monkeypatch):
         real(run, *args)
         (tmp_path / "m").mkdir()
         (tmp_path / "m" / "mine").write_text("x")
+
     monkeypatch.setattr(merge, "_write", write)
     with pytest.raises(UsageError, match="exists"):
         merge.merge(shards, RunDir(tmp_path / "m"))

@@ -8,11 +8,10 @@ import torch
 import torch._dynamo
 
 import variants
-from variants.impls import compiled
-from variants.impls import Fused
-from variants.rules import paths
 from variants.catalog.linear import ELU_PLUS_ONE, _elu_eager
 from variants.catalog.rfa import SINCOS, _sincos_eager
+from variants.impls import Fused, compiled
+from variants.rules import paths
 
 pytestmark = pytest.mark.slow  # compiles with inductor
 
@@ -67,7 +66,10 @@ def test_a_step_whose_calls_are_all_under_its_least_elements_is_not_compiled():
     assert step._compiled is None and not step._ready
     step(x, 2.0)
     assert calls == {"eager": 1}
-    assert step.warm((x[:, :1], 2.0), most=1000) == "compiled for calls of 1000 elements or more (inductor, dynamic shapes)"
+    assert (
+        step.warm((x[:, :1], 2.0), most=1000)
+        == "compiled for calls of 1000 elements or more (inductor, dynamic shapes)"
+    )
 
 
 def test_a_feature_map_on_short_sequences_compiles_nothing_and_says_so():
@@ -75,7 +77,9 @@ def test_a_feature_map_on_short_sequences_compiles_nothing_and_says_so():
     process spent seconds of each one's setup, for calls that ran eager)."""
     q = torch.randn(1, 2, 256, 16)
     fn = variants.get("linear").impls["native"].prepare(q, q, q, causal=False, params={})
-    assert fn.notes["feature_map"] == "elu+1 eager (calls of 8192 elements at most, under the 131072 it is compiled for)"
+    assert (
+        fn.notes["feature_map"] == "elu+1 eager (calls of 8192 elements at most, under the 131072 it is compiled for)"
+    )
     big = torch.randn(1, 8, 4096, 64)  # the sweep's shape: 2^21 elements, compiled
     fn = variants.get("linear").impls["native"].prepare(big, big, big, causal=False, params={})
     assert fn.notes["feature_map"] == "elu+1 compiled for calls of 131072 elements or more (inductor, dynamic shapes)"
@@ -142,6 +146,7 @@ def test_float64_stays_eager_and_past_dynamo_s_graphs_limit_the_eager_form_runs(
     """float64 is the references' dtype; past dynamo's graph limit (8 here: a sweep raises it,
     `sweep_dynamo`) dynamo would run `traced` op by op: the compile fails in warm instead, and what
     warmed before still runs compiled."""
+
     def own(x, scale):
         return x * scale
 
@@ -190,8 +195,10 @@ def test_the_native_paths_compile_in_setup_and_never_in_the_timed_calls(name, mo
     prepared = spec.prepare(q, k, v, impl="native")
     small = name == "linear" and n == 97
     assert prepared.notes["feature_map"].endswith(
-        "eager (calls of 49664 elements at most, under the 131072 it is compiled for)" if small
-        else "(inductor, dynamic shapes)")
+        "eager (calls of 49664 elements at most, under the 131072 it is compiled for)"
+        if small
+        else "(inductor, dynamic shapes)"
+    )
     step = SINCOS if name == "rfa" else ELU_PLUS_ONE
     before = step.compiled_calls
     with torch._dynamo.config.patch(error_on_recompile=True):

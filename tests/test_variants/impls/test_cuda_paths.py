@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import variants
-from suite.plan.settings import Settings
-from suite.machine import timing
-from suite.run.executors import worker
 from suite.machine import device as devices
+from suite.machine import timing
+from suite.plan.settings import Settings
+from suite.run.executors import worker
 from variants.impls import classic
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none on this machine)")
@@ -56,20 +56,34 @@ class FakeCuda:
 def test_cuda_timer_warms_up_then_queues_flushed_calls_between_events_and_syncs_once():
     log: list[str] = []
     cuda = FakeCuda(log)
-    samples = timing.time_cuda(lambda: log.append("fn"), min_run_time=0.0, max_samples=10, min_samples=3,
-                               cuda=cuda, flush=lambda: log.append("flush"))
+    samples = timing.time_cuda(
+        lambda: log.append("fn"),
+        min_run_time=0.0,
+        max_samples=10,
+        min_samples=3,
+        cuda=cuda,
+        flush=lambda: log.append("flush"),
+    )
     warm = ["fn", "sync", "record", *["flush", "fn"] * timing.CUDA_WARMUP, "record", "event-sync"]
     assert log[: len(warm)] == warm
     # do_bench's order: the flush before each start event, no wait between calls, one sync at the end
-    assert log[len(warm):] == ["flush", "record", "fn", "record"] * 3 + ["sync"]
+    assert log[len(warm) :] == ["flush", "record", "fn", "record"] * 3 + ["sync"]
     assert samples == [0.002] * 3
 
 
 def test_cuda_timer_takes_enough_calls_for_the_minimum_run_time_within_the_sample_limits():
     def count(per_call_s, min_run_time, max_samples=100):
         cuda = FakeCuda([], per_call_s=per_call_s)
-        return len(timing.time_cuda(lambda: cuda.log.append("fn"), min_run_time=min_run_time,
-                                    max_samples=max_samples, min_samples=3, cuda=cuda, flush=lambda: None))
+        return len(
+            timing.time_cuda(
+                lambda: cuda.log.append("fn"),
+                min_run_time=min_run_time,
+                max_samples=max_samples,
+                min_samples=3,
+                cuda=cuda,
+                flush=lambda: None,
+            )
+        )
 
     assert count(0.01, 0.05) == 5
     assert count(0.01, 10.0) == 100  # capped by max_samples
@@ -98,8 +112,12 @@ def test_a_cuda_worker_never_limits_its_address_space(monkeypatch):
     assert calls == [Settings().memory_budget_gib]
 
 
-CLASSIC = [(name, impl) for name in variants.names() if variants.get(name).family == "classic"
-           for impl in variants.get(name).impls]
+CLASSIC = [
+    (name, impl)
+    for name in variants.names()
+    if variants.get(name).family == "classic"
+    for impl in variants.get(name).impls
+]
 
 
 @pytest.mark.parametrize("name,impl", CLASSIC)
@@ -113,7 +131,9 @@ def test_the_timed_call_of_a_classic_form_never_converts_its_weights(monkeypatch
         raise AssertionError("weights fetched inside the timed call")
 
     monkeypatch.setattr(classic, "weights", host_weights)
-    monkeypatch.setattr(torch.Tensor, "to", lambda *a, **k: (_ for _ in ()).throw(AssertionError("a copy in the timed call")))
+    monkeypatch.setattr(
+        torch.Tensor, "to", lambda *a, **k: (_ for _ in ()).throw(AssertionError("a copy in the timed call"))
+    )
     torch.testing.assert_close(run(), expected)
 
 
@@ -179,8 +199,20 @@ def test_the_peak_call_is_the_warm_up_only_where_the_device_says_so(monkeypatch,
 
     cpu = devices.DEVICES["cpu"]
     monkeypatch.setitem(devices.DEVICES, "cpu", replace(cpu, time=timer, peak_bytes=peak, peak_warms_up=warms_up))
-    case = Case(variant="full", impl="sdpa", device="cpu", dtype="float32", mode="fwd", batch=1, seq_len=32,
-                num_heads=2, num_kv_heads=2, head_dim=8, causal=False, params=())
+    case = Case(
+        variant="full",
+        impl="sdpa",
+        device="cpu",
+        dtype="float32",
+        mode="fwd",
+        batch=1,
+        seq_len=32,
+        num_heads=2,
+        num_kv_heads=2,
+        head_dim=8,
+        causal=False,
+        params=(),
+    )
     row = measure.measure(case, Settings(retimes=0, busy_limit_cores=1e9), replicate=0)
     assert row.status == "ok" and row.peak_bytes == 1
     assert log == ([("peak", None), ("time", True)] if warms_up else [("time", False), ("peak", None)])

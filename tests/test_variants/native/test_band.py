@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import inputs
 
 import variants
-from helpers import inputs
-from variants.native.core import fused_kernel as fused
 from variants.native.band import BandPlan, band_bias, band_part
+from variants.native.core import fused_kernel as fused
 
 BANDS = ["sliding_window", "strided", "fixed", "bigbird", "neighborhood"]  # neighborhood: its interior is a band
 NEG_INF = float("-inf")
@@ -22,8 +22,9 @@ def _fused_rows(monkeypatch, heads: int = 8) -> list[int]:
     q is (B·H, blocks, block, d) for a band, (B·H, classes, members, d) for residue classes, (1, B·H,
     rows, d) for a key subset."""
     rows, kernel = [], fused.FUSED
-    monkeypatch.setattr(fused, "FUSED", lambda q, *a, **kw: (rows.append(q.shape[:3].numel() // heads),
-                                                              kernel(q, *a, **kw))[1])
+    monkeypatch.setattr(
+        fused, "FUSED", lambda q, *a, **kw: (rows.append(q.shape[:3].numel() // heads), kernel(q, *a, **kw))[1]
+    )
     return rows
 
 

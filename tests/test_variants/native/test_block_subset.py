@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import inputs
 
 import variants
 from variants.native.keys import block_subset
 from variants.rules import paths
-
-from helpers import inputs
 
 
 @pytest.fixture
@@ -20,15 +19,19 @@ def tiles(monkeypatch):
     paths.clear()
     calls = []
     run = block_subset.block_and_subset
-    monkeypatch.setattr(block_subset, "block_and_subset", lambda q, k, v, *, block, keys: calls.append(block) or
-                        run(q, k, v, block=block, keys=keys))
+    monkeypatch.setattr(
+        block_subset,
+        "block_and_subset",
+        lambda q, k, v, *, block, keys: calls.append(block) or run(q, k, v, block=block, keys=keys),
+    )
     return calls
 
 
 # the sweep's blocks, several of them in n (a short last one where n is no multiple, at n = 1020 holding 3 of its
 # own summaries), c = 1 and c > 1
-@pytest.mark.parametrize("block, summary, n", [(128, 1, 600), (182, 1, 728), (256, 1, 1000), (256, 7, 1024), (256, 7, 1020),
-                                               (128, 0, 300)])
+@pytest.mark.parametrize(
+    "block, summary, n", [(128, 1, 600), (182, 1, 728), (256, 1, 1000), (256, 7, 1024), (256, 7, 1020), (128, 0, 300)]
+)
 def test_the_tile_equals_the_float64_reference(block, summary, n, tiles):
     spec = variants.get("fixed")
     q, k, v = inputs(spec, batch=2, heads=8, head_dim=64, seq_len=n)
@@ -44,7 +47,9 @@ def test_the_tile_equals_the_float64_reference(block, summary, n, tiles):
 def test_the_own_blocks_summaries_are_counted_once(tiles):
     """Every key a summary (c = l): each row attends to every key once, so the tile is full attention."""
     spec, full = variants.get("fixed"), variants.get("full")
-    q, k, v = inputs(spec, batch=1, heads=8, head_dim=64, seq_len=400, dtype=torch.float32)  # its (128, 528) tile a step
+    q, k, v = inputs(
+        spec, batch=1, heads=8, head_dim=64, seq_len=400, dtype=torch.float32
+    )  # its (128, 528) tile a step
     got = spec.attention(q, k, v, impl="native", block=128, summary=128)
     assert tiles == [128]
     assert torch.allclose(got, full.attention(q, k, v, impl="dense"), atol=1e-5)

@@ -5,16 +5,15 @@ with the real constants (the sweeps' d = 64, float32)."""
 
 from __future__ import annotations
 
+import importlib
 from types import SimpleNamespace
 from unittest import mock
 
 import pytest
-import importlib
-
 import torch
+from helpers import inputs
 
 import variants
-from helpers import inputs
 from variants.catalog.random_keys import draw
 from variants.native.keys import rows as native
 

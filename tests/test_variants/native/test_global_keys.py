@@ -15,8 +15,11 @@ NEG_INF = float("-inf")
 def _inputs(n: int, d: int = 16):
     gen = torch.Generator().manual_seed(0)
     qkv = [torch.randn(2, 3, n, d, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3)]
-    return qkv, torch.randn(2, 3, n, d, generator=gen, dtype=torch.float64), torch.randn(2, 3, n, generator=gen,
-                                                                                          dtype=torch.float64)
+    return (
+        qkv,
+        torch.randn(2, 3, n, d, generator=gen, dtype=torch.float64),
+        torch.randn(2, 3, n, generator=gen, dtype=torch.float64),
+    )
 
 
 def _dense(q, k, v, allowed):
@@ -63,7 +66,7 @@ def test_global_keys_fold_into_another_sets_rows(budget):
     n, g = 30, 4
     (q, k, v), _, _ = _inputs(n)
     q, k, v = (x.detach() for x in (q, k, v))
-    nxt = (torch.arange(n)[None, :] == torch.arange(n)[:, None] + 1)
+    nxt = torch.arange(n)[None, :] == torch.arange(n)[:, None] + 1
     out, lse = _dense(q, k, v, nxt)
     into = Partial(out.nan_to_num(0.0), lse)  # the last row has no next key: out 0, lse −inf
     GlobalKeys(g).steps(q, k, v, need_lse=True, into=into)

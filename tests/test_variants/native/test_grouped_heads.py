@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import inputs
 
 import variants
 from variants.native.grouped.heads import MIN_ROWS, GroupedKeys
-
-from helpers import inputs
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])

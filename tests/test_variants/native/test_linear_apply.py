@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import inputs
 
 import variants
 from variants.native.linearized import chunks
 from variants.rules import paths
-
-from helpers import inputs
 
 
 @pytest.mark.parametrize("name", ["linear", "performer", "rfa"])
@@ -22,7 +21,9 @@ def test_each_heads_product_through_onednn_equals_the_reference(name, batch, n, 
     q, k, v = inputs(spec, batch=batch, heads=8, head_dim=64, seq_len=n)
     calls, sums = [], []
     apply, keys = chunks._apply_onednn, chunks._keys_onednn
-    monkeypatch.setattr(chunks, "_apply_onednn", lambda fq, weight, out: calls.append(fq.shape[2]) or apply(fq, weight, out))
+    monkeypatch.setattr(
+        chunks, "_apply_onednn", lambda fq, weight, out: calls.append(fq.shape[2]) or apply(fq, weight, out)
+    )
     monkeypatch.setattr(chunks, "_keys_onednn", lambda phi, k, v, rows: sums.append(rows) or keys(phi, k, v, rows))
     paths.clear()
     got = spec.attention(q.float(), k.float(), v.float(), impl="native")
@@ -31,7 +32,10 @@ def test_each_heads_product_through_onednn_equals_the_reference(name, batch, n, 
     assert (not sums) if name == "linear" else (len(sums) == 1 and sums[0] < n), sums
     mapped = {"linear": "elu+1 ", "rfa": "sin and cos "}.get(name)  # a fused map's form first (test_compiled.py)
     taken = paths.taken().split(" + ", 1) if mapped else ["", paths.taken()]
-    assert taken[0].startswith(mapped or "") and taken[1] == f"sums {'batched' if name == 'linear' else 'onednn'} + apply onednn"
+    assert (
+        taken[0].startswith(mapped or "")
+        and taken[1] == f"sums {'batched' if name == 'linear' else 'onednn'} + apply onednn"
+    )
     ref = spec.attention(q, k, v, impl="dense")
     err = (got.double() - ref).abs().max().item() / ref.abs().max().item()
     assert err <= 1e-5, f"{name}: relative max |diff| = {err:.3g}"

@@ -23,8 +23,10 @@ def test_gradients_equal_autograd_through_the_quadratic_form(name, causal, n_k):
     q = torch.randn(2, 3, 300, 16, generator=gen, dtype=torch.float64, requires_grad=True)
     k, v = (torch.randn(2, 3, n_k, 16, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(2))
     upstream = torch.randn(2, 3, 300, 16, generator=gen, dtype=torch.float64)
-    grads = {impl: torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=causal), (q, k, v), upstream)
-             for impl in ("native", "dense")}
+    grads = {
+        impl: torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=causal), (q, k, v), upstream)
+        for impl in ("native", "dense")
+    }
     for x, a, b in zip("qkv", grads["native"], grads["dense"]):
         assert (a - b).abs().max().item() < 1e-10 * max(1.0, b.abs().max().item()), f"{name}: d{x}"
 
@@ -57,8 +59,10 @@ def test_gated_rfa_gradients_equal_autograd_through_the_quadratic_form(n):
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, n, 16, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
     upstream = torch.randn(2, 3, n, 16, generator=gen, dtype=torch.float64)
-    grads = {impl: torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=True, gate=1), (q, k, v), upstream)
-             for impl in ("native", "dense")}
+    grads = {
+        impl: torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=True, gate=1), (q, k, v), upstream)
+        for impl in ("native", "dense")
+    }
     for x, a, b in zip("qkv", grads["native"], grads["dense"]):
         assert (a - b).abs().max().item() < 1e-10 * max(1.0, b.abs().max().item()), f"d{x}"
 

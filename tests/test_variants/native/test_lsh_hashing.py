@@ -19,8 +19,12 @@ def _near_ties(rot: torch.Tensor, rows: int, spread: float) -> torch.Tensor:
     two = proj.abs().topk(2, dim=-1).indices
     sign = torch.sign(proj.gather(1, two))
     w = sign[:, :1] * rot[0][:, two[:, 0]].T - sign[:, 1:] * rot[0][:, two[:, 1]].T  # |p1| − |p2| = x·w
-    margin = (torch.rand(rows, 1, generator=gen, dtype=torch.float64) * 2 - 1) * spread * x.norm(dim=1, keepdim=True) \
+    margin = (
+        (torch.rand(rows, 1, generator=gen, dtype=torch.float64) * 2 - 1)
+        * spread
+        * x.norm(dim=1, keepdim=True)
         * w.norm(dim=1, keepdim=True)
+    )
     x = x - ((x * w).sum(1, keepdim=True) - margin) / (w * w).sum(1, keepdim=True) * w
     return x.float()[None, None]
 

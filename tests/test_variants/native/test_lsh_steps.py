@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import fwd_bwd_length
 
 import variants
 from suite.machine.timing import peak_cpu
-from helpers import fwd_bwd_length
 from variants.catalog import reformer
 from variants.native import lsh
 
@@ -26,14 +26,18 @@ def _grads(impl: str, n: int, causal: bool, heads: int = 3, d: int = 16, zero_ro
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
-@pytest.mark.parametrize("n, params", [
-    (300, {}),  # 5 chunks, the last padded
-    (513, {"rounds": 3, "chunk": 32}),  # a last chunk of one row
-    (100, {"chunk": 50}),  # two chunks: each the other's previous
-    (40, {}),  # one chunk: no previous
-    (97, {"chunk": 16, "zero_row": 5}),  # a query of norm 0
-    (1000, {"chunk": 16, "heads": 1}),  # steps of 3 chunks: padding in the first step's and the last's
-], ids=["padded", "one-row-tail", "two-chunks", "one-chunk", "zero-query", "grouped-padded"])
+@pytest.mark.parametrize(
+    "n, params",
+    [
+        (300, {}),  # 5 chunks, the last padded
+        (513, {"rounds": 3, "chunk": 32}),  # a last chunk of one row
+        (100, {"chunk": 50}),  # two chunks: each the other's previous
+        (40, {}),  # one chunk: no previous
+        (97, {"chunk": 16, "zero_row": 5}),  # a query of norm 0
+        (1000, {"chunk": 16, "heads": 1}),  # steps of 3 chunks: padding in the first step's and the last's
+    ],
+    ids=["padded", "one-row-tail", "two-chunks", "one-chunk", "zero-query", "grouped-padded"],
+)
 def test_gradients_equal_dense(n, params, causal):
     """Against autograd through the n×n dense reference (float64). Causal rows whose every round
     holds only their own key (position 0 always) take P = 1/R there: in float32, exp(−5·10⁴ − lse)
@@ -53,8 +57,9 @@ def test_gradients_equal_the_readable_rounds_at_the_full_grids_fwd_bwd_shape(cau
     upstream = torch.randn(1, 8, n, 64, generator=gen, dtype=torch.float64)
     params = SPEC.resolve(n, {})
     rot = reformer.rotations(64, params["buckets"], params["rounds"], params["seed"])
-    grads = [torch.autograd.grad(form(q, k, v, causal, params, rot), (q, v), upstream)
-             for form in (lsh.native, lsh.readable)]
+    grads = [
+        torch.autograd.grad(form(q, k, v, causal, params, rot), (q, v), upstream) for form in (lsh.native, lsh.readable)
+    ]
     for x, a, b in zip("qv", *grads):
         assert (a - b).abs().max().item() < 1e-10 * max(1.0, b.abs().max().item()), f"d{x}"
 
@@ -72,4 +77,3 @@ def test_fwd_bwd_holds_a_few_outputs(n, causal):
     run()
     held = peak_cpu(run) / (q.numel() * 4)
     assert held <= 4.0, f"reformer/native fwd_bwd held {held:.2f} outputs at n = {n}"
-

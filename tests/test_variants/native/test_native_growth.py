@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import inputs, theory
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 import variants
-from helpers import inputs, theory
 
 pytestmark = pytest.mark.slow  # every native path timed at growing lengths
 
@@ -68,7 +68,9 @@ STATE = {  # outputs' worth of the algorithm's own state at n
     "linformer": lambda p, n: 2 * p["proj_len"] / n,
 }
 ATTENTION_FAMILIES = ("sparse", "linear", "shared_kv")
-BOUNDED = [n for n in variants.names() if variants.get(n).family in ATTENTION_FAMILIES and "native" in variants.get(n).impls]
+BOUNDED = [
+    n for n in variants.names() if variants.get(n).family in ATTENTION_FAMILIES and "native" in variants.get(n).impls
+]
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])

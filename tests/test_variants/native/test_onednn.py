@@ -55,8 +55,9 @@ def test_a_2d_tiles_gradients_go_through_onednn_and_are_the_float64_ones(monkeyp
     taken, grads = [], part_grad._grads_onednn
     monkeypatch.setattr(part_grad, "_grads_onednn", lambda *a: taken.append(1) or grads(*a))
     got = part_grad.tile_grads(scores.clone(), qr, kt, vt, lse, dor, shift, d**-0.5)
-    want = part_grad.tile_grads(scores.double(), qr.double(), kt.double(), vt.double(), lse.double(), dor.double(),
-                                shift.double(), d**-0.5)
+    want = part_grad.tile_grads(
+        scores.double(), qr.double(), kt.double(), vt.double(), lse.double(), dor.double(), shift.double(), d**-0.5
+    )
     assert taken == [1]
     for a, b in zip(got, want):
         assert a.dtype == torch.float32 and ((a.double() - b).abs().max() / b.abs().max()).item() < 1e-5
@@ -76,20 +77,25 @@ def test_linformers_projection_over_every_head_is_the_float64_products_rounding(
 
 
 @pytest.mark.parametrize("batch, n, proj_len", [(1, 4096, 256), (2, 1500, 64), (1, 9000, 256)])
-def test_linformers_attention_over_the_projected_keys_through_onednn_equals_the_reference(batch, n, proj_len, monkeypatch):
+def test_linformers_attention_over_the_projected_keys_through_onednn_equals_the_reference(
+    batch, n, proj_len, monkeypatch
+):
     """linformer/native in float32 on the CPU: the projected keys scored and applied by two oneDNN products per head and
     chunk of rows (variants.native.grouped), against the float64 dense reference. n = 4096 at H = 8, d = 64, k = 256 is
     the sweep's own check (k = 256 needs n >= 256), in two chunks, the last one short; n = 9000 in chunks of 4096 rows,
     whose 2²⁰ scores a head are the cap (SCORES_ELEMENTS), where the memory rule alone would allow one."""
+    from helpers import inputs
+
     import variants
     from variants.native.grouped.heads import GroupedKeys
 
-    from helpers import inputs
-
     chunks = []
     by_group = GroupedKeys._by_group
-    monkeypatch.setattr(GroupedKeys, "_by_group",
-                        lambda self, q, k, v, lse: chunks.append(self._group_rows(q, k)) or by_group(self, q, k, v, lse))
+    monkeypatch.setattr(
+        GroupedKeys,
+        "_by_group",
+        lambda self, q, k, v, lse: chunks.append(self._group_rows(q, k)) or by_group(self, q, k, v, lse),
+    )
     spec = variants.get("linformer")
     q, k, v = inputs(spec, batch=batch, heads=8, head_dim=64, seq_len=n)
     got = spec.attention(q.float(), k.float(), v.float(), impl="native", proj_len=proj_len)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import fwd_bwd_length
 
 import variants
 from suite.machine.timing import peak_cpu
-from variants.native.band import windows as band
-from variants.native.keys import rows as native
-from variants.native.core import part_grad
-from variants.rules import against_reference
 from variants.native.band import band_part, band_plan
+from variants.native.band import windows as band
+from variants.native.core import part_grad
 from variants.native.keys import gather_part, random_keys, row_keys
-from helpers import fwd_bwd_length
+from variants.native.keys import rows as native
+from variants.rules import against_reference
 
 pytestmark = pytest.mark.slow  # the recomputing backward against autograd, per variant
 
@@ -29,8 +29,11 @@ def _grads(part, q, k, v, g_out, g_lse):
 def _inputs(n: int, d: int = 16):
     gen = torch.Generator().manual_seed(0)
     qkv = [torch.randn(2, 3, n, d, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3)]
-    return qkv, torch.randn(2, 3, n, d, generator=gen, dtype=torch.float64), torch.randn(2, 3, n, generator=gen,
-                                                                                          dtype=torch.float64)
+    return (
+        qkv,
+        torch.randn(2, 3, n, d, generator=gen, dtype=torch.float64),
+        torch.randn(2, 3, n, generator=gen, dtype=torch.float64),
+    )
 
 
 def _key_lists(n: int, r: int, like, empty_row: int | None):
@@ -97,8 +100,11 @@ def test_the_sweeps_check_sees_a_wrong_backward(monkeypatch, name):
     real, real_sparse = part_grad.tile_grads, native.sparse_grads
     for module in (native, band):  # where the key sets call it
         monkeypatch.setattr(module, "tile_grads", lambda *a: (lambda gq, gk, gv: (gq, gk * 0, gv))(*real(*a)))
-    monkeypatch.setattr(native, "sparse_grads",  # random's keys on their CSR pattern: dK into a scratch tensor
-                        lambda *a: real_sparse(*a[:8], torch.zeros_like(a[8]), a[9]))
+    monkeypatch.setattr(
+        native,
+        "sparse_grads",  # random's keys on their CSR pattern: dK into a scratch tensor
+        lambda *a: real_sparse(*a[:8], torch.zeros_like(a[8]), a[9]),
+    )
     spec = variants.get(name)
     make = lambda n: tuple(torch.randn(1, 2, n, 16, generator=torch.Generator().manual_seed(s)) for s in range(3))  # noqa: E731
     assert against_reference(spec, "native", make, 97, {}, False)[0] < 1e-4
@@ -116,8 +122,10 @@ def test_gradients_equal_the_reference_at_the_full_grids_fwd_bwd_shape(name):
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 8, n, 64, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
     upstream = torch.randn(1, 8, n, 64, generator=gen, dtype=torch.float64)
-    grads = {impl: torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=False), (q, k, v), upstream)
-             for impl in ("native", "sdpa")}
+    grads = {
+        impl: torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=False), (q, k, v), upstream)
+        for impl in ("native", "sdpa")
+    }
     for x, a, b in zip("qkv", grads["native"], grads["sdpa"]):
         assert (a - b).abs().max().item() < 1e-10, f"{name}: d{x}"
 
@@ -134,8 +142,10 @@ def test_the_bands_backward_in_its_own_tiles_equals_the_reference(n, window, til
     plan = band.band_plan(n, window, causal, q)
     assert (plan.backward.block if plan.backward else None) == tiles
     upstream = torch.randn(1, 2, n, 32, generator=gen, dtype=torch.float64)
-    grads = [torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=causal, window=window), (q, k, v), upstream)
-             for impl in ("native", "sdpa")]
+    grads = [
+        torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=causal, window=window), (q, k, v), upstream)
+        for impl in ("native", "sdpa")
+    ]
     for x, a, b in zip("qkv", *grads):
         assert (a - b).abs().max().item() < 1e-10, f"d{x}"
 
@@ -149,13 +159,16 @@ def test_shared_kv_backward_equals_dense_in_a_few_outputs(name, kv_heads, causal
     Autograd through the chunks held 20.8 (mqa) and 21.0 (gqa) outputs."""
     spec = variants.get(name)
     gen = torch.Generator().manual_seed(0)
-    make = lambda dtype: (torch.randn(1, 8, 1024, 64, generator=gen, dtype=dtype, requires_grad=True),  # noqa: E731
-                          *(torch.randn(1, kv_heads, 1024, 64, generator=gen, dtype=dtype, requires_grad=True)
-                            for _ in range(2)))
+    make = lambda dtype: (
+        torch.randn(1, 8, 1024, 64, generator=gen, dtype=dtype, requires_grad=True),  # noqa: E731
+        *(torch.randn(1, kv_heads, 1024, 64, generator=gen, dtype=dtype, requires_grad=True) for _ in range(2)),
+    )
     q, k, v = make(torch.float64)
     upstream = torch.randn(1, 8, 1024, 64, generator=gen, dtype=torch.float64)
-    grads = {impl: torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=causal), (q, k, v), upstream)
-             for impl in ("native", "dense")}
+    grads = {
+        impl: torch.autograd.grad(spec.attention(q, k, v, impl=impl, causal=causal), (q, k, v), upstream)
+        for impl in ("native", "dense")
+    }
     for x, a, b in zip("qkv", grads["native"], grads["dense"]):
         assert (a - b).abs().max().item() < 1e-10, f"{name}: d{x}"
     q, k, v = make(torch.float32)

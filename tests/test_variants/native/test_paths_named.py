@@ -18,8 +18,10 @@ csr_slices = importlib.import_module("variants.native.keys.csr_slices")  # the m
 
 def named(name: str, n: int, backward: bool = False, heads: int = 8) -> str | None:
     spec = variants.get(name)
-    q, k, v = (torch.randn(1, heads, n, 64, generator=torch.Generator().manual_seed(i), requires_grad=backward)
-               for i in range(3))
+    q, k, v = (
+        torch.randn(1, heads, n, 64, generator=torch.Generator().manual_seed(i), requires_grad=backward)
+        for i in range(3)
+    )
     paths.clear()
     out = spec.attention(q, k, v, impl="native")
     if backward:
@@ -28,21 +30,27 @@ def named(name: str, n: int, backward: bool = False, heads: int = 8) -> str | No
     return paths.taken()
 
 
-@pytest.mark.parametrize("name, n, expected", [
-    ("sliding_window", 256, "no fused interior"),  # no block's keys all exist: every block an edge
-    ("sliding_window", 360, "fused interior"),
-    ("neighborhood", 256, "no fused runs"),  # its kernel clamped to 255: no run of interior blocks
-    ("neighborhood", 360, "fused runs"),
-    ("strided", 728, "fused interior"),  # a short last block: named as every other length, not by each block's way
-])
+@pytest.mark.parametrize(
+    "name, n, expected",
+    [
+        ("sliding_window", 256, "no fused interior"),  # no block's keys all exist: every block an edge
+        ("sliding_window", 360, "fused interior"),
+        ("neighborhood", 256, "no fused runs"),  # its kernel clamped to 255: no run of interior blocks
+        ("neighborhood", 360, "fused runs"),
+        ("strided", 728, "fused interior"),  # a short last block: named as every other length, not by each block's way
+    ],
+)
 def test_a_bands_interior_through_the_fused_kernel_is_named(name, n, expected):
     assert named(name, n) == expected
 
 
-@pytest.mark.parametrize("n, expected", [
-    (512, "backward blocks over head groups"),
-    (2048, "backward runs head by head + backward blocks over head groups"),  # its own 64-row layout from 1024
-])
+@pytest.mark.parametrize(
+    "n, expected",
+    [
+        (512, "backward blocks over head groups"),
+        (2048, "backward runs head by head + backward blocks over head groups"),  # its own 64-row layout from 1024
+    ],
+)
 def test_sliding_windows_backward_layout_is_named(n, expected):
     assert named("sliding_window", n, backward=True, heads=2) == expected
 

@@ -8,20 +8,33 @@ import collections
 
 import pytest
 import torch
+from helpers import causal_unsupported, inputs
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import variants
-from helpers import causal_unsupported, inputs
 from variants.native.core import fused_kernel as fused
-from variants.native.core import onednn
-from variants.native.core import steps
+from variants.native.core import onednn, steps
 from variants.rules import against_reference
 
 pytestmark = pytest.mark.slow  # fused steps at the sweeps' shapes
 
 # the long-sequence variants (the classic forms' native paths take no steps)
-NATIVE = ["sliding_window", "neighborhood", "global", "random", "strided", "fixed", "bigbird", "linear", "performer",
-          "rfa", "reformer", "linformer", "mqa", "gqa"]
+NATIVE = [
+    "sliding_window",
+    "neighborhood",
+    "global",
+    "random",
+    "strided",
+    "fixed",
+    "bigbird",
+    "linear",
+    "performer",
+    "rfa",
+    "reformer",
+    "linformer",
+    "mqa",
+    "gqa",
+]
 
 
 @pytest.fixture
@@ -69,8 +82,9 @@ def _ops(name: str, n: int, monkeypatch, cache_sized: bool) -> int:
     return sum(counter.count.values())
 
 
-@pytest.mark.parametrize("name,n", [("strided", 8192), ("fixed", 8192), ("linear", 8192),
-                                    ("global", 8192), ("neighborhood", 16384)])
+@pytest.mark.parametrize(
+    "name,n", [("strided", 8192), ("fixed", 8192), ("linear", 8192), ("global", 8192), ("neighborhood", 16384)]
+)
 def test_launch_sized_steps_are_fewer(name, n, monkeypatch):
     """The paths whose cache-sized steps were hundreds of rows (neighborhood's blocks one by one): at
     the GPU grid's shape (H = 16, n = 8192 or 16384, no fused kernel) half the aten ops or fewer (on
@@ -83,7 +97,9 @@ def test_launch_sized_steps_are_fewer(name, n, monkeypatch):
     assert launch * 2 <= cache, f"{name}: {cache} aten ops cache-sized, {launch} launch-sized"
 
 
-@pytest.mark.parametrize("name", ["sliding_window", "neighborhood", "global", "strided", "fixed", "bigbird", "linear", "performer"])
+@pytest.mark.parametrize(
+    "name", ["sliding_window", "neighborhood", "global", "strided", "fixed", "bigbird", "linear", "performer"]
+)
 def test_launch_sized_forward_holds_within_two_outputs(name, launch_sized):
     """The memory rule holds with the larger steps: a forward's own peak (its output included) at
     most 2 outputs, B = 1, H = 16, n = 4096, float32 (measured 1.24-1.56 there)."""

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-KERNELS = textwrap.dedent('''
+KERNELS = textwrap.dedent("""
     import triton
     import triton.language as tl
 
@@ -37,7 +37,7 @@ KERNELS = textwrap.dedent('''
         if KIND == NAMED:
             x = x * 2
         tl.store(X + i, x, mask=i < n)
-''')
+""")
 
 
 def _without_interpreter() -> dict:
@@ -46,16 +46,20 @@ def _without_interpreter() -> dict:
 
 def test_a_global_the_compiler_cannot_read_is_named_and_a_constexpr_one_compiles(tmp_path):
     (tmp_path / "toy_kernels.py").write_text(KERNELS)
-    launch = {"module": "toy_kernels", "args": {"X": {"tensor": "float32"}, "n": {"value": 100},
-                                                "KIND": {"value": 1}, "B": {"value": 128}}, "options": {"num_warps": 4}}
-    script = textwrap.dedent(f'''
+    launch = {
+        "module": "toy_kernels",
+        "args": {"X": {"tensor": "float32"}, "n": {"value": 100}, "KIND": {"value": 1}, "B": {"value": 128}},
+        "options": {"num_warps": 4},
+    }
+    script = textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {str(tmp_path)!r})
         from variants.triton.compile_check import compile_one
         print(json.dumps([compile_one(dict({json.dumps(launch)}, kernel=k), 90) for k in ("plain_kernel", "named_kernel")]))
-    ''')
-    done = subprocess.run([sys.executable, "-c", script], env=_without_interpreter(), capture_output=True, text=True,
-                          timeout=300)
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=_without_interpreter(), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     plain, named = json.loads(done.stdout.strip().splitlines()[-1])
     assert plain is not None and "plain_kernel sm_90" in plain and "PLAIN" in plain, plain
@@ -67,9 +71,23 @@ def test_every_launch_of_the_triton_paths_compiles_for_sm_90():
     """bf16 at d = 64 (what a GPU times; the module's own command adds float16, float32 and d = 128),
     forward and backward, causal and not, every variant with a `triton` path: what an H200 lease found broken (a plain global
     in the band and chunk kernels) fails here."""
-    done = subprocess.run([sys.executable, "-m", "variants.triton.compile_check", "--arch", "90",
-                           "--dtypes", "bfloat16", "--head-dims", "64"], env=_without_interpreter(), capture_output=True,
-                          text=True, timeout=1200)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "variants.triton.compile_check",
+            "--arch",
+            "90",
+            "--dtypes",
+            "bfloat16",
+            "--head-dims",
+            "64",
+        ],
+        env=_without_interpreter(),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     summary = [line for line in done.stdout.splitlines() if "distinct launches" in line]
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     launches = int(summary[0].split()[0])
@@ -94,6 +112,7 @@ def test_a_launch_over_the_blocks_shared_memory_runs_with_fewer_stages_and_remem
                 self.tried.append(num_stages)
                 if num_stages > self.fits:
                     raise OutOfResources(1000 * num_stages, 1000 * self.fits, "shared memory")
+
             return run
 
     x = torch.zeros(4)

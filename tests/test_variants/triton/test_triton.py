@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import inputs
 
 import variants
-from helpers import inputs
 
 pytestmark = pytest.mark.slow  # Triton's interpreter is slow on the CPU
 
@@ -31,8 +31,18 @@ def _skip_unless_runnable(spec, causal: bool, n: int, dtype=torch.float32):
 
 
 def test_every_structured_variant_has_a_triton_path():
-    assert set(TRITON) == {"sliding_window", "neighborhood", "global", "random", "strided", "fixed", "bigbird",
-                           "linear", "performer", "rfa"}
+    assert set(TRITON) == {
+        "sliding_window",
+        "neighborhood",
+        "global",
+        "random",
+        "strided",
+        "fixed",
+        "bigbird",
+        "linear",
+        "performer",
+        "rfa",
+    }
 
 
 @pytest.mark.parametrize("n", [1, 61, 130, 257])
@@ -56,7 +66,9 @@ def test_triton_float32_equals_the_float64_dense_reference(name, causal, n):
 
     assert error(out, ref) <= FORWARD_TOL, f"{name}/triton causal={causal} n={n}: output off by {error(out, ref):.3g}"
     for label, got, want in zip("qkv", grads, ref_grads):
-        assert error(got, want) <= GRAD_TOL, f"{name}/triton causal={causal} n={n}: d{label} off by {error(got, want):.3g}"
+        assert error(got, want) <= GRAD_TOL, (
+            f"{name}/triton causal={causal} n={n}: d{label} off by {error(got, want):.3g}"
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
@@ -88,7 +100,9 @@ def test_the_comparison_can_fail():
     spec = variants.get("sliding_window")
     _skip_unless_runnable(spec, False, 61, torch.float64)
     q, k, v = inputs(spec, batch=1, heads=2, head_dim=16, seq_len=61)
-    assert (spec.attention(q, k, v, impl="triton", window=5) - spec.attention(q, k, v, impl="dense", window=6)).abs().max() > 1e-3
+    assert (
+        spec.attention(q, k, v, impl="triton", window=5) - spec.attention(q, k, v, impl="dense", window=6)
+    ).abs().max() > 1e-3
 
 
 def test_without_the_interpreter_a_cpu_is_refused_with_the_reason(monkeypatch):
@@ -105,8 +119,10 @@ def test_without_the_interpreter_a_cpu_is_refused_with_the_reason(monkeypatch):
 def _kernels():
     from variants.triton import capability
 
-    why = capability.reasons("cpu" if not torch.cuda.is_available() else "cuda", torch.float64
-                             if not torch.cuda.is_available() else torch.float32)
+    why = capability.reasons(
+        "cpu" if not torch.cuda.is_available() else "cuda",
+        torch.float64 if not torch.cuda.is_available() else torch.float32,
+    )
     if why:
         pytest.skip("; ".join(why))
     dtype = torch.float64 if not torch.cuda.is_available() else torch.float32
@@ -116,8 +132,14 @@ def _kernels():
     return q, k, v, (1e-12 if dtype == torch.float64 else 1e-5)
 
 
-BANDS = [("window", 5, 0, None), ("neighborhood", 9, 0, None), ("blocks", 7, 0, None), ("rect", 4, 2, (4, 61)),
-         ("rect", 61, -61, (0, 4)), ("summary", 8, 2, None)]
+BANDS = [
+    ("window", 5, 0, None),
+    ("neighborhood", 9, 0, None),
+    ("blocks", 7, 0, None),
+    ("rect", 4, 2, (4, 61)),
+    ("rect", 61, -61, (0, 4)),
+    ("summary", 8, 2, None),
+]
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
@@ -179,8 +201,11 @@ def _parts(q) -> list:
 
     n = q.shape[2]
     idx = torch.randint(0, n, (n, 6), generator=torch.Generator().manual_seed(5))
-    return ([Band(kind, p1, p2, rows) for kind, p1, p2, rows in BANDS]
-            + [KeyList.of(x, torch.ones_like(x, dtype=torch.bool), q) for x in (idx, idx[:, :0])] + [Residues(7)])
+    return (
+        [Band(kind, p1, p2, rows) for kind, p1, p2, rows in BANDS]
+        + [KeyList.of(x, torch.ones_like(x, dtype=torch.bool), q) for x in (idx, idx[:, :0])]
+        + [Residues(7)]
+    )
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
@@ -225,7 +250,9 @@ def test_a_lone_part_is_its_kernels_and_nothing_else(monkeypatch):
         out.backward(torch.ones_like(out))
     assert launched == ["band_fwd_kernel", "delta_kernel", "band_dq_kernel", "band_dkdv_kernel"]
     assert out.dtype == torch.float16 and q.grad.dtype == torch.float16
-    assert not [op for op in ops if op.split(".")[-1] in ("zeros", "zero_", "fill_", "_to_copy", "copy_", "mul", "sum")], ops
+    assert not [
+        op for op in ops if op.split(".")[-1] in ("zeros", "zero_", "fill_", "_to_copy", "copy_", "mul", "sum")
+    ], ops
 
 
 def test_causal_linear_walks_its_suffix_products_backwards_without_copies():

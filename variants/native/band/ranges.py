@@ -8,7 +8,17 @@ from dataclasses import dataclass
 import torch
 
 from variants.native.band.windows import FUSED_BLOCK, run_windows
-from variants.native.core import KeySet, Partial, additive, cache_sized, fused, grad_of, softmax_part, step_elements, tile_grads
+from variants.native.core import (
+    KeySet,
+    Partial,
+    additive,
+    cache_sized,
+    fused,
+    grad_of,
+    softmax_part,
+    step_elements,
+    tile_grads,
+)
 from variants.rules.paths import took
 
 
@@ -58,8 +68,13 @@ def fused_runs(blocks: tuple, like: torch.Tensor) -> tuple[tuple, tuple]:
 
 def _continues(prev: tuple, block: tuple, rows: int, span: int) -> bool:
     q0, q1, k0, k1, allowed = block
-    return (q1 - q0 == rows and k1 - k0 == span and q0 - prev[0] == rows and k0 - prev[2] == rows
-            and torch.equal(allowed, prev[4]))
+    return (
+        q1 - q0 == rows
+        and k1 - k0 == span
+        and q0 - prev[0] == rows
+        and k0 - prev[2] == rows
+        and torch.equal(allowed, prev[4])
+    )
 
 
 @dataclass(frozen=True)
@@ -96,8 +111,9 @@ class KeyRanges(KeySet):
     def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
         for (q0, q1, k0, k1), hs, scores in self._tiles(q, k, tensors=2):  # P and dS
             rows, keys = (slice(None), hs, slice(q0, q1)), (slice(None), hs, slice(k0, k1))
-            gq, gk, gv = tile_grads(scores, q[rows], k[keys], v[keys], lse[rows], dout[rows], shift[rows],
-                                    q.shape[-1] ** -0.5)
+            gq, gk, gv = tile_grads(
+                scores, q[rows], k[keys], v[keys], lse[rows], dout[rows], shift[rows], q.shape[-1] ** -0.5
+            )
             dq[rows] += gq
             dk[keys] += gk
             dv[keys] += gv

@@ -17,12 +17,30 @@ from typing import Callable
 
 import torch
 
-from variants.native.core import Blocks, KeySet, Partial, additive, cache_sized, empty_rows, fused, fused_attention, grad_of, softmax_part, step_elements, tile_grads
+from variants.native.core import (
+    Blocks,
+    KeySet,
+    Partial,
+    additive,
+    cache_sized,
+    empty_rows,
+    fused,
+    fused_attention,
+    grad_of,
+    softmax_part,
+    step_elements,
+    tile_grads,
+)
 from variants.rules.paths import took
 
+
 def band_bias(
-    seq_len: int, block: int, left: int, right: int,
-    allowed: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], like: torch.Tensor,
+    seq_len: int,
+    block: int,
+    left: int,
+    right: int,
+    allowed: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    like: torch.Tensor,
 ) -> torch.Tensor:
     """Additive mask of the blocked layout: (nb, block, span), 0 where allowed, -inf elsewhere.
 
@@ -50,8 +68,19 @@ FUSED_BLOCK = 32
 GROUP_ROWS = 256
 
 
-def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor, need_lse: bool,
-              into: Partial | None = None, empty: torch.Tensor | None = None) -> Partial:
+def band_part(
+    q,
+    k,
+    v,
+    *,
+    block: int,
+    left: int,
+    right: int,
+    bias: torch.Tensor,
+    need_lse: bool,
+    into: Partial | None = None,
+    empty: torch.Tensor | None = None,
+) -> Partial:
     """Each query block attends to `left` blocks before and `right` after its own.
 
     On the CPU without autograd, interior runs of blocks of every head through the fused kernel,
@@ -69,8 +98,23 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
     budget = step_elements(q3)
     if fused(q3) and not grad_of(q, k, v):  # a run of blocks of every head at once: its output and lse
         group = max(1, budget // (b * h * block * (d + 1)))
-        _band_heads(q3, k3, v3, slice(None), dest, block=block, left=left, right=right, bias=bias,
-                    need_lse=need_lse, group=group, rows=block, grad=False, fuse=True, empty=empty)
+        _band_heads(
+            q3,
+            k3,
+            v3,
+            slice(None),
+            dest,
+            block=block,
+            left=left,
+            right=right,
+            bias=bias,
+            need_lse=need_lse,
+            group=group,
+            rows=block,
+            grad=False,
+            fuse=True,
+            empty=empty,
+        )
         return dest.partial(b, h)
     # scores, output, and the copies matmul makes to batch a run over heads: its rows and K/V windows
     per_head = lambda g: g * (block * span + 2 * span * d + 2 * block * d)
@@ -84,12 +128,28 @@ def band_part(q, k, v, *, block: int, left: int, right: int, bias: torch.Tensor,
         group = max(1, min(bias.shape[0], budget // (heads * per_head(1))))
     single = max(1, min(b * h, budget // (block * (span + d))))  # heads of a one-block step: scores, output
     if group > 1 and _steps(b * h, single, bias.shape[0], 1) < _steps(b * h, heads, bias.shape[0], group):
-        group, heads = 1, single  # NB: small n: one block over many heads beats runs of one head (n = 256: 8 steps, not 40)
+        group, heads = (
+            1,
+            single,
+        )  # NB: small n: one block over many heads beats runs of one head (n = 256: 8 steps, not 40)
     rows = block if group > 1 else max(1, min(block, budget // (span + d)))  # rows of a one-block step
     for h0 in range(0, b * h, heads):
         hs = slice(h0, min(h0 + heads, b * h))
-        _band_heads(q3[hs], k3[hs], v3[hs], hs, dest, block=block, left=left, right=right, bias=bias,
-                    need_lse=need_lse, group=group, rows=rows, grad=grad_of(q, k, v))
+        _band_heads(
+            q3[hs],
+            k3[hs],
+            v3[hs],
+            hs,
+            dest,
+            block=block,
+            left=left,
+            right=right,
+            bias=bias,
+            need_lse=need_lse,
+            group=group,
+            rows=rows,
+            grad=grad_of(q, k, v),
+        )
     return dest.partial(b, h)
 
 
@@ -98,8 +158,24 @@ def _steps(heads_total: int, heads: int, nb: int, group: int) -> int:
     return -(-heads_total // heads) * -(-nb // group)
 
 
-def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bias, need_lse, group, rows, grad,
-                fuse=False, empty=None):
+def _band_heads(
+    q3,
+    k3,
+    v3,
+    hs: slice,
+    dest: "Blocks",
+    *,
+    block,
+    left,
+    right,
+    bias,
+    need_lse,
+    group,
+    rows,
+    grad,
+    fuse=False,
+    empty=None,
+):
     """band_part on one group of heads `hs`: q3, k3, v3 are their (heads, n, d) slices."""
     nb, span, n, d = bias.shape[0], bias.shape[2], q3.shape[1], q3.shape[2]
     buffers, fused_any = None, False
@@ -112,15 +188,16 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
         if fuse and first >= 0 and inner >= 1:  # interior run of blocks, through the fused kernel
             g = inner
             fused_any = True
-            _fused_run(q3, k3, v3, dest, t, g, block=block, left=left, span=span, bias=bias, empty=empty,
-                       need_lse=need_lse)
+            _fused_run(
+                q3, k3, v3, dest, t, g, block=block, left=left, span=span, bias=bias, empty=empty, need_lse=need_lse
+            )
             t += g
             continue
         if g > 1 and first >= 0 and inner > 1:  # interior run of g blocks (the run's last keys exist)
             g = min(g, inner)
             last, r1 = (t + g + right) * block, r0 + g * block  # g clipped to the blocks whose keys exist
             kw, vw = (_windows(x[:, first:last], g, block, span) for x in (k3, v3))  # (heads, g, span, d)
-            scores = (q3[:, r0:r1].view(-1, g, block, d) @ kw.transpose(-1, -2))  # (heads, g, block, span)
+            scores = q3[:, r0:r1].view(-1, g, block, d) @ kw.transpose(-1, -2)  # (heads, g, block, span)
             scores.mul_(d**-0.5).add_(bias[t : t + g])
             o, l = softmax_part(scores, lambda p: p @ vw, need_lse)
             dest.put(slice(r0, r1), o.view(-1, g * block, d), l.view(-1, g * block) if need_lse else None, hs)
@@ -137,8 +214,11 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
                 # cost page faults (glibc maps and unmaps them), a large share of the time.
                 buffers = (q3.new_empty(q3.shape[0], rows, span), q3.new_empty(q3.shape[0], rows, d))
             scores = torch.baddbmm(  # (heads, rows, keys) = bias + scale · q kᵀ
-                bias[t, own, k0 - first : k1 - first], q3[:, s0:s1], k3[:, k0:k1].transpose(1, 2),
-                alpha=d**-0.5, out=buffers[0] if whole else None,
+                bias[t, own, k0 - first : k1 - first],
+                q3[:, s0:s1],
+                k3[:, k0:k1].transpose(1, 2),
+                alpha=d**-0.5,
+                out=buffers[0] if whole else None,
             )
             o, l = softmax_part(
                 scores, lambda p: torch.bmm(p, v3[:, k0:k1], out=buffers[1] if whole else None), need_lse
@@ -153,14 +233,25 @@ def _band_heads(q3, k3, v3, hs: slice, dest: "Blocks", *, block, left, right, bi
 def _fused_run(q3, k3, v3, dest: "Blocks", t: int, g: int, *, block, left, span, bias, empty, need_lse) -> None:
     """Blocks t … t + g − 1 of every head through the fused kernel (rows with no key: lse −inf)."""
     r0 = t * block
-    out, lse = fused_blocks(q3, k3, v3, r0, g, block, (t - left) * block, span, bias[t : t + g],
-                            None if empty is None else empty[t : t + g])
+    out, lse = fused_blocks(
+        q3, k3, v3, r0, g, block, (t - left) * block, span, bias[t : t + g], None if empty is None else empty[t : t + g]
+    )
     dest.put(slice(r0, r0 + g * block), out, lse.reshape(-1, g * block) if need_lse else None)
     del out, lse  # before the next step's (see step_elements)
 
 
-def fused_blocks(q3, k3, v3, r0: int, g: int, block: int, first: int, span: int, mask: torch.Tensor,
-                 empty: torch.Tensor | None = None):
+def fused_blocks(
+    q3,
+    k3,
+    v3,
+    r0: int,
+    g: int,
+    block: int,
+    first: int,
+    span: int,
+    mask: torch.Tensor,
+    empty: torch.Tensor | None = None,
+):
     """g blocks of `block` query rows from r0 of every head (q3, k3, v3: (B·H, n, d)), block i against
     the keys first + i·block … + span (windows of K and V read in place) with `mask` (g, block or 1,
     span) added to its scores, through the fused kernel, each block one of its "heads":
@@ -222,8 +313,18 @@ class BandPlan(KeySet):
 
     def steps(self, q, k, v, need_lse: bool, into: Partial | None) -> Partial:
         plan = self.forward if self.forward is not None and fused(q) and not grad_of(q, k, v) else self
-        return band_part(q, k, v, block=plan.block, left=plan.left, right=plan.right,
-                         bias=plan.bias, need_lse=need_lse, into=into, empty=plan.empty)
+        return band_part(
+            q,
+            k,
+            v,
+            block=plan.block,
+            left=plan.left,
+            right=plan.right,
+            bias=plan.bias,
+            need_lse=need_lse,
+            into=into,
+            empty=plan.empty,
+        )
 
     def grads(self, q, k, v, lse, dout, shift, dq, dk, dv) -> None:
         """Blocks under RUN_BLOCK rows (every block off the CPU, where a step is launches): the
@@ -244,7 +345,9 @@ class BandPlan(KeySet):
             per_run = max(1, step_elements(q) // (2 * self.block * span + 2 * span * d))
             for hd in range(b * h):
                 for t in range(inner.start, inner.stop, per_run):
-                    _run_grads(self, (q3, k3, v3, do3, dq3, dk3, dv3), lse3, shift3, hd, t, min(per_run, inner.stop - t))
+                    _run_grads(
+                        self, (q3, k3, v3, do3, dq3, dk3, dv3), lse3, shift3, hd, t, min(per_run, inner.stop - t)
+                    )
             edges = [t for t in range(nb) if t not in inner]
         heads = max(1, min(b * h, step_elements(q) // (2 * self.block * span + 2 * (span + self.block) * d)))
         took("backward blocks over head groups")
@@ -255,10 +358,10 @@ class BandPlan(KeySet):
                 r1, k0, k1 = min(r0 + self.block, n), max(first, 0), min((t + 1 + self.right) * self.block, n)
                 own = slice(0, r1 - r0) if self.bias.shape[1] > 1 else slice(None)  # a row-free bias broadcasts
                 qr, kt, vt = q3[hs, r0:r1], k3[hs, k0:k1], v3[hs, k0:k1]
-                scores = torch.baddbmm(self.bias[t, own, k0 - first : k1 - first], qr, kt.transpose(1, 2),
-                                       alpha=d**-0.5)  # (heads, rows, keys)
-                gq, gk, gv = tile_grads(scores, qr, kt, vt, lse3[hs, r0:r1], do3[hs, r0:r1], shift3[hs, r0:r1],
-                                        d**-0.5)
+                scores = torch.baddbmm(
+                    self.bias[t, own, k0 - first : k1 - first], qr, kt.transpose(1, 2), alpha=d**-0.5
+                )  # (heads, rows, keys)
+                gq, gk, gv = tile_grads(scores, qr, kt, vt, lse3[hs, r0:r1], do3[hs, r0:r1], shift3[hs, r0:r1], d**-0.5)
                 dq3[hs, r0:r1] += gq
                 dk3[hs, k0:k1] += gk
                 dv3[hs, k0:k1] += gv
@@ -280,8 +383,9 @@ def _run_grads(plan: BandPlan, tensors, lse3, shift3, hd: int, t: int, g: int) -
     qr, dor = (x[hd, r0:r1].view(g, block, d) for x in (q3, do3))
     kw, vw = (_windows(x[hd : hd + 1, first:], g, block, span)[0] for x in (k3, v3))  # (g, span, d), in place
     scores = torch.baddbmm(plan.bias[t : t + g], qr, kw.transpose(1, 2), alpha=d**-0.5)  # (g, block, span)
-    gq, gk, gv = tile_grads(scores, qr, kw, vw, lse3[hd, r0:r1].view(g, block), dor,
-                            shift3[hd, r0:r1].view(g, block), d**-0.5)
+    gq, gk, gv = tile_grads(
+        scores, qr, kw, vw, lse3[hd, r0:r1].view(g, block), dor, shift3[hd, r0:r1].view(g, block), d**-0.5
+    )
     dq3[hd, r0:r1].view(g, block, d).add_(gq)
     for o in range(span // block):  # block o of window i holds key block t − left + i + o
         a = first + o * block
@@ -300,8 +404,15 @@ def band_plan(seq_len: int, reach: int, causal: bool, like: torch.Tensor, block:
     return _blocked(seq_len, reach, causal, like, block, forward, backward)
 
 
-def _blocked(seq_len: int, reach: int, causal: bool, like: torch.Tensor, block: int,
-             forward: BandPlan | None = None, backward: BandPlan | None = None) -> BandPlan:
+def _blocked(
+    seq_len: int,
+    reach: int,
+    causal: bool,
+    like: torch.Tensor,
+    block: int,
+    forward: BandPlan | None = None,
+    backward: BandPlan | None = None,
+) -> BandPlan:
     """The band in blocks of `block` rows: reach in blocks and bias, with the given other layouts."""
     left = -(-reach // block)
     right = 0 if causal else left

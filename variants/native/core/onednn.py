@@ -18,8 +18,14 @@ _LINEAR_ADD = getattr(_LINEAR, "binary", None)
 def onednn(x: torch.Tensor, w: torch.Tensor) -> bool:
     """Whether x·wᵀ goes through oneDNN: float32 on the CPU, not recorded by autograd, with torch's oneDNN."""
     recorded = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
-    return (_LINEAR is not None and _LINEAR_ADD is not None and torch.backends.mkldnn.is_available()
-            and x.device.type == "cpu" and x.dtype == w.dtype == torch.float32 and not recorded)
+    return (
+        _LINEAR is not None
+        and _LINEAR_ADD is not None
+        and torch.backends.mkldnn.is_available()
+        and x.device.type == "cpu"
+        and x.dtype == w.dtype == torch.float32
+        and not recorded
+    )
 
 
 def linear(x: torch.Tensor, w: torch.Tensor, strided: bool = False) -> torch.Tensor:

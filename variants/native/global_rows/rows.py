@@ -8,7 +8,17 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from variants.native.core import NEG_INF, KeySet, Partial, fold, fused, fused_attention, softmax_part, step_elements, tile_grads
+from variants.native.core import (
+    NEG_INF,
+    KeySet,
+    Partial,
+    fold,
+    fused,
+    fused_attention,
+    softmax_part,
+    step_elements,
+    tile_grads,
+)
 
 
 @dataclass(frozen=True)
@@ -47,8 +57,9 @@ class GlobalRows(KeySet):
         self.rest.grads(q, k, v, rest_lse, dout, shift, dq, dk, dv)
         g, scale = self.g, q.shape[-1] ** -0.5
         for keys, scores in self._tiles(q, k):
-            gq, gk, gv = tile_grads(scores, q[:, :, :g], k[:, :, keys], v[:, :, keys], lse[:, :, :g], dout[:, :, :g],
-                                    shift[:, :, :g], scale)
+            gq, gk, gv = tile_grads(
+                scores, q[:, :, :g], k[:, :, keys], v[:, :, keys], lse[:, :, :g], dout[:, :, :g], shift[:, :, :g], scale
+            )
             dq[:, :, :g] += gq
             dk[:, :, keys] += gk
             dv[:, :, keys] += gv
@@ -69,6 +80,7 @@ class GlobalRows(KeySet):
                 scores.masked_fill_(j[None, :] > torch.arange(g, device=q.device)[:, None], NEG_INF)
             yield keys, scores
             del scores  # NB: the generator's name would keep this step alive beside the next
+
 
 def full_rows(q, k, v, *, rows: int, causal: bool) -> torch.Tensor:
     """The first `rows` queries attend to every key (global tokens): O(rows · n · d).

@@ -11,7 +11,6 @@ import torch
 from variants.native.core import NEG_INF, KeySet, Partial, onednn, output, softmax_part, step_elements, tile_grads
 from variants.rules.paths import took
 
-
 MIN_ROWS = 64  # a group's query rows (n_q · H/G) from which its products go through oneDNN
 # A oneDNN chunk's scores at most SCORES_ELEMENTS, or CACHED_ROWS query positions where those are more: few keys
 # (linformer's 256 projected ones) would otherwise make a whole step one chunk, slower than chunks that stay in
@@ -99,8 +98,9 @@ class GroupedKeys(KeySet):
             return self._grads_by_group(q, k, v, lse, dout, shift, dq, dk, dv)
         for at, keys, rows, scores in self._tiles(q, k, tensors=2):  # P and dS
             flat = lambda x: at(x).flatten(2, 3)  # noqa: E731  (B, G, r·c, …)
-            gq, gk, gv = tile_grads(scores, rows, k[:, :, :keys], v[:, :, :keys], flat(lse), flat(dout), flat(shift),
-                                    q.shape[-1] ** -0.5)
+            gq, gk, gv = tile_grads(
+                scores, rows, k[:, :, :keys], v[:, :, :keys], flat(lse), flat(dout), flat(shift), q.shape[-1] ** -0.5
+            )
             at(dq).add_(gq.view(at(dq).shape))
             dk[:, :, :keys] += gk
             dv[:, :, :keys] += gv
@@ -114,8 +114,9 @@ class GroupedKeys(KeySet):
                 flat = lambda x: at(x)[i, j].reshape(rows.shape[2], *x.shape[3:])  # noqa: E731  (r·c, …)
                 scores = onednn.linear(rows[i, j], k[i, j, :keys]).mul_(d**-0.5)
                 self._mask(scores.view(-1, s1 - s0, keys), s0, s1, k.shape[2] - n_q)
-                gq, gk, gv = tile_grads(scores, rows[i, j], k[i, j, :keys], v[i, j, :keys], flat(lse), flat(dout),
-                                        flat(shift), d**-0.5)
+                gq, gk, gv = tile_grads(
+                    scores, rows[i, j], k[i, j, :keys], v[i, j, :keys], flat(lse), flat(dout), flat(shift), d**-0.5
+                )
                 at(dq)[i, j] += gq.view(at(dq)[i, j].shape)
                 dk[i, j, :keys] += gk
                 dv[i, j, :keys] += gv

@@ -7,14 +7,29 @@ from dataclasses import dataclass
 
 import torch
 
-from variants.native.core import (NEG_INF, Blocks, KeySet, Partial, additive, cache_elements, empty_rows, exp_, fused,
-                                  fused_attention, grad_of, softmax_part, step_elements, tile_grads)
+from variants.native.core import (
+    NEG_INF,
+    Blocks,
+    KeySet,
+    Partial,
+    additive,
+    cache_elements,
+    empty_rows,
+    exp_,
+    fused,
+    fused_attention,
+    grad_of,
+    softmax_part,
+    step_elements,
+    tile_grads,
+)
 from variants.native.keys.csr_slices import Slice, csr_matmul, csr_slices, fastest, sampled_scores
 
 
 # ------------------------------------------------------------------------------- gathered keys
-def gather_part(q, k, v, *, idx: torch.Tensor, valid: torch.Tensor, need_lse: bool, chunk: int = 1024,
-                into: Partial | None = None) -> Partial:
+def gather_part(
+    q, k, v, *, idx: torch.Tensor, valid: torch.Tensor, need_lse: bool, chunk: int = 1024, into: Partial | None = None
+) -> Partial:
     """Query i attends to keys idx[i, :] where valid[i, :]: time and memory O(n · r · d).
 
     Queries go in chunks so the gathered (chunk, r, d) keys stay small.
@@ -22,7 +37,9 @@ def gather_part(q, k, v, *, idx: torch.Tensor, valid: torch.Tensor, need_lse: bo
     b, h, n, d = q.shape
     if grad_of(q, k, v):  # autograd: whole chunks kept, concatenated out of place
         outs = [_gathered(q, k, v, idx, valid, slice(s, min(s + chunk, n)), need_lse) for s in range(0, n, chunk)]
-        return Partial(torch.cat([o for o, _ in outs], dim=2), torch.cat([l for _, l in outs], dim=2) if need_lse else None)
+        return Partial(
+            torch.cat([o for o, _ in outs], dim=2), torch.cat([l for _, l in outs], dim=2) if need_lse else None
+        )
     dest = Blocks(q.reshape(b * h, n, d), need_lse, into)
     for start in range(0, n, chunk):
         rows = slice(start, min(start + chunk, n))
@@ -102,8 +119,13 @@ def row_keys(idx: torch.Tensor, valid: torch.Tensor, like: torch.Tensor) -> RowK
     crow = torch.arange(0, n * w + 1, w, device=like.device)
     with warnings.catch_warnings():  # "sparse CSR support is in beta": known, and tested here
         warnings.simplefilter("ignore")
-        pattern = torch.sparse_csr_tensor(crow, idx.flatten(), torch.zeros(n * w, dtype=like.dtype, device=like.device),
-                                          (n, n), check_invariants=False)
+        pattern = torch.sparse_csr_tensor(
+            crow,
+            idx.flatten(),
+            torch.zeros(n * w, dtype=like.dtype, device=like.device),
+            (n, n),
+            check_invariants=False,
+        )
     entries = torch.argsort(idx.flatten(), stable=True)  # by key, then by query: the transpose's rows
     crow_t = torch.zeros(n + 1, dtype=torch.long, device=like.device)
     crow_t[1:] = torch.bincount(idx.flatten(), minlength=n).cumsum(0)
@@ -180,8 +202,14 @@ class KeySubset(KeySet):
         if bias is not None and fused(q) and not grad_of(q, k, v):
             chunk = max(1, step_elements(q) // (b * h * (d + 1)))
             for rows in (slice(r, min(r + chunk, n)) for r in range(0, n, chunk)):
-                out, lse = fused_attention(q3[None, :, rows], ks[None], vs[None], bias[rows].to(q.dtype), d**-0.5,
-                                           None if empty is None else empty[rows])
+                out, lse = fused_attention(
+                    q3[None, :, rows],
+                    ks[None],
+                    vs[None],
+                    bias[rows].to(q.dtype),
+                    d**-0.5,
+                    None if empty is None else empty[rows],
+                )
                 dest.put(rows, out[0], lse[0])  # (B·H, C, d), (B·H, C)
                 del out, lse  # before the next step's (see step_elements)
             return dest.partial(b, h)

@@ -8,9 +8,16 @@ import itertools
 import torch
 
 from variants.native.core import onednn
+from variants.native.linearized.state import (
+    FeatureMap,
+    add_product,
+    features_of,
+    normalizer,
+    rows_per_step,
+    weigh,
+    zero_state,
+)
 from variants.rules.paths import took
-from variants.native.linearized.state import (FeatureMap, add_product, features_of, normalizer, rows_per_step, weigh,
-                                              zero_state)
 
 
 def causal_chunks(phi: FeatureMap, q, k, v, step: int):

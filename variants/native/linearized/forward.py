@@ -15,7 +15,6 @@ from variants.native.linearized.chunks import bidirectional_chunks, causal_chunk
 from variants.native.linearized.grad import Bidirectional, Causal
 from variants.native.linearized.state import FeatureMap, features_of, masked_rows, recording, rescale, rows_per_step
 
-
 MIN_ROWS = 256  # a bidirectional chunk's rows, at least
 
 
@@ -31,8 +30,16 @@ def linear_time(phi: FeatureMap, q, k, v, causal: bool, *, budget: int = 1 << 18
     b, h, n, d = q.shape
     budget, m = cache_elements(q, budget), features_of(phi, d)
     if causal:  # NB: each chunk's (C × C) scores are at most a quarter of the output's size: C² ≤ n·d/4
-        step = rows_per_step(phi, q, min(cache_rows(q, masked_rows(m, d)), max(32, budget // (b * h * max(d, m))),
-                                         max(32, math.isqrt(n * d // 4))), causal=True)
+        step = rows_per_step(
+            phi,
+            q,
+            min(
+                cache_rows(q, masked_rows(m, d)),
+                max(32, budget // (b * h * max(d, m))),
+                max(32, math.isqrt(n * d // 4)),
+            ),
+            causal=True,
+        )
     else:  # NB: 256 rows at least: rfa's and performer's forwards (m = 256 features) were slower with 128;
         # elu+1's 512 (m = d = 64) stay, where 1024 was slower (docs/performance.md, "Figures behind the code's
         # choices")
@@ -58,5 +65,3 @@ def decode_step(phi: FeatureMap, q, k, v, state) -> torch.Tensor:
     big_s, z = big_s + fk.transpose(-1, -2) @ v, z + fk.sum(dim=-2)
     fq = phi.query(q)  # (B, H, 1, m)
     return (fq @ big_s) / (fq @ z[..., None])
-
-

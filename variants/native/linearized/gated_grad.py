@@ -22,6 +22,7 @@ from variants.native.core import exp_, rowdot
 from variants.native.linearized.grad import keep_output, mapped
 from variants.native.linearized.state import add_product, normalizer, row_chunks, with_grad, zero_state
 
+
 class Gated(torch.autograd.Function):
     """(q, k, v) → out of the gated recurrence; the forward keeps out alone."""
 
@@ -126,6 +127,8 @@ def _suffix_pass(phi, q, k, v, out, dout, gates, chunks, den, dk, dv):
         c_s[:, :, rows] = rowdot(fkw, dfk)
         dv[:, :, rows] = dvv
         dk[:, :, rows] = back(dfk)
-        big_p, small_p = carried(big_p, small_p, total, f.mul_(total.exp()[..., None]), dn, dd)  # φ(q) to the chunk's start
+        big_p, small_p = carried(
+            big_p, small_p, total, f.mul_(total.exp()[..., None]), dn, dd
+        )  # φ(q) to the chunk's start
         del f, back, fkw, dn, dd, e, dfk, dvv  # before the next step's
     return c_s

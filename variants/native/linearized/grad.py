@@ -21,7 +21,16 @@ import torch
 
 from variants.native.core import rowdot
 from variants.native.linearized.chunks import bidirectional_chunks, causal_chunks
-from variants.native.linearized.state import FeatureMap, add_product, normalizer, row_chunks, rows_per_step, weigh, with_grad, zero_state
+from variants.native.linearized.state import (
+    FeatureMap,
+    add_product,
+    normalizer,
+    row_chunks,
+    rows_per_step,
+    weigh,
+    with_grad,
+    zero_state,
+)
 
 MORE = 3  # (rows × m) a backward chunk holds beside the map's: its autograd record, dφ, φ(q)∘dD
 
@@ -157,5 +166,3 @@ def mapped(phi: FeatureMap, fn, x):
         return f, lambda df: phi.vjp(x, f, df)
     leaf, f = with_grad(fn, x)
     return f.detach(), lambda df: torch.autograd.grad(f, leaf, df)[0]
-
-

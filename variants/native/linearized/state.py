@@ -95,8 +95,9 @@ def masked_rows(m: int, d: int) -> int:
     return max(32, 2 * m * d // (m + d))
 
 
-def rows_per_step(phi: FeatureMap, q: torch.Tensor, cap: int, causal: bool = False, least: int = 16,
-                  more: int = 0) -> int:
+def rows_per_step(
+    phi: FeatureMap, q: torch.Tensor, cap: int, causal: bool = False, least: int = 16, more: int = 0
+) -> int:
     """Rows of a chunk: at most `cap`, and few enough that the chunk's features and products stay
     within `step_elements`, so a small n holds about one output too. A row of each head holds the
     map's `held` tensors of m and 2d (its input's copies, the product with the state); a causal

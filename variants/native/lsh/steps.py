@@ -113,7 +113,10 @@ def streamed(q, v, order, chunk: int, causal: bool, out, lse, first: bool) -> No
         o, l = softmax_part(s, lambda p: p @ gathered(flat_v, at_k, kp), need_lse=True)  # (B, h', G, c, d), (…, c)
         rows = min(qp.shape[2] * chunk, n - c0 * chunk)  # padded query rows (the last chunk's tail) dropped
         at = at_q.view(b, qp.shape[1], -1)[:, :, :rows].reshape(-1)
-        o, l = o.reshape(b, qp.shape[1], -1, d)[:, :, :rows].reshape(-1, d), l.reshape(b, qp.shape[1], -1)[:, :, :rows].reshape(-1)
+        o, l = (
+            o.reshape(b, qp.shape[1], -1, d)[:, :, :rows].reshape(-1, d),
+            l.reshape(b, qp.shape[1], -1)[:, :, :rows].reshape(-1),
+        )
         if not first:
             acc, acc_lse = flat_out.index_select(0, at), flat_lse.index_select(0, at)
             fold(acc, acc_lse, o, l)

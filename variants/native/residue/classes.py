@@ -7,8 +7,22 @@ from dataclasses import dataclass
 
 import torch
 
-from variants.native.core import (NEG_INF, KeySet, Partial, additive, cache_elements, cache_sized, empty_rows, fold,
-                                  fused, fused_attention, grad_of, softmax_part, step_elements, tile_grads)
+from variants.native.core import (
+    NEG_INF,
+    KeySet,
+    Partial,
+    additive,
+    cache_elements,
+    cache_sized,
+    empty_rows,
+    fold,
+    fused,
+    fused_attention,
+    grad_of,
+    softmax_part,
+    step_elements,
+    tile_grads,
+)
 
 
 @dataclass(frozen=True)
@@ -48,7 +62,9 @@ class Residues(KeySet):
             for i in range(views[0].shape[0]):
                 for g0 in range(0, r1 - r0, group):
                     cls = slice(g0, min(g0 + group, r1 - r0))
-                    qg, kg, vg, lg, dog, sg, dqg, dkg, dvg = (x[i, :, cls].transpose(0, 1) for x in views)  # (R, count, …)
+                    qg, kg, vg, lg, dog, sg, dqg, dkg, dvg = (
+                        x[i, :, cls].transpose(0, 1) for x in views
+                    )  # (R, count, …)
                     scores = torch.bmm(qg, kg.transpose(1, 2)).mul_(d**-0.5).masked_fill_(masked, NEG_INF)
                     gq, gk, gv = tile_grads(scores, qg, kg, vg, lg, dog, sg, d**-0.5)
                     dqg += gq

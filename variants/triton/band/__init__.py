@@ -6,5 +6,15 @@ from variants.triton.band.fwd import band_fwd
 from variants.triton.band.naive import band_mask, band_reference
 from variants.triton.band.ranges import BLOCKS, KINDS, NEIGHBORHOOD, RECT, SUMMARY, WINDOW
 
-__all__ = ["BLOCKS", "KINDS", "NEIGHBORHOOD", "RECT", "SUMMARY", "WINDOW", "band_bwd", "band_fwd", "band_mask",
-           "band_reference"]
+__all__ = [
+    "BLOCKS",
+    "KINDS",
+    "NEIGHBORHOOD",
+    "RECT",
+    "SUMMARY",
+    "WINDOW",
+    "band_bwd",
+    "band_fwd",
+    "band_mask",
+    "band_reference",
+]

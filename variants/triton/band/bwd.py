@@ -15,11 +15,43 @@ from variants.triton.online import head_scale
 from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
-@triton.jit(do_not_specialize=["H", "keys", "r0", "r1", "p1", "p2"])  # the parameters: one compile for all (variants.triton.tiles)
-def band_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                   H, n, d, keys, r0, r1, p1, p2,
-                   KIND: tl.constexpr, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr, ADD: tl.constexpr,
-                   BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+@triton.jit(
+    do_not_specialize=["H", "keys", "r0", "r1", "p1", "p2"]
+)  # the parameters: one compile for all (variants.triton.tiles)
+def band_dq_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    L,
+    DELTA,
+    DQ,
+    sq_b,
+    sq_h,
+    sq_n,
+    sk_b,
+    sk_h,
+    sk_n,
+    sv_b,
+    sv_h,
+    sv_n,
+    H,
+    n,
+    d,
+    keys,
+    r0,
+    r1,
+    p1,
+    p2,
+    KIND: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    ACC: tl.constexpr,
+    PREC: tl.constexpr,
+    ADD: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BD: tl.constexpr,
+):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     first = r0 + tl.program_id(0) * BM
@@ -39,8 +71,12 @@ def band_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n
         t = t0 + tl.arange(0, BN)
         j = key_position(KIND, t, p1, p2)
         inside = (t >= lo) & (t < hi)
-        k = tl.load(K + b * sk_b + h * sk_h + j[:, None] * sk_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0)
-        v = tl.load(V + b * sv_b + h * sv_h + j[:, None] * sv_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0)
+        k = tl.load(
+            K + b * sk_b + h * sk_h + j[:, None] * sk_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0
+        )
+        v = tl.load(
+            V + b * sv_b + h * sv_h + j[:, None] * sv_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0
+        )
         s = tl.dot(q, tl.trans(k), input_precision=PREC).to(ACC) * scale
         ok = rows[:, None] & inside[None, :] & allowed(KIND, CAUSAL, i[:, None], j[None, :], n, p1, p2)
         p = tl.where(ok, tl.exp(s - lse[:, None]), 0.0)
@@ -50,11 +86,44 @@ def band_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n
     put(DQ + own, dq * scale, tile, ADD)
 
 
-@triton.jit(do_not_specialize=["H", "keys", "r0", "r1", "p1", "p2"])  # the parameters: one compile for all (variants.triton.tiles)
-def band_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                     H, n, d, keys, r0, r1, p1, p2,
-                     KIND: tl.constexpr, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr, ADD: tl.constexpr,
-                     BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+@triton.jit(
+    do_not_specialize=["H", "keys", "r0", "r1", "p1", "p2"]
+)  # the parameters: one compile for all (variants.triton.tiles)
+def band_dkdv_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    L,
+    DELTA,
+    DK,
+    DV,
+    sq_b,
+    sq_h,
+    sq_n,
+    sk_b,
+    sk_h,
+    sk_n,
+    sv_b,
+    sv_h,
+    sv_n,
+    H,
+    n,
+    d,
+    keys,
+    r0,
+    r1,
+    p1,
+    p2,
+    KIND: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    ACC: tl.constexpr,
+    PREC: tl.constexpr,
+    ADD: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BD: tl.constexpr,
+):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     t = tl.program_id(0) * BN + tl.arange(0, BN)
@@ -68,8 +137,9 @@ def band_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, sq_b, sq_h, sq_n, sk_b, sk_h
     scale = head_scale(d, ACC)
     dk = tl.zeros([BN, BD], ACC)
     dv = tl.zeros([BN, BD], ACC)
-    lo, hi = query_range(KIND, CAUSAL, tl.program_id(0) * BN, tl.minimum(tl.program_id(0) * BN + BN, keys) - 1,
-                         n, p1, p2)
+    lo, hi = query_range(
+        KIND, CAUSAL, tl.program_id(0) * BN, tl.minimum(tl.program_id(0) * BN + BN, keys) - 1, n, p1, p2
+    )
     lo, hi = tl.maximum(lo, r0), tl.minimum(hi, r1)
     for m0 in range((lo // BM) * BM, hi, BM):
         i = m0 + tl.arange(0, BM)
@@ -91,8 +161,24 @@ def band_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, sq_b, sq_h, sq_n, sk_b, sk_h
     put(DV + at, dv, tile, ADD)
 
 
-def band_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, kind: int, p1: int, p2: int = 0,
-             rows: tuple[int, int] | None = None, causal: bool, add: bool = True) -> None:
+def band_bwd(
+    q,
+    k,
+    v,
+    do,
+    lse,
+    delta,
+    dq,
+    dk,
+    dv,
+    *,
+    kind: int,
+    p1: int,
+    p2: int = 0,
+    rows: tuple[int, int] | None = None,
+    causal: bool,
+    add: bool = True,
+) -> None:
     """Add one band part's share of dQ, dK, dV (contiguous; `add=False`: write it, see variants.triton.backward). `do`: contiguous
     (B, H, n, d) in the inputs' dtype; lse and delta (B, H, n) of the whole pattern."""
     b, h, n, d = q.shape
@@ -104,10 +190,57 @@ def band_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, kind: int, p1: int, p2: int
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
     common = dict(KIND=int(kind), CAUSAL=causal, ACC=acc, PREC=prec, ADD=add)
     t = Tiles.band_dq(q)
-    launch(band_dq_kernel, (triton.cdiv(r1 - r0, t.bm), b * h),
-        q, k, v, do, lse, delta, dq, *strides, h, n, d, keys, r0, r1, p1, p2, **common,
-        BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
+    launch(
+        band_dq_kernel,
+        (triton.cdiv(r1 - r0, t.bm), b * h),
+        q,
+        k,
+        v,
+        do,
+        lse,
+        delta,
+        dq,
+        *strides,
+        h,
+        n,
+        d,
+        keys,
+        r0,
+        r1,
+        p1,
+        p2,
+        **common,
+        BM=t.bm,
+        BN=t.bn,
+        BD=t.bd,
+        num_warps=t.warps,
+        num_stages=t.stages,
+    )
     t = Tiles.band_dkdv(q)
-    launch(band_dkdv_kernel, (triton.cdiv(keys, t.bn), b * h),
-        q, k, v, do, lse, delta, dk, dv, *strides, h, n, d, keys, r0, r1, p1, p2, **common,
-        BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
+    launch(
+        band_dkdv_kernel,
+        (triton.cdiv(keys, t.bn), b * h),
+        q,
+        k,
+        v,
+        do,
+        lse,
+        delta,
+        dk,
+        dv,
+        *strides,
+        h,
+        n,
+        d,
+        keys,
+        r0,
+        r1,
+        p1,
+        p2,
+        **common,
+        BM=t.bm,
+        BN=t.bn,
+        BD=t.bd,
+        num_warps=t.warps,
+        num_stages=t.stages,
+    )

@@ -8,8 +8,9 @@ import torch
 from variants.triton.band.ranges import BLOCKS, NEIGHBORHOOD, RECT, WINDOW
 
 
-def band_mask(kind: int, n: int, p1: int, p2: int = 0, rows: tuple[int, int] | None = None,
-              causal: bool = False) -> torch.Tensor:
+def band_mask(
+    kind: int, n: int, p1: int, p2: int = 0, rows: tuple[int, int] | None = None, causal: bool = False
+) -> torch.Tensor:
     """(n, n) bool: query i takes key j in this part."""
     i = torch.arange(n)[:, None]
     j = torch.arange(n)[None, :]

@@ -7,5 +7,16 @@ from variants.triton.chunk.features import ELU, FAVOR, FOURIER, IDENTITY
 from variants.triton.chunk.fwd import MAX_FEATURES, chunk_forward
 from variants.triton.chunk.naive import chunk_reference
 
-__all__ = ["ELU", "FAVOR", "FOURIER", "IDENTITY", "MAX_FEATURES", "Features", "chunk_backward", "chunk_forward",
-           "chunk_reference", "linear_attention", "product"]
+__all__ = [
+    "ELU",
+    "FAVOR",
+    "FOURIER",
+    "IDENTITY",
+    "MAX_FEATURES",
+    "Features",
+    "chunk_backward",
+    "chunk_forward",
+    "chunk_reference",
+    "linear_attention",
+    "product",
+]

@@ -41,5 +41,6 @@ def linear_attention(q, k, v, phi: Features, causal: bool) -> torch.Tensor:
     """φ(q_t)ᵀ Σ φ(k_s) v_sᵀ / φ(q_t)ᵀ Σ φ(k_s) over s <= t (causal) or every s: (B, H, n_q, d)."""
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return LinearAttend.apply(q, k, v, phi, causal)
-    return chunk_forward(q, k, v, kind=phi.kind, causal=causal, normalize=True, w=phi.w,
-                         features=phi.features)[0].to(q.dtype)
+    return chunk_forward(q, k, v, kind=phi.kind, causal=causal, normalize=True, w=phi.w, features=phi.features)[0].to(
+        q.dtype
+    )

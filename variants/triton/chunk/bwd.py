@@ -26,8 +26,26 @@ ROWS = 64  # rows of a program of grad_inputs_kernel
 
 
 @triton.jit(do_not_specialize=["H"])  # the parameters: one compile for all (variants.triton.tiles)
-def grad_inputs_kernel(DO, O, DEN, V, G, V1, sdo_b, sdo_h, sdo_n, sv_b, sv_h, sv_n, H, n, e,
-                       ACC: tl.constexpr, BT: tl.constexpr, BE: tl.constexpr):
+def grad_inputs_kernel(
+    DO,
+    O,
+    DEN,
+    V,
+    G,
+    V1,
+    sdo_b,
+    sdo_h,
+    sdo_n,
+    sv_b,
+    sv_h,
+    sv_n,
+    H,
+    n,
+    e,
+    ACC: tl.constexpr,
+    BT: tl.constexpr,
+    BE: tl.constexpr,
+):
     """G = [dO/D, −rowsum(dO ∘ out)/D] and V₁ = [V, 1], (B, H, n, e + 1) contiguous, in their dtype."""
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
@@ -52,8 +70,26 @@ def grad_inputs(dout, out, den, v, dtype: torch.dtype) -> tuple[torch.Tensor, to
     g = torch.empty(b, h, n, e + 1, dtype=dtype, device=v.device)
     v1 = torch.empty_like(g)
     acc = tl.float64 if out.dtype == torch.float64 else tl.float32
-    launch(grad_inputs_kernel, (triton.cdiv(n, ROWS), b * h), dout, out, den, v, g, v1, *dout.stride()[:3],
-           *v.stride()[:3], h, n, e, ACC=acc, BT=ROWS, BE=Tiles.head(e), num_warps=4, num_stages=1)
+    launch(
+        grad_inputs_kernel,
+        (triton.cdiv(n, ROWS), b * h),
+        dout,
+        out,
+        den,
+        v,
+        g,
+        v1,
+        *dout.stride()[:3],
+        *v.stride()[:3],
+        h,
+        n,
+        e,
+        ACC=acc,
+        BT=ROWS,
+        BE=Tiles.head(e),
+        num_warps=4,
+        num_stages=1,
+    )
     return g, v1
 
 
@@ -65,7 +101,9 @@ def product(a, b, c, causal: bool, reverse: bool = False) -> torch.Tensor:
 def chunk_backward(query_map: Callable, key_map: Callable, q, k, v, out, den, dout, causal: bool):
     """dq, dk, dv of out = mask(φ(q)φ(k)ᵀ)v / mask(φ(q)φ(k)ᵀ)1, given the forward's out and D (the
     accumulator's dtype). `query_map`, `key_map`: φ in torch (autograd records them)."""
-    dt = torch.float32 if q.dtype == torch.float16 else q.dtype  # NB: 1/D passes float16's range (FAVOR+: D can be ~1e-6)
+    dt = (
+        torch.float32 if q.dtype == torch.float16 else q.dtype
+    )  # NB: 1/D passes float16's range (FAVOR+: D can be ~1e-6)
     with torch.enable_grad():  # float16: the maps in float32 too (the plan builds them so: variants.triton.paths)
         qg, kg = q.detach().to(dt).requires_grad_(), k.detach().to(dt).requires_grad_()
         fq, fk = query_map(qg), key_map(kg)

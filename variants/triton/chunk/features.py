@@ -34,8 +34,21 @@ def load_w(W, d, m, BF: tl.constexpr, BD: tl.constexpr, DOT: tl.constexpr):
 
 
 @triton.jit
-def feature_map(x, rows, W, top, d, m, KIND: tl.constexpr, QUERY: tl.constexpr, ACC: tl.constexpr,
-                DOT: tl.constexpr, PREC: tl.constexpr, BF: tl.constexpr, BD: tl.constexpr):
+def feature_map(
+    x,
+    rows,
+    W,
+    top,
+    d,
+    m,
+    KIND: tl.constexpr,
+    QUERY: tl.constexpr,
+    ACC: tl.constexpr,
+    DOT: tl.constexpr,
+    PREC: tl.constexpr,
+    BF: tl.constexpr,
+    BD: tl.constexpr,
+):
     """φ of the rows x (BT, BD) in ACC (columns past d are 0): (BT, BF), 0 past m and on masked rows.
     `top`: a key's stabilizer (FAVOR keys), unused otherwise."""
     f = tl.arange(0, BF)

@@ -22,17 +22,34 @@ MAX_FEATURES = 256  # one tile holds a row's features (the query stabilizer is a
 
 
 @triton.jit(do_not_specialize=["H", "m", "chunks"])  # the parameters: one compile for all (variants.triton.tiles)
-def favor_key_max_kernel(B, W, OUT, sb_b, sb_h, sb_n, H, n, d, m, chunks,
-                         ACC: tl.constexpr, DOT: tl.constexpr, PREC: tl.constexpr,
-                         BT: tl.constexpr, BF: tl.constexpr, BD: tl.constexpr):
+def favor_key_max_kernel(
+    B,
+    W,
+    OUT,
+    sb_b,
+    sb_h,
+    sb_n,
+    H,
+    n,
+    d,
+    m,
+    chunks,
+    ACC: tl.constexpr,
+    DOT: tl.constexpr,
+    PREC: tl.constexpr,
+    BT: tl.constexpr,
+    BF: tl.constexpr,
+    BD: tl.constexpr,
+):
     """The largest FAVOR logit of each chunk of keys: (B·H, chunks)."""
     ch, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // H, bh % H
     t = ch * BT + tl.arange(0, BT)
     c = tl.arange(0, BD)
     rows = t < n
-    x = tl.load(B + b * sb_b + h * sb_h + t[:, None] * sb_n + c[None, :], mask=rows[:, None] & (c < d)[None, :],
-                other=0.0).to(ACC)
+    x = tl.load(
+        B + b * sb_b + h * sb_h + t[:, None] * sb_n + c[None, :], mask=rows[:, None] & (c < d)[None, :], other=0.0
+    ).to(ACC)
     logits = favor_logits(x, load_w(W, d, m, BF, BD, DOT), d, ACC, DOT, PREC)
     keep = rows[:, None] & (tl.arange(0, BF) < m)[None, :]
     tl.store(OUT + bh * chunks + ch, tl.max(tl.max(tl.where(keep, logits, float("-inf")), 1), 0))
@@ -48,12 +65,40 @@ def position(t, n, REVERSE: tl.constexpr):
         return t
 
 
-@triton.jit(do_not_specialize=["H", "m", "cw", "chunks", "per_split"])  # the parameters: one compile for all (variants.triton.tiles)
-def chunk_states_kernel(B, C, W, STAB, HS, ZS, sb_b, sb_h, sb_n, sc_b, sc_h, sc_n,
-                        H, n, d, m, cw, chunks, per_split,
-                        KIND: tl.constexpr, CAUSAL: tl.constexpr, REVERSE: tl.constexpr, ACC: tl.constexpr,
-                        DOT: tl.constexpr, PREC: tl.constexpr, BT: tl.constexpr, BF: tl.constexpr, BD: tl.constexpr,
-                        BC: tl.constexpr):
+@triton.jit(
+    do_not_specialize=["H", "m", "cw", "chunks", "per_split"]
+)  # the parameters: one compile for all (variants.triton.tiles)
+def chunk_states_kernel(
+    B,
+    C,
+    W,
+    STAB,
+    HS,
+    ZS,
+    sb_b,
+    sb_h,
+    sb_n,
+    sc_b,
+    sc_h,
+    sc_n,
+    H,
+    n,
+    d,
+    m,
+    cw,
+    chunks,
+    per_split,
+    KIND: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    REVERSE: tl.constexpr,
+    ACC: tl.constexpr,
+    DOT: tl.constexpr,
+    PREC: tl.constexpr,
+    BT: tl.constexpr,
+    BF: tl.constexpr,
+    BD: tl.constexpr,
+    BC: tl.constexpr,
+):
     ct, bh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     b, h = bh // H, bh % H
     c = tl.arange(0, BD)
@@ -72,11 +117,13 @@ def chunk_states_kernel(B, C, W, STAB, HS, ZS, sb_b, sb_h, sb_n, sc_b, sc_h, sc_
         t = ch * BT + tl.arange(0, BT)
         rows = t < n
         p = position(t, n, REVERSE)
-        x = tl.load(B + b * sb_b + h * sb_h + p[:, None] * sb_n + c[None, :], mask=rows[:, None] & (c < d)[None, :],
-                    other=0.0).to(ACC)
+        x = tl.load(
+            B + b * sb_b + h * sb_h + p[:, None] * sb_n + c[None, :], mask=rows[:, None] & (c < d)[None, :], other=0.0
+        ).to(ACC)
         phi = feature_map(x, rows, W, top, d, m, KIND, False, ACC, DOT, PREC, BF, BD)
-        cc = tl.load(C + b * sc_b + h * sc_h + p[:, None] * sc_n + e[None, :], mask=rows[:, None] & (e < cw)[None, :],
-                     other=0.0)
+        cc = tl.load(
+            C + b * sc_b + h * sc_h + p[:, None] * sc_n + e[None, :], mask=rows[:, None] & (e < cw)[None, :], other=0.0
+        )
         state += tl.dot(tl.trans(phi.to(DOT)), cc.to(DOT), input_precision=PREC).to(ACC)
         z += tl.sum(phi, 0)
     if not CAUSAL:  # this split's sums
@@ -87,10 +134,42 @@ def chunk_states_kernel(B, C, W, STAB, HS, ZS, sb_b, sb_h, sb_n, sc_b, sc_h, sc_
 
 
 @triton.jit(do_not_specialize=["H", "m", "cw"])  # the parameters: one compile for all (variants.triton.tiles)
-def chunk_output_kernel(A, B, C, W, STAB, HS, ZS, O, DEN, sa_b, sa_h, sa_n, sb_b, sb_h, sb_n, sc_b, sc_h, sc_n,
-                        H, n, d, m, cw, KIND: tl.constexpr, CAUSAL: tl.constexpr, NORMALIZE: tl.constexpr,
-                        REVERSE: tl.constexpr, ACC: tl.constexpr, DOT: tl.constexpr, PREC: tl.constexpr,
-                        BT: tl.constexpr, BF: tl.constexpr, BD: tl.constexpr, BC: tl.constexpr):
+def chunk_output_kernel(
+    A,
+    B,
+    C,
+    W,
+    STAB,
+    HS,
+    ZS,
+    O,
+    DEN,
+    sa_b,
+    sa_h,
+    sa_n,
+    sb_b,
+    sb_h,
+    sb_n,
+    sc_b,
+    sc_h,
+    sc_n,
+    H,
+    n,
+    d,
+    m,
+    cw,
+    KIND: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    NORMALIZE: tl.constexpr,
+    REVERSE: tl.constexpr,
+    ACC: tl.constexpr,
+    DOT: tl.constexpr,
+    PREC: tl.constexpr,
+    BT: tl.constexpr,
+    BF: tl.constexpr,
+    BD: tl.constexpr,
+    BC: tl.constexpr,
+):
     ch, ct, bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     b, h = bh // H, bh % H
     c = tl.arange(0, BD)
@@ -99,8 +178,9 @@ def chunk_output_kernel(A, B, C, W, STAB, HS, ZS, O, DEN, sa_b, sa_h, sa_n, sb_b
     t = ch * BT + tl.arange(0, BT)
     rows = t < n
     p = position(t, n, REVERSE)
-    x = tl.load(A + b * sa_b + h * sa_h + p[:, None] * sa_n + c[None, :], mask=rows[:, None] & (c < d)[None, :],
-                other=0.0).to(ACC)
+    x = tl.load(
+        A + b * sa_b + h * sa_h + p[:, None] * sa_n + c[None, :], mask=rows[:, None] & (c < d)[None, :], other=0.0
+    ).to(ACC)
     phi_q = feature_map(x, rows, W, 0.0, d, m, KIND, True, ACC, DOT, PREC, BF, BD)
     at = ((ch if CAUSAL else 0) * tl.num_programs(2) + bh) * BF
     state = tl.load(HS + (at + f[:, None]) * cw + e[None, :], mask=(e < cw)[None, :], other=0.0)
@@ -109,13 +189,15 @@ def chunk_output_kernel(A, B, C, W, STAB, HS, ZS, O, DEN, sa_b, sa_h, sa_n, sb_b
         den = tl.sum(phi_q * tl.load(ZS + at + f)[None, :], 1)
     if CAUSAL:  # the chunk's own keys, s <= t: the masked quadratic form
         top = tl.load(STAB + bh) if KIND == FAVOR else 0.0
-        xk = tl.load(B + b * sb_b + h * sb_h + p[:, None] * sb_n + c[None, :], mask=rows[:, None] & (c < d)[None, :],
-                     other=0.0).to(ACC)
+        xk = tl.load(
+            B + b * sb_b + h * sb_h + p[:, None] * sb_n + c[None, :], mask=rows[:, None] & (c < d)[None, :], other=0.0
+        ).to(ACC)
         phi_k = feature_map(xk, rows, W, top, d, m, KIND, False, ACC, DOT, PREC, BF, BD)
         scores = tl.dot(phi_q.to(DOT), tl.trans(phi_k.to(DOT)), input_precision=PREC).to(ACC)
         scores = tl.where(tl.arange(0, BT)[None, :] <= tl.arange(0, BT)[:, None], scores, 0.0)
-        cc = tl.load(C + b * sc_b + h * sc_h + p[:, None] * sc_n + e[None, :], mask=rows[:, None] & (e < cw)[None, :],
-                     other=0.0)
+        cc = tl.load(
+            C + b * sc_b + h * sc_h + p[:, None] * sc_n + e[None, :], mask=rows[:, None] & (e < cw)[None, :], other=0.0
+        )
         num += tl.dot(scores.to(DOT), cc.to(DOT), input_precision=PREC).to(ACC)
         if NORMALIZE:
             den += tl.sum(scores, 1)
@@ -131,14 +213,29 @@ def chunk_dtypes(x: torch.Tensor):
     products in float32 and float16 (NB: FAVOR+'s key features reach 1e-8, under float16's normal
     range: its products lost 4% of the output); bf16 operands (float32's range) into float32 sums, as
     flash-linear-attention's kernels."""
-    dot = {torch.float64: tl.float64, torch.float32: tl.float32, torch.bfloat16: tl.bfloat16,
-           torch.float16: tl.float32}[x.dtype]
+    dot = {
+        torch.float64: tl.float64,
+        torch.float32: tl.float32,
+        torch.bfloat16: tl.bfloat16,
+        torch.float16: tl.float32,
+    }[x.dtype]
     acc = tl.float64 if x.dtype == torch.float64 else tl.float32
     return acc, dot, precision(torch.float32 if x.dtype == torch.float16 else x.dtype)
 
 
-def chunk_forward(a, b, c, *, kind: int, causal: bool, normalize: bool, w: torch.Tensor | None = None,
-                  features: int | None = None, splits: int | None = None, reverse: bool = False):
+def chunk_forward(
+    a,
+    b,
+    c,
+    *,
+    kind: int,
+    causal: bool,
+    normalize: bool,
+    w: torch.Tensor | None = None,
+    features: int | None = None,
+    splits: int | None = None,
+    reverse: bool = False,
+):
     """out (B, H, n_a, c_width) in the accumulator's dtype, and the normalizer (B, H, n_a) or None.
     a: the query side, b: the key side (their feature map `kind`; W (m, d) for FAVOR/FOURIER), c: the
     values (B, H, n_b, c_width). Causal needs n_a = n_b; `reverse` (causal): s >= t, the rows walked last
@@ -159,8 +256,26 @@ def chunk_forward(a, b, c, *, kind: int, causal: bool, normalize: bool, w: torch
     if kind == FAVOR:  # keys' stabilizer: the head's largest logit
         chunks = triton.cdiv(nk, bt)
         tops = torch.empty(bsz * h, chunks, dtype=acc, device=dev)
-        launch(favor_key_max_kernel, (chunks, bsz * h), b, w, tops, *b.stride()[:3], h, nk, d, m, chunks, ACC=tacc, DOT=tdot,
-                                                 PREC=prec, BT=bt, BF=bf, BD=bd, num_warps=4)
+        launch(
+            favor_key_max_kernel,
+            (chunks, bsz * h),
+            b,
+            w,
+            tops,
+            *b.stride()[:3],
+            h,
+            nk,
+            d,
+            m,
+            chunks,
+            ACC=tacc,
+            DOT=tdot,
+            PREC=prec,
+            BT=bt,
+            BF=bf,
+            BD=bd,
+            num_warps=4,
+        )
         stab = tops.amax(dim=1)
     chunks = triton.cdiv(nk, bt)
     ctiles = triton.cdiv(cw, bc)
@@ -171,16 +286,71 @@ def chunk_forward(a, b, c, *, kind: int, causal: bool, normalize: bool, w: torch
         per_split = triton.cdiv(chunks, slots)
     hs = torch.empty(slots, bsz * h, bf, cw, dtype=acc, device=dev)
     zs = torch.empty(slots, bsz * h, bf, dtype=acc, device=dev)
-    launch(chunk_states_kernel, (ctiles, bsz * h, 1 if causal else slots),
-        b, c, w, stab, hs, zs, *b.stride()[:3], *c.stride()[:3], h, nk, d, m, cw, chunks, per_split,
-        KIND=int(kind), CAUSAL=causal, REVERSE=reverse, ACC=tacc, DOT=tdot, PREC=prec, BT=bt, BF=bf, BD=bd, BC=bc,
-        num_warps=warps)
+    launch(
+        chunk_states_kernel,
+        (ctiles, bsz * h, 1 if causal else slots),
+        b,
+        c,
+        w,
+        stab,
+        hs,
+        zs,
+        *b.stride()[:3],
+        *c.stride()[:3],
+        h,
+        nk,
+        d,
+        m,
+        cw,
+        chunks,
+        per_split,
+        KIND=int(kind),
+        CAUSAL=causal,
+        REVERSE=reverse,
+        ACC=tacc,
+        DOT=tdot,
+        PREC=prec,
+        BT=bt,
+        BF=bf,
+        BD=bd,
+        BC=bc,
+        num_warps=warps,
+    )
     if not causal and slots > 1:
         hs, zs = hs.sum(0, keepdim=True), zs.sum(0, keepdim=True)
     out = torch.empty(bsz, h, n, cw, dtype=acc, device=dev)
     den = torch.empty(bsz, h, n, dtype=acc, device=dev) if normalize else out
-    launch(chunk_output_kernel, (triton.cdiv(n, bt), ctiles, bsz * h),
-        a, b, c, w, stab, hs, zs, out, den, *a.stride()[:3], *b.stride()[:3], *c.stride()[:3], h, n, d, m, cw,
-        KIND=int(kind), CAUSAL=causal, NORMALIZE=normalize, REVERSE=reverse, ACC=tacc, DOT=tdot, PREC=prec, BT=bt,
-        BF=bf, BD=bd, BC=bc, num_warps=warps)
+    launch(
+        chunk_output_kernel,
+        (triton.cdiv(n, bt), ctiles, bsz * h),
+        a,
+        b,
+        c,
+        w,
+        stab,
+        hs,
+        zs,
+        out,
+        den,
+        *a.stride()[:3],
+        *b.stride()[:3],
+        *c.stride()[:3],
+        h,
+        n,
+        d,
+        m,
+        cw,
+        KIND=int(kind),
+        CAUSAL=causal,
+        NORMALIZE=normalize,
+        REVERSE=reverse,
+        ACC=tacc,
+        DOT=tdot,
+        PREC=prec,
+        BT=bt,
+        BF=bf,
+        BD=bd,
+        BC=bc,
+        num_warps=warps,
+    )
     return out, (den if normalize else None)

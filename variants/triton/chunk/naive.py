@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 
 def chunk_reference(fa, fb, c, *, causal: bool, normalize: bool):
     """mask(fa fbᵀ) c, divided by mask(fa fbᵀ) 1 when `normalize`: (B, H, n_a, c_width)."""

@@ -15,8 +15,34 @@ from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
 @triton.jit(do_not_specialize=["H", "R"])  # the parameters: one compile for all (variants.triton.tiles)
-def gather_dq_kernel(Q, K, V, DO, L, DELTA, DQ, IDX, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                     H, n, d, R, ACC: tl.constexpr, ADD: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+def gather_dq_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    L,
+    DELTA,
+    DQ,
+    IDX,
+    sq_b,
+    sq_h,
+    sq_n,
+    sk_b,
+    sk_h,
+    sk_n,
+    sv_b,
+    sv_h,
+    sv_n,
+    H,
+    n,
+    d,
+    R,
+    ACC: tl.constexpr,
+    ADD: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BD: tl.constexpr,
+):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     i = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -44,9 +70,36 @@ def gather_dq_kernel(Q, K, V, DO, L, DELTA, DQ, IDX, sq_b, sq_h, sq_n, sk_b, sk_
 
 
 @triton.jit(do_not_specialize=["H"])  # the parameters: one compile for all (variants.triton.tiles)
-def gather_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, CROW, QROW, LONGEST,
-                       sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                       H, n, d, ACC: tl.constexpr, ADD: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+def gather_dkdv_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    L,
+    DELTA,
+    DK,
+    DV,
+    CROW,
+    QROW,
+    LONGEST,
+    sq_b,
+    sq_h,
+    sq_n,
+    sk_b,
+    sk_h,
+    sk_n,
+    sv_b,
+    sv_h,
+    sv_n,
+    H,
+    n,
+    d,
+    ACC: tl.constexpr,
+    ADD: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BD: tl.constexpr,
+):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     j = tl.program_id(0) * BM + tl.arange(0, BM)  # BM keys, BN entries of each a step
@@ -102,10 +155,54 @@ def gather_bwd(q, k, v, do, lse, delta, dq, dk, dv, idx, by_key, add: bool = Tru
     t = Tiles.gather(q)
     acc, _ = launch_dtypes(q)
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
-    launch(gather_dq_kernel, (triton.cdiv(n, t.bm), b * h),
-        q, k, v, do, lse, delta, dq, idx, *strides, h, n, d, idx.shape[1], ACC=acc, ADD=add,
-        BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
+    launch(
+        gather_dq_kernel,
+        (triton.cdiv(n, t.bm), b * h),
+        q,
+        k,
+        v,
+        do,
+        lse,
+        delta,
+        dq,
+        idx,
+        *strides,
+        h,
+        n,
+        d,
+        idx.shape[1],
+        ACC=acc,
+        ADD=add,
+        BM=t.bm,
+        BN=t.bn,
+        BD=t.bd,
+        num_warps=t.warps,
+        num_stages=t.stages,
+    )
     crow, queries, longest = by_key
-    launch(gather_dkdv_kernel, (triton.cdiv(n, t.bm), b * h),
-        q, k, v, do, lse, delta, dk, dv, crow, queries, longest, *strides, h, n, d, ACC=acc, ADD=add,
-        BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
+    launch(
+        gather_dkdv_kernel,
+        (triton.cdiv(n, t.bm), b * h),
+        q,
+        k,
+        v,
+        do,
+        lse,
+        delta,
+        dk,
+        dv,
+        crow,
+        queries,
+        longest,
+        *strides,
+        h,
+        n,
+        d,
+        ACC=acc,
+        ADD=add,
+        BM=t.bm,
+        BN=t.bn,
+        BD=t.bd,
+        num_warps=t.warps,
+        num_stages=t.stages,
+    )

@@ -13,16 +13,40 @@ from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
 @triton.jit(do_not_specialize=["H", "R"])  # the parameters: one compile for all (variants.triton.tiles)
-def gather_fwd_kernel(Q, K, V, O, L, IDX, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                      H, n, d, R, FIRST: tl.constexpr, ACC: tl.constexpr,
-                      BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+def gather_fwd_kernel(
+    Q,
+    K,
+    V,
+    O,
+    L,
+    IDX,
+    sq_b,
+    sq_h,
+    sq_n,
+    sk_b,
+    sk_h,
+    sk_n,
+    sv_b,
+    sv_h,
+    sv_n,
+    H,
+    n,
+    d,
+    R,
+    FIRST: tl.constexpr,
+    ACC: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BD: tl.constexpr,
+):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     i = tl.program_id(0) * BM + tl.arange(0, BM)
     c = tl.arange(0, BD)
     rows, cols = i < n, c < d
-    q = tl.load(Q + b * sq_b + h * sq_h + i[:, None] * sq_n + c[None, :], mask=rows[:, None] & cols[None, :],
-                other=0.0).to(ACC)
+    q = tl.load(
+        Q + b * sq_b + h * sq_h + i[:, None] * sq_n + c[None, :], mask=rows[:, None] & cols[None, :], other=0.0
+    ).to(ACC)
     o_ptrs = O + bh * n * d + i[:, None] * d + c[None, :]
     l_ptrs = L + bh * n + i
     m, l, acc = resume(o_ptrs, l_ptrs, rows, cols, FIRST, ACC, BM, BD)
@@ -37,8 +61,7 @@ def gather_fwd_kernel(Q, K, V, O, L, IDX, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv
         s = tl.where(ok, tl.sum(k * q[:, None, :], 2) * scale, float("-inf"))
         m_new, alpha, shift = rescale(m, l, s)
         p = tl.exp(s - shift[:, None])
-        v = tl.load(V + b * sv_b + h * sv_h + j[:, :, None] * sv_n + c[None, None, :], mask=gathered,
-                    other=0.0).to(ACC)
+        v = tl.load(V + b * sv_b + h * sv_h + j[:, :, None] * sv_n + c[None, None, :], mask=gathered, other=0.0).to(ACC)
         l = l * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v, 1)
         m = m_new
@@ -55,6 +78,27 @@ def gather_fwd(q, k, v, out, lse, idx, *, first: bool) -> None:
         return
     t = Tiles.gather(q)
     acc, _ = launch_dtypes(q)
-    launch(gather_fwd_kernel, (triton.cdiv(n, t.bm), b * h),
-        q, k, v, out, lse, idx, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], h, n, d, idx.shape[1],
-        FIRST=first, ACC=acc, BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
+    launch(
+        gather_fwd_kernel,
+        (triton.cdiv(n, t.bm), b * h),
+        q,
+        k,
+        v,
+        out,
+        lse,
+        idx,
+        *q.stride()[:3],
+        *k.stride()[:3],
+        *v.stride()[:3],
+        h,
+        n,
+        d,
+        idx.shape[1],
+        FIRST=first,
+        ACC=acc,
+        BM=t.bm,
+        BN=t.bn,
+        BD=t.bd,
+        num_warps=t.warps,
+        num_stages=t.stages,
+    )

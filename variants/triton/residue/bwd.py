@@ -12,9 +12,36 @@ from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
 @triton.jit(do_not_specialize=["H", "l", "blocks"])  # the parameters: one compile for all (variants.triton.tiles)
-def residue_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                      H, n, d, l, blocks, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr, ADD: tl.constexpr,
-                      BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+def residue_dq_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    L,
+    DELTA,
+    DQ,
+    sq_b,
+    sq_h,
+    sq_n,
+    sk_b,
+    sk_h,
+    sk_n,
+    sv_b,
+    sv_h,
+    sv_n,
+    H,
+    n,
+    d,
+    l,
+    blocks,
+    CAUSAL: tl.constexpr,
+    ACC: tl.constexpr,
+    PREC: tl.constexpr,
+    ADD: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BD: tl.constexpr,
+):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     r = tl.program_id(0) // blocks
@@ -36,8 +63,12 @@ def residue_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, s
         t = t0 + tl.arange(0, BN)
         j = r + t * l
         inside = t < count
-        k = tl.load(K + b * sk_b + h * sk_h + j[:, None] * sk_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0)
-        v = tl.load(V + b * sv_b + h * sv_h + j[:, None] * sv_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0)
+        k = tl.load(
+            K + b * sk_b + h * sk_h + j[:, None] * sk_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0
+        )
+        v = tl.load(
+            V + b * sv_b + h * sv_h + j[:, None] * sv_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0
+        )
         s = tl.dot(q, tl.trans(k), input_precision=PREC).to(ACC) * scale
         ok = rows[:, None] & inside[None, :] & ((t[None, :] < m[:, None]) if CAUSAL else (t[None, :] != m[:, None]))
         p = tl.where(ok, tl.exp(s - lse[:, None]), 0.0)
@@ -47,9 +78,37 @@ def residue_dq_kernel(Q, K, V, DO, L, DELTA, DQ, sq_b, sq_h, sq_n, sk_b, sk_h, s
 
 
 @triton.jit(do_not_specialize=["H", "l", "blocks"])  # the parameters: one compile for all (variants.triton.tiles)
-def residue_dkdv_kernel(Q, K, V, DO, L, DELTA, DK, DV, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                        H, n, d, l, blocks, CAUSAL: tl.constexpr, ACC: tl.constexpr, PREC: tl.constexpr, ADD: tl.constexpr,
-                        BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+def residue_dkdv_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    L,
+    DELTA,
+    DK,
+    DV,
+    sq_b,
+    sq_h,
+    sq_n,
+    sk_b,
+    sk_h,
+    sk_n,
+    sv_b,
+    sv_h,
+    sv_n,
+    H,
+    n,
+    d,
+    l,
+    blocks,
+    CAUSAL: tl.constexpr,
+    ACC: tl.constexpr,
+    PREC: tl.constexpr,
+    ADD: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BD: tl.constexpr,
+):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     r = tl.program_id(0) // blocks
@@ -93,11 +152,58 @@ def residue_bwd(q, k, v, do, lse, delta, dq, dk, dv, *, stride: int, causal: boo
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
     t = Tiles.band_dq(q)
     blocks = triton.cdiv(count, t.bm)
-    launch(residue_dq_kernel, (stride * blocks, b * h),
-        q, k, v, do, lse, delta, dq, *strides, h, n, d, stride, blocks, CAUSAL=causal, ACC=acc, PREC=prec, ADD=add,
-        BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
+    launch(
+        residue_dq_kernel,
+        (stride * blocks, b * h),
+        q,
+        k,
+        v,
+        do,
+        lse,
+        delta,
+        dq,
+        *strides,
+        h,
+        n,
+        d,
+        stride,
+        blocks,
+        CAUSAL=causal,
+        ACC=acc,
+        PREC=prec,
+        ADD=add,
+        BM=t.bm,
+        BN=t.bn,
+        BD=t.bd,
+        num_warps=t.warps,
+        num_stages=t.stages,
+    )
     t = Tiles.band_dkdv(q)
     blocks = triton.cdiv(count, t.bn)
-    launch(residue_dkdv_kernel, (stride * blocks, b * h),
-        q, k, v, do, lse, delta, dk, dv, *strides, h, n, d, stride, blocks, CAUSAL=causal, ACC=acc, PREC=prec, ADD=add,
-        BM=t.bm, BN=t.bn, BD=t.bd, num_warps=t.warps, num_stages=t.stages)
+    launch(
+        residue_dkdv_kernel,
+        (stride * blocks, b * h),
+        q,
+        k,
+        v,
+        do,
+        lse,
+        delta,
+        dk,
+        dv,
+        *strides,
+        h,
+        n,
+        d,
+        stride,
+        blocks,
+        CAUSAL=causal,
+        ACC=acc,
+        PREC=prec,
+        ADD=add,
+        BM=t.bm,
+        BN=t.bn,
+        BD=t.bd,
+        num_warps=t.warps,
+        num_stages=t.stages,
+    )

@@ -13,9 +13,34 @@ from variants.triton.tiles import Tiles, launch, launch_dtypes
 
 
 @triton.jit(do_not_specialize=["H", "l", "blocks"])  # the parameters: one compile for all (variants.triton.tiles)
-def residue_fwd_kernel(Q, K, V, O, L, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n,
-                       H, n, d, l, blocks, CAUSAL: tl.constexpr, FIRST: tl.constexpr, ACC: tl.constexpr,
-                       PREC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+def residue_fwd_kernel(
+    Q,
+    K,
+    V,
+    O,
+    L,
+    sq_b,
+    sq_h,
+    sq_n,
+    sk_b,
+    sk_h,
+    sk_n,
+    sv_b,
+    sv_h,
+    sv_n,
+    H,
+    n,
+    d,
+    l,
+    blocks,
+    CAUSAL: tl.constexpr,
+    FIRST: tl.constexpr,
+    ACC: tl.constexpr,
+    PREC: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BD: tl.constexpr,
+):
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     r = tl.program_id(0) // blocks  # the class
@@ -34,13 +59,17 @@ def residue_fwd_kernel(Q, K, V, O, L, sq_b, sq_h, sq_n, sk_b, sk_h, sk_n, sv_b, 
         t = t0 + tl.arange(0, BN)
         j = r + t * l
         inside = t < count
-        k = tl.load(K + b * sk_b + h * sk_h + j[:, None] * sk_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0)
+        k = tl.load(
+            K + b * sk_b + h * sk_h + j[:, None] * sk_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0
+        )
         s = tl.dot(q, tl.trans(k), input_precision=PREC).to(ACC) * scale
         ok = inside[None, :] & ((t[None, :] < m[:, None]) if CAUSAL else (t[None, :] != m[:, None]))
         s = tl.where(ok, s, float("-inf"))
         m_new, alpha, shift = rescale(mx, total, s)
         p = tl.exp(s - shift[:, None])
-        v = tl.load(V + b * sv_b + h * sv_h + j[:, None] * sv_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0)
+        v = tl.load(
+            V + b * sv_b + h * sv_h + j[:, None] * sv_n + c[None, :], mask=inside[:, None] & cols[None, :], other=0.0
+        )
         total = total * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PREC).to(ACC)
         mx = m_new
@@ -53,7 +82,29 @@ def residue_fwd(q, k, v, out, lse, *, stride: int, causal: bool, first: bool) ->
     t = Tiles.band_fwd(q)
     blocks = triton.cdiv(triton.cdiv(n, stride), t.bm)  # member blocks of the largest class
     acc, prec = launch_dtypes(q)
-    launch(residue_fwd_kernel, (stride * blocks, b * h),
-        q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], h, n, d, stride, blocks,
-        CAUSAL=causal, FIRST=first, ACC=acc, PREC=prec, BM=t.bm, BN=t.bn, BD=t.bd,
-        num_warps=t.warps, num_stages=t.stages)
+    launch(
+        residue_fwd_kernel,
+        (stride * blocks, b * h),
+        q,
+        k,
+        v,
+        out,
+        lse,
+        *q.stride()[:3],
+        *k.stride()[:3],
+        *v.stride()[:3],
+        h,
+        n,
+        d,
+        stride,
+        blocks,
+        CAUSAL=causal,
+        FIRST=first,
+        ACC=acc,
+        PREC=prec,
+        BM=t.bm,
+        BN=t.bn,
+        BD=t.bd,
+        num_warps=t.warps,
+        num_stages=t.stages,
+    )
