@@ -317,12 +317,17 @@ def synthetic_rows(variant, impl, times: dict, *, claimed, flops_counted=None, p
 
 
 def fwd_bwd_length(name: str) -> int:
-    """The full grid's largest fwd_bwd length of `name`'s native path: where its timed backward is checked."""
+    """The full grid's largest fwd_bwd length of `name`'s native path, a planned one or the top of its adaptive
+    range: where its timed backward is checked."""
+    grid = grids.resolve("full")
     return max(
-        case.seq_len
-        for case in grids.resolve("full").cases
-        if case.mode == "fwd_bwd" and case.variant == name and case.impl == "native"
+        [case.seq_len for case in grid.cases if _native_fwd_bwd(case, name)]
+        + [ladder.high for ladder in grid.ladders if _native_fwd_bwd(ladder.template, name)]
     )
+
+
+def _native_fwd_bwd(case, name: str) -> bool:
+    return case.mode == "fwd_bwd" and case.variant == name and case.impl == "native"
 
 
 # a grid of three variants and two faults, for the sharded and the Ray runs

@@ -49,6 +49,10 @@ class Reason(str, Enum):
     EDGE_KEPT = "edge_kept"  # a refutation as much with that step
     SHORT_PATH = "short_path"  # a confirmation whose top path holds too few lengths
     BY_WORK = "by_work"  # the counted FLOPs grow faster than the claim
+    BY_BYTES = "by_bytes"  # a decode step's time rises by what reading its cache takes, its claim's bytes do not
+    BYTES_CACHE = "bytes_cache"  # bytes alone: that rise, where the claim's step reads less than its cache
+    BYTES_WITHIN = "bytes_within"  # bytes alone: the time's rise reads less than half the cache beyond the claim's
+    BYTES_UNSEEN = "bytes_unseen"  # bytes alone: half the cache would take less than the shortest step itself
     AT_LEVEL = "at_level"  # the higher term's test within MARGIN of its level: the next length may turn it
     CONTESTED = "contested"  # refuted by the higher term, while the power law still reaches the claim
     BELOW = "below"  # memory: the claim's term not needed, no higher one: the call keeps less than its claim allows
@@ -77,6 +81,7 @@ TELLS = {
     Reason.SHORT_PATH: Tells.TOP_PATH_LENGTHS,
     Reason.AT_LEVEL: Tells.LONGER_LENGTHS,
     Reason.CONTESTED: Tells.LONGER_LENGTHS,
+    Reason.BYTES_UNSEEN: Tells.LONGER_LENGTHS,
     Reason.WIDE: Tells.MORE_LENGTHS,
     Reason.OVERLAPS: Tells.LONGER_LENGTHS,
 }
@@ -120,6 +125,17 @@ TEMPLATES = {
     Reason.SHORT_PATH: "{under}, but the top lengths' path ({path}, only at n = {at}) holds fewer than {needed} "
     "lengths, fitted almost freely: more lengths on it would tell",
     Reason.BY_WORK: "its counted FLOPs grow as {n}^{counted}, above the claim's {n}^{claimed:g}; time: {under}",
+    Reason.BY_BYTES: "its time rises from n = {low:g} to {top:g} by what reading {read_mb:.3g} MB takes at the memory "
+    "bandwidth ({gbps:.3g} GB/s), {share:.0%} of its cache's K and V ({cache_mb:.3g} MB), where its "
+    "claim's step reads {claim_kb:.3g} kB; time: {under}",
+    Reason.BYTES_CACHE: "its time rises from n = {low:g} to {top:g} by what reading {read_mb:.3g} MB takes at the memory "
+    "bandwidth ({gbps:.3g} GB/s), {share:.0%} of its cache's K and V ({cache_mb:.3g} MB), where its "
+    "claim's step reads {claim_kb:.3g} kB",
+    Reason.BYTES_WITHIN: "its time rises from n = {low:g} to {top:g} by at most what reading {read_mb:.3g} MB takes at "
+    "the memory bandwidth ({gbps:.3g} GB/s): its claim's step reads {claim_kb:.3g} kB, its cache "
+    "holds {cache_mb:.3g} MB",
+    Reason.BYTES_UNSEEN: "reading half its cache at n = {top:g} would take {unseen_us:.3g} µs at the memory bandwidth, "
+    "less than its shortest step ({step_us:.3g} µs): longer lengths would tell",
     Reason.AT_LEVEL: "with its higher term's test at its level ({higher}: p = {higher_p:.2g}, {share:.0%} of the time)",
     Reason.CONTESTED: "by its higher term's test ({higher}: p = {higher_p:.2g}, {share:.0%} of the time) while its "
     "time exponent [{lo:.2f}, {hi:.2f}] reaches the claim's {claimed:g} ± {tolerance:g}",

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from suite.analyse import memory, terms
+from suite.analyse import memory, step_bytes, terms
 from suite.analyse.claim_rule import Reason, Why
 from suite.analyse.fits import MIN_POINTS, MIN_SPAN, TOLERANCE, fit_power, verdict
 from suite.plan.case import series_key
@@ -201,6 +201,7 @@ def exponents(
             record["countable"] = bool(group["flops_counted"].notna().any())
             if "power_verdict" in record and record["metric"] == "time":  # counted FLOPs say nothing of memory
                 _by_work(record)
+                step_bytes.refute(record)
     return pd.DataFrame.from_records([_structured(record) for record in records])
 
 
@@ -233,6 +234,7 @@ def _fitted(series: pd.Series, group: pd.DataFrame, axis: str, metric: str, host
         result = terms.judge_series(series, group, axis, claimed, hosts)
         extra = {"power_verdict": status, "power_why": str(why), **terms.columns(result, claimed)}
         status, why = result.verdict, result.reason
+        extra.update(step_bytes.columns(series, group, hosts) if step_bytes.applies(group, axis, metric) else {})
     elif metric == "memory" and claimed is not None:
         result = memory.judge_series(series, claimed)
         extra = {"power_verdict": status, "power_why": str(why), **terms.columns(result, claimed, of="peak")}
@@ -308,7 +310,7 @@ def all_exponents(frame: pd.DataFrame, hosts: dict | None = None) -> pd.DataFram
     fits = pd.concat(parts, ignore_index=True)
     # NB: every column, even where no fit has it: a fit in an axis lacks that axis' field (and with no other
     # fit, so would the table), a run with no claimed time in a length lacks the cost model's columns
-    for column in (*SHAPE, *terms.COLUMNS):
+    for column in (*SHAPE, *terms.COLUMNS, *step_bytes.COLUMNS):
         if column not in fits:
             fits[column] = np.nan
     fits["diagnosis"] = [diagnose(row) if row["metric"] == "time" else "" for _, row in fits.iterrows()]

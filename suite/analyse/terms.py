@@ -48,11 +48,13 @@ def machines(env: dict | None, bandwidth: dict | None = None) -> dict[str, dict]
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         ratio = math.inf
     gathers = ((bandwidth or {}).get("cpu") or {}).get("gathers")
+    rate = ((bandwidth or {}).get("cpu") or {}).get("bytes_per_s")  # a decode step's bytes (suite.analyse.step_bytes)
     return {
         "cpu": {
             "caches": reached(caches, bandwidth),
             "gathers": gathers if isinstance(gathers, dict) else None,
             "step_max": max(ratio - 1.0, 0.0) if math.isfinite(ratio) else math.inf,
+            "bytes_per_s": float(rate) if isinstance(rate, (int, float)) and rate > 0 else None,
         }
     }
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analyse import Analysis, analyse
+from suite.analyse import Analysis, analyse, glance
 from suite.errors import UsageError
 from suite.plan.settings import Settings
 from suite.present import figures
@@ -30,6 +30,7 @@ from suite.present.report import (
     fmt_slope,
     fmt_text,
     measured_energy,
+    slice_tables,
 )
 from suite.store.journal import Journal
 from suite.store.rundir import RunDir
@@ -244,6 +245,8 @@ def _verdicts(result: Analysis) -> list[str]:
         else "No exponent could be fitted (a series needs 3 lengths).",
     ]
     for title, table in (
+        *((title, rows) for title, _, rows in slice_tables(result.fits)),
+        ("Other axes: heads and head dim", _other_axes(result.fits)),
         ("Decode: one query against a cache of n", result.decode),
         ("Cross attention: in n_q and in n_k", result.cross),
         ("Padded batches: in valid tokens", result.padding),
@@ -251,6 +254,57 @@ def _verdicts(result: Analysis) -> list[str]:
         if not table.empty:
             blocks += [f"### {title}", md.table(VERDICT_HEADERS, _verdict_rows(table))]
     return blocks
+
+
+def _other_axes(fits: pd.DataFrame) -> pd.DataFrame:
+    """Heads' and head dims' time fits with a claim, the power law's verdicts (docs/CLAIMS.md, "Heads and head dim")."""
+    parts = [
+        glance.rows_of(fits, one).assign(length={"num_heads": "H", "head_dim": "d"}[one.axis])
+        for one in glance.SLICES
+        if one.axis in ("num_heads", "head_dim")
+    ]
+    rows = pd.concat(parts) if parts else pd.DataFrame()
+    return rows.sort_values(["variant", "impl", "length", "series"]) if not rows.empty else rows
+
+
+# a verdict's colour in Markdown, which has no styles: the same on GitHub, in mkdocs and in a terminal
+MARKS = {"confirmed": "🟢", "refuted": "🔴", "inconclusive": "🟡"}
+# the card's heading of each slice's detail (mkdocs' and GitHub's anchors of the titles in `_verdicts`)
+ANCHORS = {
+    "verdicts": "verdicts-the-leading-term-of-each-claim",
+    "training": "training-forward-and-backward-in-n",
+    "causal": "causal-in-n",
+    "decode": "decode-one-query-against-a-cache-of-n",
+    "other-axes": "other-axes-heads-and-head-dim",
+}
+
+
+def _glance(result: Analysis) -> list[str]:
+    table = glance.glance(result.fits)
+    if table.empty:
+        return []
+    rows = [
+        [
+            r["variant"],
+            r["impl"],
+            f"{r['device']}/{r['dtype']}",
+            *(
+                f"[{MARKS.get(glance.verdict_of(r[one.name]), '')} {r[one.name]}](#{ANCHORS[one.anchor]})"
+                if r[one.name]
+                else ""
+                for one in glance.SLICES
+            ),
+        ]
+        for _, r in table.iterrows()
+    ]
+    return [
+        "## Every claim's verdict at a glance",
+        "A row per variant and implementation, a column per slice of its claims; each cell the verdict of that "
+        "slice's series (🟢 confirmed, 🔴 refuted, 🟡 inconclusive: refuted where any series is, inconclusive where "
+        'any is not settled, "k of m" where it holds several), linking to its detail below. Heads and head dim '
+        "keep the power law's verdict ([why](../CLAIMS.md#heads-and-head-dim)).",
+        md.table(["variant", "implementation", "device", *(one.name for one in glance.SLICES)], rows),
+    ]
 
 
 def _pct(x, binds=None) -> str:
@@ -288,11 +342,9 @@ def _efficiency(result: Analysis) -> list[str]:
         "## Efficiency: against the run's matmul peak and its roofline",
         "Each series' largest n at the main shape: the median time, the algorithm's FLOPs over it, their share of "
         "the probe's peak (and with every named term); the share of the roofline bound max(FLOPs / peak, bytes / "
-        "bandwidth), its FLOPs the algorithm's products (a feature map's and a projection's with its own), with the "
-        "algorithm's traffic and with the compulsory bytes, and which ceiling binds "
+        "bandwidth), its FLOPs the algorithm's products (a feature map's and a projection's with its own), with the algorithm's traffic and with the compulsory bytes, and which ceiling binds "
         "(blank: no bandwidth probe in the run); the call's peak memory above its inputs in outputs; and where "
-        "one warm call's time went ([the report](../report.md#efficiency), "
-        "[bytes](../CLAIMS.md#bytes-what-a-call-must-move-and-what-its-algorithm-moves))"
+        "one warm call's time went ([the report](../report.md#efficiency), [bytes](../CLAIMS.md#bytes-what-a-call-must-move-and-what-its-algorithm-moves))"
         + (
             "; on the GPU, the energy of a call (NVML's counter over the timing window over the calls made in it, L2 "
             "flushes included: an upper bound) and per token ([GPUs](../gpu.md#what-the-gpu-was-doing))."
@@ -344,6 +396,7 @@ def card(run: RunDir, files: str | None = None) -> str:
         md.text((plan.get("description") or "").strip()),  # NB: the user's grid file's text, shown, never markup
         _facts(run, frame),
         f"**Noise.** {_sentence(result.noise.line())}",
+        *_glance(result),
         *_verdicts(result),
         *_efficiency(result),
         "## Files",

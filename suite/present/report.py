@@ -13,7 +13,7 @@ import jinja2
 import numpy as np
 import pandas as pd
 
-from suite.analyse import Analysis, analyse, fits
+from suite.analyse import Analysis, analyse, fits, glance
 from suite.analyse.terms import machines
 from suite.plan.settings import Settings
 from suite.present import figures
@@ -130,6 +130,23 @@ def other_fits(fits: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["axis", "variant", "series", "metric"])
 
 
+def slice_tables(fits: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """(title, anchor, rows) of the slices whose verdicts no other table shows: training and causal time and memory."""
+    out = []
+    for title, anchor, names in (
+        ("Training: forward and backward, in n", "training", ("training time", "training memory")),
+        ("Causal: in n", "causal", ("causal time",)),
+    ):
+        parts = [
+            glance.rows_of(fits, one).assign(length="n" if one.metric == "time" else "n (peak memory)")
+            for one in glance.SLICES
+            if one.name in names
+        ]
+        rows = pd.concat(parts) if parts else pd.DataFrame()
+        out.append((title, anchor, rows.sort_values(["variant", "series", "metric"]) if not rows.empty else rows))
+    return out
+
+
 def efficiency_rows(eff: pd.DataFrame) -> pd.DataFrame:
     """Per series of the n sweeps, forward and forward+backward, its largest-n case: FLOP/s, share of
     peak, work ratio, memory over the output, its roofline."""
@@ -220,6 +237,7 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
         bytes=fmt_bytes,
         lengths=fmt_lengths,
         fitted=fmt_fitted,
+        first_word=glance.verdict_of,
     )
     page = env_loader.get_template("report.html.j2").render(
         name=run.name,
@@ -248,6 +266,9 @@ def build(run: RunDir, report_dir: Path) -> tuple[Path, Analysis]:
         padding=result.padding,
         decode=result.decode,
         cache_levels=cache_levels(env, bandwidth),
+        glance=glance.glance(result.fits),
+        slices=glance.SLICES,
+        slice_tables=slice_tables(result.fits),
     )
     path = atomic.write_text(report_dir / "index.html", page)
     return path, result
@@ -288,8 +309,7 @@ def summary(table: pd.DataFrame, length: str = "n") -> str:
     col = (lambda text: f"{text:<{width}} ") if width else (lambda text: "")
     wide = 30 if length != "n" else 22  # a cross series' label names the length it holds: "sdpa [n_k=1024]"
     lines = [
-        f"{'variant':<15} {'implementation':<{wide}} "
-        f"{col('')}{'exponent [95% CI]' if wide > 22 else 'exponent in n [95% CI]':<24} "
+        f"{'variant':<15} {'implementation':<{wide}} {col('')}{'exponent [95% CI]' if wide > 22 else 'exponent in n [95% CI]':<24} "
         f"{'claim':>5}  verdict"
     ]
     for i, row in table.iterrows():

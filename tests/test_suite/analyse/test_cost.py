@@ -208,7 +208,10 @@ def _frame(y):
 def test_the_fits_table_takes_its_time_verdict_from_the_cost_model():
     y = noisy(1e-6 * X * _step(X, AMD["L2"]["bytes"], 0.4) * 8)
     hosts = terms.machines({"cpu_caches": AMD}, {"cpu": {"bytes_per_s": 25e9, "cache_bytes_per_s": 75e9}})
-    assert hosts == {"cpu": {"caches": AMD, "step_max": 2.0, "gathers": None}} and terms.machines({}) == {}
+    assert (
+        hosts == {"cpu": {"caches": AMD, "step_max": 2.0, "gathers": None, "bytes_per_s": 25e9}}
+        and terms.machines({}) == {}
+    )
     assert terms.machines({"cpu_caches": AMD})["cpu"]["step_max"] == np.inf  # no bandwidth probe: no bound
     fits = all_exponents(_frame(y), hosts)
     row = fits[(fits["metric"] == "time") & (fits["axis"] == "seq_len")].iloc[0]
