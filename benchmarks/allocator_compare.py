@@ -39,7 +39,8 @@ def main(first: str, second: str) -> None:
     common = a.index.intersection(b.index)
     ratio = b.loc[common, "time_s"] / a.loc[common, "time_s"]
     print(
-        f"| output | spread between processes, median (> 10%, > 20%): {Path(first).name} | the same: {Path(second).name} "
+        f"| output | spread between processes, median (> 10%, > 20%): {Path(first).name} | the same: "
+        f"{Path(second).name} "
         f"| time, second over first: median [IQR] |\n|---|---|---|---|"
     )
     for low, high in BANDS:

@@ -61,7 +61,8 @@ def main() -> None:
     for n in map(str, LENGTHS):
         case, probe = (np.array([r[k][n] for r in runs]) for k in ("case", "probe"))
         print(
-            f"n = {n}: case range +{case.max() / case.min() - 1:.0%}, probe range +{probe.max() / probe.min() - 1:.0%}, "
+            f"n = {n}: case range +{case.max() / case.min() - 1:.0%}, probe range "
+            f"+{probe.max() / probe.min() - 1:.0%}, "
             f"correlation {np.corrcoef(case, probe)[0, 1]:.2f}"
         )
     host = {

@@ -25,7 +25,8 @@ def main() -> None:
     args = parser.parse_args()
     old, new = rows(args.old), rows(args.new)
     print(
-        "| path | mode | old ms (rounds) | new ms (rounds) | new/old | kernels old → new | kernels busy, new | useful TFLOP/s, new |"
+        "| path | mode | old ms (rounds) | new ms (rounds) | new/old | kernels old → new | kernels busy, new | "
+        "useful TFLOP/s, new |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for key in old[0]:

@@ -69,7 +69,8 @@ def main() -> None:
         result = json.loads(done.stdout.strip().splitlines()[-1])
         for r in result["rounds"]:
             print(
-                f"| {result['setting']['allocator']} | {r['mb']} MB | {r['faults_per_round']:.0f} | {r['ms_per_round']:.2f} |"
+                f"| {result['setting']['allocator']} | {r['mb']} MB | {r['faults_per_round']:.0f} | "
+                f"{r['ms_per_round']:.2f} |"
             )
 
 

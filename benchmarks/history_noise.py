@@ -106,7 +106,8 @@ def main() -> None:
     for kind, group in table.groupby("kind"):
         spread = group["value"].abs()
         print(
-            f"{kind:>8}: {len(group)} deviations, median |dev| {spread.median():.4f}, 90th pct {spread.quantile(0.9):.4f}, "
+            f"{kind:>8}: {len(group)} deviations, median |dev| {spread.median():.4f}, 90th pct "
+            f"{spread.quantile(0.9):.4f}, "
             f"max {spread.max():.4f}"
         )
     print(f"table: {args.out}")

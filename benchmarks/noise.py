@@ -95,7 +95,8 @@ def main() -> None:
         medians = group.time_s
         cv = medians.std() / medians.mean()
         print(
-            f"threads={threads} replicates={replicates} {variant}/{impl} n={n}: median {medians.median() * 1e3:8.2f} ms, "
+            f"threads={threads} replicates={replicates} {variant}/{impl} n={n}: median "
+            f"{medians.median() * 1e3:8.2f} ms, "
             f"cross-process CV {cv * 100:5.2f}%, within-run CV {group.within_cv.mean() * 100:5.2f}%, "
             f"range {medians.min() * 1e3:.2f}-{medians.max() * 1e3:.2f} ms"
         )

@@ -289,7 +289,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     if args.action == "list":
         for where, info in rundir.baselines(results_dir):
             print(
-                f"{where}: from run {info.get('run', '?')} (commit {info.get('git_commit')}, {info.get('saved_at', '?')})"
+                f"{where}: from run {info.get('run', '?')} (commit {info.get('git_commit')}, "
+                f"{info.get('saved_at', '?')})"
             )
         return 0
     if not args.run:

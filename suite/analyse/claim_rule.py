@@ -128,7 +128,8 @@ TEMPLATES = {
     Reason.BY_BYTES: "its time rises from n = {low:g} to {top:g} by what reading {read_mb:.3g} MB takes at the memory "
     "bandwidth ({gbps:.3g} GB/s), {share:.0%} of its cache's K and V ({cache_mb:.3g} MB), where its "
     "claim's step reads {claim_kb:.3g} kB; time: {under}",
-    Reason.BYTES_CACHE: "its time rises from n = {low:g} to {top:g} by what reading {read_mb:.3g} MB takes at the memory "
+    Reason.BYTES_CACHE: "its time rises from n = {low:g} to {top:g} by what reading {read_mb:.3g} MB takes at the "
+    "memory "
     "bandwidth ({gbps:.3g} GB/s), {share:.0%} of its cache's K and V ({cache_mb:.3g} MB), where its "
     "claim's step reads {claim_kb:.3g} kB",
     Reason.BYTES_WITHIN: "its time rises from n = {low:g} to {top:g} by at most what reading {read_mb:.3g} MB takes at "

@@ -342,9 +342,11 @@ def _efficiency(result: Analysis) -> list[str]:
         "## Efficiency: against the run's matmul peak and its roofline",
         "Each series' largest n at the main shape: the median time, the algorithm's FLOPs over it, their share of "
         "the probe's peak (and with every named term); the share of the roofline bound max(FLOPs / peak, bytes / "
-        "bandwidth), its FLOPs the algorithm's products (a feature map's and a projection's with its own), with the algorithm's traffic and with the compulsory bytes, and which ceiling binds "
+        "bandwidth), its FLOPs the algorithm's products (a feature map's and a projection's with its own), with the "
+        "algorithm's traffic and with the compulsory bytes, and which ceiling binds "
         "(blank: no bandwidth probe in the run); the call's peak memory above its inputs in outputs; and where "
-        "one warm call's time went ([the report](../report.md#efficiency), [bytes](../CLAIMS.md#bytes-what-a-call-must-move-and-what-its-algorithm-moves))"
+        "one warm call's time went ([the report](../report.md#efficiency), "
+        "[bytes](../CLAIMS.md#bytes-what-a-call-must-move-and-what-its-algorithm-moves))"
         + (
             "; on the GPU, the energy of a call (NVML's counter over the timing window over the calls made in it, L2 "
             "flushes included: an upper bound) and per token ([GPUs](../gpu.md#what-the-gpu-was-doing))."

@@ -309,7 +309,8 @@ def summary(table: pd.DataFrame, length: str = "n") -> str:
     col = (lambda text: f"{text:<{width}} ") if width else (lambda text: "")
     wide = 30 if length != "n" else 22  # a cross series' label names the length it holds: "sdpa [n_k=1024]"
     lines = [
-        f"{'variant':<15} {'implementation':<{wide}} {col('')}{'exponent [95% CI]' if wide > 22 else 'exponent in n [95% CI]':<24} "
+        f"{'variant':<15} {'implementation':<{wide}} "
+        f"{col('')}{'exponent [95% CI]' if wide > 22 else 'exponent in n [95% CI]':<24} "
         f"{'claim':>5}  verdict"
     ]
     for i, row in table.iterrows():

@@ -38,7 +38,8 @@ def test_a_signal_ignored_at_the_start_stays_ignored():
         "from suite.signals import stop_on_signals\n"
         "restore = stop_on_signals()\n"
         "signal.raise_signal(signal.SIGHUP)\n"
-        "print(signal.getsignal(signal.SIGHUP) is signal.SIG_IGN, signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL)\n"
+        "print(signal.getsignal(signal.SIGHUP) is signal.SIG_IGN, signal.getsignal(signal.SIGTERM) is not "
+        "signal.SIG_DFL)\n"
         "restore()\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -97,7 +97,8 @@ SPEC = register(
         summary="Convolutional layer over q's features (k, v unused): O(k·n·D²), or separable O(k·n·D + n·D²).",
         source="Vaswani et al. 2017, Attention Is All You Need (Table 1); Chollet 2017 (separable)",
         memory=MemoryClaim(
-            "the convolution (Vaswani et al. 2017, Table 1): one output a position; training keeps its input and output",
+            "the convolution (Vaswani et al. 2017, Table 1): one output a position; training keeps its input and "
+            "output",
             forward=1.0,
             training=1.0,
         ),

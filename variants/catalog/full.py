@@ -35,7 +35,8 @@ def key_reads(n: int, causal: bool, params: dict) -> int:
 
 # exact attention's memory: what FlashAttention showed it needs, whose own time stays n² (mqa and gqa share it)
 FLASH = MemoryClaim(
-    "Dao et al. 2022, FlashAttention: exact attention in O(n) extra memory; its backward recomputes the scores from the output and log-sum-exp",
+    "Dao et al. 2022, FlashAttention: exact attention in O(n) extra memory; its backward recomputes the scores from "
+    "the output and log-sum-exp",
     forward=1.0,
     training=1.0,
 )

@@ -70,7 +70,8 @@ SPEC = linearized_variant(
     summary="Linear attention with φ(x) = elu(x) + 1: Q′(K′ᵀV) in O(n·d²).",
     source="Katharopoulos et al. 2020, Transformers are RNNs",
     memory=MemoryClaim(
-        "Katharopoulos et al. 2020, Transformers are RNNs: linear memory in n; causal training with constant memory a step",
+        "Katharopoulos et al. 2020, Transformers are RNNs: linear memory in n; causal training with constant memory "
+        "a step",
         forward=1.0,
         training=1.0,
     ),

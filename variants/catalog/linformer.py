@@ -129,7 +129,8 @@ def theory(*, seq_len, batch, num_heads, num_kv_heads, head_dim, causal, dtype_b
         extra_flops={"projections": 2 * 2 * bh * k * seq_len * head_dim, "softmax": SOFTMAX_OPS_PER_PAIR * bh * pairs},
         kv_bytes=2 * batch * num_kv_heads * seq_len * head_dim * dtype_bytes,
         note="E K and F V are 2·k·n·d each per head: linear in n like the attention itself",
-        # NB: traffic = compulsory: the projected K′ and V′ (2·k·d a head) are what the queries read, and stay in the cache
+        # NB: traffic = compulsory: the projected K′ and V′ (2·k·d a head) are what the queries read, and stay in the
+        # cache
         compulsory_bytes=moved,
         traffic_bytes=moved,
         fixed_bytes=projections,

@@ -122,9 +122,11 @@ SPEC = register(
         cross_note="is a layer over one sequence (q's features), not attention between two",
         padding_note="is a layer, not attention: padding is not built for it",
         summary="Recurrent layer over q's features (k, v unused): O(n·D²) time, O(n) sequential steps.",
-        source="Vaswani et al. 2017, Attention Is All You Need (Table 1); Hochreiter & Schmidhuber 1997; Cho et al. 2014",
+        source="Vaswani et al. 2017, Attention Is All You Need (Table 1); Hochreiter & Schmidhuber 1997; Cho et al. "
+        "2014",
         memory=MemoryClaim(
-            "the recurrence (Hochreiter & Schmidhuber 1997): one state a step, its output; training keeps every step's gates for backpropagation through time",
+            "the recurrence (Hochreiter & Schmidhuber 1997): one state a step, its output; training keeps every "
+            "step's gates for backpropagation through time",
             forward=1.0,
             training=1.0,
         ),

@@ -118,10 +118,12 @@ SPEC = register(
     VariantSpec(
         name="reformer",
         family="sparse",
-        summary="Reformer LSH attention, shared QK: hash, sort, attend within a chunk and the one before, rounds merged.",
+        summary="Reformer LSH attention, shared QK: hash, sort, attend within a chunk and the one before, rounds "
+        "merged.",
         source="Kitaev et al. 2020, Reformer: The Efficient Transformer",
         memory=MemoryClaim(
-            "Kitaev et al. 2020, Reformer: O(n log n) memory, chunks of c keys a query (exponent 1, as its time), in training too",
+            "Kitaev et al. 2020, Reformer: O(n log n) memory, chunks of c keys a query (exponent 1, as its time), "
+            "in training too",
             forward=1.0,
             training=1.0,
         ),

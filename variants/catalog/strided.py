@@ -53,7 +53,8 @@ SPEC = pattern_variant(
     doc=__doc__,
     source="Child et al. 2019, Generating Long Sequences with Sparse Transformers, §4",
     memory=MemoryClaim(
-        "Child et al. 2019, Sparse Transformer: O(n·√n) memory (its pairs), training by recomputing the attention in the backward"
+        "Child et al. 2019, Sparse Transformer: O(n·√n) memory (its pairs), training by recomputing the attention "
+        "in the backward"
     ),
     params=(STRIDE,),
     predicate=strided,

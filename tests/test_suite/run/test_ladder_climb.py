@@ -61,7 +61,8 @@ def test_a_run_climbs_its_ladder_and_every_decision_is_read_back(tmp_path):
 
 
 def test_the_report_and_terminal_say_where_a_ladder_stopped(tmp_path):
-    """paced/sdpa waits on the clock every call: all overhead floor, so the ladder never settles and stops at its max."""
+    """paced/sdpa waits on the clock every call: all overhead floor, so the ladder never settles and stops at its
+    max."""
     body = (
         GRID.format(high=1024)
         .replace('variant = ["linear"]', 'variant = ["paced"]')

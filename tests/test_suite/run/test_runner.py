@@ -44,7 +44,8 @@ REQUIRED_COLUMNS = [
 
 def test_faults_become_rows_and_the_sweep_goes_on(tmp_path):
     blocks = "".join(
-        f'\n[[block]]\nvariant = ["{v}"]\nimpl = ["native"]\n[[block]]\nvariant = ["full"]\nimpl = ["sdpa"]\nseq_len = [{n}]\n'
+        f'\n[[block]]\nvariant = ["{v}"]\nimpl = ["native"]\n[[block]]\nvariant = ["full"]\nimpl = '
+        f'["sdpa"]\nseq_len = [{n}]\n'
         for v, n in [
             ("fault_raise", 17),
             ("fault_exit", 18),

@@ -55,7 +55,8 @@ def test_a_global_the_compiler_cannot_read_is_named_and_a_constexpr_one_compiles
         import json, sys
         sys.path.insert(0, {str(tmp_path)!r})
         from variants.triton.compile_check import compile_one
-        print(json.dumps([compile_one(dict({json.dumps(launch)}, kernel=k), 90) for k in ("plain_kernel", "named_kernel")]))
+        kernels = ("plain_kernel", "named_kernel")
+        print(json.dumps([compile_one(dict({json.dumps(launch)}, kernel=k), 90) for k in kernels]))
     """)
     done = subprocess.run(
         [sys.executable, "-c", script], env=_without_interpreter(), capture_output=True, text=True, timeout=300

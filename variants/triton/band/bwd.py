@@ -179,7 +179,8 @@ def band_bwd(
     causal: bool,
     add: bool = True,
 ) -> None:
-    """Add one band part's share of dQ, dK, dV (contiguous; `add=False`: write it, see variants.triton.backward). `do`: contiguous
+    """Add one band part's share of dQ, dK, dV (contiguous; `add=False`: write it, see variants.triton.backward). `do`:
+    contiguous
     (B, H, n, d) in the inputs' dtype; lse and delta (B, H, n) of the whole pattern."""
     b, h, n, d = q.shape
     r0, r1 = rows or (0, n)
