@@ -51,6 +51,7 @@ def test_a_peer_layer_has_no_decode_step():
     ]
 
 
+@pytest.mark.slow  # many feature counts drawn: the full suite runs it, the fast lane not
 def test_performer_error_shrinks_as_features_grow():
     full, performer = variants.get("full"), variants.get("performer")
     q, k, v = (x * 0.5 for x in inputs(full, batch=1, heads=4, seq_len=256, head_dim=16))

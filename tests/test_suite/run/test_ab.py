@@ -68,6 +68,7 @@ def test_the_same_code_on_both_sides_is_no_regression():
     assert verdict.code == 0 and set(verdict.cases["status"]) == {"unchanged"}
 
 
+@pytest.mark.slow  # the gate over many simulated grids: the full suite runs it, the fast lane not
 @pytest.mark.parametrize("share,slowdown", [(0.01, 0.30), (0.05, 0.08), (0.12, 0.08), (0.60, 0.08), (1.0, 0.08)])
 def test_every_slowed_case_is_called_whatever_share_of_the_grid_it_is(share, slowdown):
     """No grid shift is removed: 60% or all of the cases 8% slower are 60% or all of them flagged.

@@ -11,6 +11,7 @@ import variants
 from variants.native.grouped.heads import MIN_ROWS, GroupedKeys
 
 
+@pytest.mark.slow  # a numerical check at the sweep's sizes: the full suite runs it, the fast lane not
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 @pytest.mark.parametrize("name, batch, kv_heads, n", [("gqa", 1, 4, 2048), ("gqa", 2, 2, 1024), ("mqa", 1, 1, 2048)])
 def test_each_groups_chunks_through_onednn_equal_the_reference(name, batch, kv_heads, n, causal):

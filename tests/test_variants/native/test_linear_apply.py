@@ -13,6 +13,7 @@ from variants.native.linearized import chunks
 from variants.rules import paths
 
 
+@pytest.mark.slow  # a numerical check at the sweep's sizes: the full suite runs it, the fast lane not
 @pytest.mark.parametrize("name", ["linear", "performer", "rfa"])
 @pytest.mark.parametrize("batch, n", [(1, 2048), (2, 1500)])
 def test_each_heads_product_through_onednn_equals_the_reference(name, batch, n, monkeypatch):
@@ -53,6 +54,7 @@ def test_float64_and_a_weight_over_a_quarter_of_the_output_keep_the_batched_prod
     assert paths.taken() == "sums batched + apply batched"  # as the sweep records it, for the cost model
 
 
+@pytest.mark.slow  # a numerical check at the sweep's sizes: the full suite runs it, the fast lane not
 @pytest.mark.parametrize("name", ["linear", "performer"])
 def test_a_recorded_forward_through_onednn_gives_the_gradients_of_the_reference(name):
     """The forward of the fwd_bwd sweep (autograd's Function, which runs without recording) takes oneDNN too; its
@@ -69,6 +71,7 @@ def test_a_recorded_forward_through_onednn_gives_the_gradients_of_the_reference(
         assert err <= 1e-5, f"{name}: d{x} relative max |diff| = {err:.3g}"
 
 
+@pytest.mark.slow  # a numerical check at the sweep's sizes: the full suite runs it, the fast lane not
 @pytest.mark.parametrize("name", ["performer", "rfa"])
 def test_the_first_pass_over_another_sequences_keys_equals_the_reference(name, monkeypatch):
     """Cross attention (n_k = 700 keys for n = 1024 queries, B = 2): the first pass sums [S, z]ᵀ over the keys' own

@@ -25,6 +25,7 @@ def _grads(impl: str, n: int, causal: bool, heads: int = 3, d: int = 16, zero_ro
     return torch.autograd.grad(out, (q, v), upstream)
 
 
+@pytest.mark.slow  # a numerical check at the sweep's sizes: the full suite runs it, the fast lane not
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 @pytest.mark.parametrize(
     "n, params",
@@ -64,6 +65,7 @@ def test_gradients_equal_the_readable_rounds_at_the_full_grids_fwd_bwd_shape(cau
         assert (a - b).abs().max().item() < 1e-10 * max(1.0, b.abs().max().item()), f"d{x}"
 
 
+@pytest.mark.slow  # a numerical check at the sweep's sizes: the full suite runs it, the fast lane not
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 @pytest.mark.parametrize("n", [1024, pytest.param(4096, marks=pytest.mark.slow)])
 def test_fwd_bwd_holds_a_few_outputs(n, causal):
