@@ -121,7 +121,8 @@ ONE_STEP = ("fixed", "bigbird", "neighborhood", "strided", "sliding_window", "mq
 
 @pytest.mark.parametrize("name", ONE_STEP)
 def test_a_native_loop_holds_one_step_at_a_time(name):
-    """The output, its log-sum-exp and one step of at most half an output: under 1.7 outputs."""
+    """The output, its log-sum-exp and one step of at most half an output: under 1.7 outputs; a shared-KV path's
+    product may also pack its group's keys (G/H of an output), as oneDNN's kernels for some CPUs do."""
     from suite.machine.timing import peak_cpu
 
     spec = variants.get(name)
@@ -129,4 +130,5 @@ def test_a_native_loop_holds_one_step_at_a_time(name):
     call = spec.prepare(q, k, v, impl="native", causal=False)
     call()
     ratio = peak_cpu(call) / (q.numel() * q.element_size())
-    assert 1.0 <= ratio <= 1.7, f"{name}/native at n = 1024 holds {ratio:.2f} outputs"
+    packed = k.numel() / q.numel() if k.shape[1] < q.shape[1] else 0.0
+    assert 1.0 <= ratio <= 1.7 + packed, f"{name}/native at n = 1024 holds {ratio:.2f} outputs"

@@ -155,7 +155,8 @@ def test_the_bands_backward_in_its_own_tiles_equals_the_reference(n, window, til
 def test_shared_kv_backward_equals_dense_in_a_few_outputs(name, kv_heads, causal):
     """GroupedKeys' own backward at n = 1024, H = 8, d = 64: its gradients equal dense's (float64),
     and the timed fwd_bwd call holds the output, dQ, G/H of an output for dK and dV each, a step
-    (half an output) with its tile's dK and dV (G/H each) and 0.2 for the per-row tensors (float32).
+    (half an output) with its tile's dK and dV (G/H each), its product's packed copy of the group's keys (G/H,
+    where oneDNN's kernel for the CPU packs them) and 0.2 for the per-row tensors (float32).
     Autograd through the chunks held 20.8 (mqa) and 21.0 (gqa) outputs."""
     spec = variants.get(name)
     gen = torch.Generator().manual_seed(0)
@@ -177,4 +178,4 @@ def test_shared_kv_backward_equals_dense_in_a_few_outputs(name, kv_heads, causal
     run = lambda: torch.autograd.grad(call(), (q, k, v), grad)  # noqa: E731
     run()
     held = peak_cpu(run) / (q.numel() * 4)
-    assert held <= 2.7 + 4 * kv_heads / 8, f"{name}/native fwd_bwd held {held:.2f} outputs"
+    assert held <= 2.7 + 5 * kv_heads / 8, f"{name}/native fwd_bwd held {held:.2f} outputs"

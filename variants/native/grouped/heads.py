@@ -85,7 +85,7 @@ class GroupedKeys(KeySet):
                 rows = q[i, heads, s0:s1].reshape(-1, d)  # (r·c, d)
                 scores = onednn.linear(rows, k[i, j, :keys]).mul_(d**-0.5)  # (r·c, keys)
                 self._mask(scores.view(r, s1 - s0, keys), s0, s1, n_k - n_q)
-                o, l = softmax_part(scores, lambda p, w=vt[:, :keys]: onednn.linear(p, w), need_lse)
+                o, l = softmax_part(scores, lambda p: onednn.linear(p, vt[:, :keys]), need_lse)  # noqa: F821 (vt: del below)
                 out[i, heads, s0:s1] = o.view(r, s1 - s0, d)
                 if need_lse:
                     lse[i, heads, s0:s1] = l.view(r, s1 - s0)
