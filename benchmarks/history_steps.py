@@ -13,6 +13,7 @@ against their runs' level where that makes them quieter (suite.history.level, `-
 each method on the stepped series' four cases:
 
     step       suite.history.steps.series_step (the rule `check` uses): the series' newest nights
+    step|levels  the union of `step` and `levels` (flagged by either; named as the first that flags)
     levels     the rule before it: a case, or the series' lengths together, classed `regression` by
                suite.history.changes (asv's solve_potts levels, bootstrap, rank test; the tail's rule on
                the lengths together)
@@ -120,14 +121,18 @@ def methods() -> dict:
 
 
 def cell(measured, series, nights: int, size: float, position: int, trials: int, seed: int, chosen: dict) -> list[dict]:
-    """One cell of the grid: every method's detection (or false-alarm) rate over the same histories."""
+    """One cell of the grid: every method's detection (or false-alarm) rate over the same histories; with
+    both `step` and `levels`, also their union `step|levels` (a series flagged by either)."""
     rng = np.random.default_rng([seed, nights, int(size * 1000), position])
-    hits = {name: [0, 0] for name in chosen}
+    union = "step" in chosen and "levels" in chosen
+    hits = {name: [0, 0] for name in [*chosen, *(["step|levels"] if union else [])]}
     for _ in range(trials):
         logs, stepped = history(measured, series, nights, size, position, rng)
         x = logs[stepped]
-        for name, method in chosen.items():
-            after, named = method(x)
+        found = {name: method(x) for name, method in chosen.items()}
+        if union:
+            found["step|levels"] = found["step"] if found["step"][0] is not None else found["levels"]
+        for name, (after, named) in found.items():
             hits[name][0] += after is not None
             hits[name][1] += after == nights - position and len(named) == len(x) if size else after is not None
     return [
@@ -187,6 +192,7 @@ def main() -> None:
     parser.add_argument("--otava-data", type=int, default=0, help="trials of otava-test-data's series (0: none)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", help="also write the table here (CSV)")
+    parser.add_argument("--append", action="store_true", help="add the rows to --out's table")
     args = parser.parse_args()
     chosen = {k: v for k, v in methods().items() if k in args.methods.split(",")}
     rows = []
@@ -210,6 +216,8 @@ def main() -> None:
     if args.out:
         from suite.store import atomic
 
+        if args.append and Path(args.out).exists():
+            out = pd.concat([pd.read_csv(args.out), out], ignore_index=True)
         atomic.write_text(Path(args.out), out.to_csv(index=False))
 
 

@@ -7,7 +7,8 @@ come too often). A commit acts on a series, at one or more of its lengths at onc
 since it came in; so the newest TAIL nights of a series are judged here as one step:
 
     deviation  each case's log time (as judged: against its run's level, or raw) less the median of
-               its level, the points before the newest TAIL since the series' last older change point
+               its level: since the series' last older change point, the points before the step's
+               first night (the split of the newest RECENT nights that fits the pooled deviations best)
     noise      each case's robust scale from its successive differences (1.4826 · their median absolute
                deviation / √2): a step adds one large difference among many, so it barely moves it
     a case     steps where the median of its newest TAIL deviations is beyond max(threshold, BAND · its
@@ -79,6 +80,15 @@ def _start(dev: np.ndarray) -> int:
     return min(range(len(dev) - RECENT, len(dev) - MIN_SIZE + 1), key=cost)
 
 
+def _deviations(logs: np.ndarray) -> np.ndarray:
+    """Each case's log times less the median of its level before the step: the points before the split
+    of the newest RECENT nights that fits the pooled deviations best (a step older than TAIL nights
+    leaves its own first nights out of the level it is judged against)."""
+    dev = logs - np.median(logs[:, :-TAIL], axis=1, keepdims=True)
+    at = _start(np.median(dev, axis=0))
+    return logs - np.median(logs[:, :at], axis=1, keepdims=True)
+
+
 def series_step(logs, threshold: float = THRESHOLD["time"], band: float = BAND) -> Step | None:
     """The step of one series' newest nights, or None. `logs`: its cases' log times, cases × runs (runs in
     order, every case measured in each; the values as `history check` judges them)."""
@@ -90,7 +100,7 @@ def series_step(logs, threshold: float = THRESHOLD["time"], band: float = BAND) 
     if logs.shape[1] - TAIL - first < MIN_POINTS - TAIL:
         return None
     logs = logs[:, first:]
-    dev = logs - np.median(logs[:, :-TAIL], axis=1, keepdims=True)
+    dev = _deviations(logs)
     widths = np.array([max(threshold, band * noise_scale(row)) for row in logs])
     stepped = [i for i, row in enumerate(dev) if _beyond(row, widths[i])]
     pooled = np.median(dev, axis=0)
