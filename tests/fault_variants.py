@@ -85,7 +85,7 @@ PACE_S = 0.002  # each call waits this long ($SUITE_TEST_PACE_S if set; times pa
 
 def wait(seconds: float) -> None:
     """Spin on the clock until `seconds` have passed. A sleep ends when the scheduler wakes the
-    process, late by amounts that differ between processes and runs on a shared VM (docs/performance.md,
+    process, late by amounts that differ between processes and runs on a shared machine (docs/performance.md,
     "Noise"); a spin ends on time unless the core is taken away at that very moment."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Cache sizes of the two host kinds the project is developed on (sysfs, cpu0): an AMD EPYC's (1 MiB of L2
-# a core, 32 MiB of L3) and an Intel Xeon's (Ice Lake SP: 1.25 MiB of L2 a core, 48 MiB of L3).
+# Cache sizes of the two host kinds the project is developed on, as sysfs gives them for cpu0 (docs/CLAIMS.md,
+# "Verdicts", names the hosts)
 HOSTS = {
     "amd": {"L1d": {"bytes": 32 << 10}, "L2": {"bytes": 1 << 20}, "L3": {"bytes": 32 << 20}},
     "intel": {"L1d": {"bytes": 48 << 10}, "L2": {"bytes": 1280 << 10}, "L3": {"bytes": 48 << 20}},

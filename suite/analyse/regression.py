@@ -48,7 +48,8 @@ BLOCKING = {
 
 
 MIN_PROCESS_SIGMA = 0.005  # a case's processes never agree better than 0.5% (log time)
-# cases move between runs by ±2% at least, short ones more (docs/performance.md, "Figures behind the code's choices")
+# cases move between runs by a few percent at least, short ones more (docs/performance.md, "Figures behind the
+# code's choices")
 MIN_RUN_SIGMA = 0.02
 MIN_CASES_FOR_SHIFT = 5  # fewer tested cases: no grid shift is estimated, the run noise is the minimum
 

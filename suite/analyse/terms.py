@@ -61,7 +61,7 @@ def machines(env: dict | None, bandwidth: dict | None = None) -> dict[str, dict]
 
 def reached(caches: dict, bandwidth: dict | None) -> dict:
     """The caches with the last level at the reach the run's bandwidth sweep measured (suite.machine.stream.sweep)
-    where that is less than sysfs says: a VM's sysfs can report its socket's whole shared L3, far beyond where the
+    where that is less than sysfs says: sysfs can report a socket's whole shared L3, far beyond where this core's
     triad falls to DRAM's rate (docs/CLAIMS.md, "Verdicts"; docs/performance.md, "Figures behind the code's
     choices")."""
     sweep = ((bandwidth or {}).get("cpu") or {}).get("sweep")

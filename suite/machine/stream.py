@@ -171,12 +171,12 @@ PAST_LAST_LEVEL = 4  # a memory-level buffer is this many last-level caches
 IN_L2 = 8  # a cache-level buffer is L2 over this: its three buffers take 3/8 of L2
 UNKNOWN_LAST_LEVEL = 64 << 20  # where sysfs says nothing: a last-level cache this large is assumed
 UNKNOWN_L2 = 1 << 20
-# NB: a VM's sysfs can report its socket's whole shared last level, where 4× made buffers past a case's time and
+# NB: sysfs can report a socket's whole shared last level, where four times it made buffers past a case's time and
 # memory budgets, while buffers of a quarter of that already streamed at memory's rate (docs/performance.md,
 # "Figures behind the code's choices").
 MAX_MEMORY_BUFFER = 1 << 30
 # a memory-level buffer capped below this (a small memory budget) would read a cache's rate as memory's: three of
-# 64 MiB are past the last level's reach of the hosts measured (docs/performance.md, "Figures behind the code's
+# these are past the last level's reach of the hosts measured (docs/performance.md, "Figures behind the code's
 # choices")
 MIN_MEMORY_BUFFER = 64 << 20
 

@@ -43,9 +43,9 @@ seq_len = [16, 24, 32, 48, 128]
 """
 # NB: the controls are cases whose time is almost all the wait on the clock (SDPA at n <= 128 with
 # 2 heads of 16 is a few percent of it), so they move little between two runs; at n = 256 and 512 SDPA is
-# a large share of the case and moves with the host's other tenants (docs/performance.md, "Noise"). Real kernels on
-# this VM moved by 10-30% between two runs a minute apart, all
-# processes alike, which no one-run-against-one-run comparison can tell from a real change:
+# a large share of the case and moves with the host's other tenants (docs/performance.md, "Noise"). Real kernels
+# move between two runs a minute apart, all processes alike, which no one-run-against-one-run comparison can tell
+# from a real change:
 # benchmarks/regression_power.py measures that, and docs/performance.md says it.
 REAL = """
 [[block]]
@@ -101,10 +101,9 @@ SLOW_FIXTURES = ("runs", "many")  # real runs in subprocesses (tests/conftest.py
 def runs(tmp_path_factory):
     """Three real runs of the same grid: A, A again, and A with paced/native slowed by 50%.
 
-    NB: 50%, not 20%: between processes a paced case moved ±6.5% on the CI machine (stop 25) and ±8.2%
-    here in a full test run, where one comparison of two stored runs of 5 processes each calls 20% only
-    at times (q 0.10-0.13 in both; the power in docs/performance.md: 40% for the median real case). This tests the gate
-    end to end; its
+    NB: 50%, not 20%: a paced case moves between processes by several percent on a shared machine, where one
+    comparison of two stored runs of 5 processes each calls 20% only at times (the power of `compare`:
+    docs/performance.md). This tests the gate end to end; its
     power at 8% on many cases is the tests below, on two real runs with their times scaled."""
     tmp = tmp_path_factory.mktemp("compare")
     run_grid(tmp, "a1")
@@ -386,7 +385,7 @@ def test_an_exponent_that_drifts_from_linear_to_quadratic_is_a_regression():
 @pytest.mark.slow  # a full run analysed whole, and its series judged twice more
 def test_a_comparisons_verdicts_are_its_runs_reports_verdicts():
     """The gate reads each series' verdict with the cache steps its run's report fits (env.json's caches,
-    bandwidth.json's bound), on the AMD card's full run: without them series whose rise is a cache step (bigbird's
+    bandwidth.json's bound), on the cpu-full card's run: without them series whose rise is a cache step (bigbird's
     random gathers) read otherwise, and `compare` could block on a verdict change no report shows."""
     from suite.analyse import analyse
     from suite.analyse.terms import machines

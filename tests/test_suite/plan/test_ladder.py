@@ -232,7 +232,9 @@ def test_a_ladder_starts_with_the_span_a_verdict_needs():
 ROWS = "tests/data/cpu-full-rows"  # fixed/native's and reformer/native's rows of a full run (its README)
 SDPA_ROWS = "tests/data/amd-full-sdpa-rows"  # full/sdpa's rows of a full run that stopped one length short
 MHA_ROWS = "tests/data/amd-mha-fused-rows"  # mha_fused/native's rows of a full run, stopped on time at 8192
-INTEL_ROWS = "tests/data/intel-conv-rows"  # conv/native's and sliding_window/sdpa's rows of a full run on Intel
+INTEL_ROWS = (
+    "tests/data/intel-conv-rows"  # conv/native's and sliding_window/sdpa's rows of a full run on the second host kind
+)
 
 
 def _stored_series(variant: str, impl: str, run: str):
@@ -393,9 +395,9 @@ def test_a_verdict_at_its_tests_level_does_not_settle_however_narrow_its_power_l
 
 
 def test_a_refutation_its_power_law_contests_climbs_on():
-    """conv/native's rows to 4096 of a full run on an Intel VM (INTEL_ROWS) read refuted by its n^1.5 test while
-    its power law reaches the claim's 1 ± 0.15. Such a series climbs on, and where it stops on time, says both
-    readings; a refutation its power law shares (sliding_window/sdpa, n^2) settles."""
+    """conv/native's rows to 4096 of a full run on the second host kind (INTEL_ROWS) read refuted by its n^1.5
+    test while its power law reaches the claim's 1 ± 0.15. Such a series climbs on, and where it stops on time, says
+    both readings; a refutation its power law shares (sliding_window/sdpa, n^2) settles."""
     rows, hosts = _stored_series("conv", "native", INTEL_ROWS)
     rows = rows[(rows["status"] == "ok") & (rows["seq_len"] <= 4096)]
     ladder = grids.parse(

@@ -72,7 +72,7 @@ print(len(costs), min(costs) > 0, resource.getrusage(resource.RUSAGE_SELF).ru_ma
 
 @pytest.mark.slow
 def test_pricing_a_grid_of_long_sequences_allocates_nothing_its_lengths_size(tmp_path):
-    """n = 2^24 (planning accepts it at B = H = 1, d = 16): a theory's row counts alone were 128 MiB an array."""
+    """n = 2^24 (planning accepts it at B = H = 1, d = 16): a theory's row counts are arrays of n."""
     res = subprocess.run(
         [sys.executable, "-c", PRICING],
         cwd=ROOT,

@@ -70,9 +70,8 @@ def test_a_global_the_compiler_cannot_read_is_named_and_a_constexpr_one_compiles
 @pytest.mark.slow
 def test_every_launch_of_the_triton_paths_compiles_for_sm_90():
     """bf16 at d = 64 (what a GPU times; the module's own command adds float16, float32 and d = 128),
-    forward and backward, causal and not, every variant with a `triton` path: what an H200 lease found broken (a plain
-    global
-    in the band and chunk kernels) fails here."""
+    forward and backward, causal and not, every variant with a `triton` path: a kernel the GPU's compiler refuses
+    (a plain global in a kernel) fails here."""
     done = subprocess.run(
         [
             sys.executable,

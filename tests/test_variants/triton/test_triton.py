@@ -228,8 +228,7 @@ def test_a_part_that_says_it_covers_writes_every_gradient_entry(causal):
 
 def test_a_lone_part_is_its_kernels_and_nothing_else(monkeypatch):
     """Forward and backward of one band part: its kernels and δ's, no zeroed buffer, no cast of the output
-    or of a gradient (each was a pass over B·H·n·d on the GPU: 34% of the band's forward+backward's kernel time on an
-    H100)."""
+    or of a gradient (each is a pass over B·H·n·d on the GPU; docs/gpu.md gives its share)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from variants.triton import backward as shared
